@@ -1,0 +1,65 @@
+"""Gated full attention, the 1-in-4 layer of the hybrid stack.
+
+Compared with plain multi-head attention it has three extras:
+- the query projection is twice as wide: per head, the first half is the query, the second half a
+  gate; the attention output is multiplied by sigmoid(gate) before o_proj;
+- q and k are RMS-normalised per head (q_norm, k_norm) before rotary embedding;
+- keys and values have fewer heads than queries (grouped-query attention).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from qwen.norm import RMSNorm
+from qwen.rope import apply_rope
+
+
+def attention_mask(pad, past, T, device):
+    """Which keys each new query may see, or None when plain causal attention will do.
+
+    Query t (at position past + t) sees keys 0..past + t, except a row's left padding.
+    pad: (B,) or None -> (B, 1, T, past + T) bool"""
+    if pad is None:
+        return None
+    keys = torch.arange(past + T, device=device)
+    queries = torch.arange(past, past + T, device=device)
+    causal = keys[None, :] <= queries[:, None]                       # (T, S)
+    real = keys[None, :] >= pad[:, None]                              # (B, S)
+    mask = causal[None] & real[:, None]                               # (B, T, S)
+    # subtle: a padding query sees no real key; let it see itself so softmax stays finite (its output is unused)
+    mask |= (keys[None, :] == queries[:, None])[None]
+    return mask[:, None]
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        H, D = cfg.hidden_size, cfg.head_dim
+        self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, D
+        self.q_proj = nn.Linear(H, self.n_heads * D * 2, bias=False)    # query and gate, interleaved per head
+        self.k_proj = nn.Linear(H, self.n_kv * D, bias=False)
+        self.v_proj = nn.Linear(H, self.n_kv * D, bias=False)
+        self.o_proj = nn.Linear(self.n_heads * D, H, bias=False)
+        self.q_norm = RMSNorm(D, cfg.rms_norm_eps)
+        self.k_norm = RMSNorm(D, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, cache, pad=None):
+        """x: (B, T, H); cache: AttentionState, extended by T columns -> (B, T, H)"""
+        B, T, _ = x.shape
+        D = self.head_dim
+        q, gate = self.q_proj(x).view(B, T, self.n_heads, 2 * D).chunk(2, dim=-1)   # each (B, T, nh, D)
+        q = self.q_norm(q).transpose(1, 2)                                            # (B, nh, T, D)
+        k = self.k_norm(self.k_proj(x).view(B, T, self.n_kv, D)).transpose(1, 2)     # (B, nkv, T, D)
+        v = self.v_proj(x).view(B, T, self.n_kv, D).transpose(1, 2)                  # (B, nkv, T, D)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        past = cache.length()
+        k, v = cache.append(k, v)                                                     # (B, nkv, past+T, D)
+        mask = attention_mask(pad, past, T, x.device)
+        causal = mask is None and T > 1
+        if mask is None and T > 1 and past > 0:       # several new tokens after a cache: causal with an offset
+            mask = attention_mask(torch.zeros(B, dtype=torch.long, device=x.device), past, T, x.device)
+            causal = False
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                           enable_gqa=self.n_heads != self.n_kv)     # (B, nh, T, D)
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * D)
+        return self.o_proj(y * torch.sigmoid(gate.reshape(B, T, -1)))

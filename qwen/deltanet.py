@@ -1,0 +1,104 @@
+"""Gated DeltaNet, the 3-in-4 layer of the hybrid stack: linear attention with a recurrent memory.
+
+Per token t and value head h the layer keeps a memory matrix S (key_dim x value_dim) and updates it
+with the gated delta rule:
+
+    S = S * exp(g_t)                       forget a little (g_t <= 0, from A_log and dt_bias)
+    S = S + k_t (beta_t (v_t - k_t^T S))   write the part of v_t the memory does not yet predict
+    o_t = q_t^T S                          read
+
+Before that, q/k/v come from one projection (in_proj_qkv) passed through a depthwise causal conv1d
+(kernel K, so the layer also remembers its last K-1 inputs: the conv window) and SiLU; q and k are
+l2-normalised. The output is RMS-normalised per head, gated by silu(in_proj_z(x)) and projected back.
+Value heads may outnumber key heads: each q/k head then serves several consecutive value heads.
+
+`delta_rule_recurrent` below is the rule one token at a time (decode, verification, and the obvious
+reference); chunk.py holds the parallel form used for prefill.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from qwen.chunk import delta_rule_chunked
+from qwen.norm import GatedRMSNorm
+
+RECURRENT_MAX_T = 8    # passes up to this many tokens (decode, verification) run token by token
+
+
+def l2_normalize(x, eps=1e-6):
+    x = x.float()
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
+
+
+def delta_rule_recurrent(q, k, v, g, beta, S=None, keep_steps=False):
+    """The gated delta rule, one token at a time.
+
+    q, k: (B, H, T, Dk) l2-normalised; v: (B, H, T, Dv); g, beta: (B, H, T); S: (B, H, Dk, Dv) or None.
+    -> out (B, H, T, Dv), final S, and the list of S after each token when keep_steps (else [])."""
+    B, H, T, Dk = k.shape
+    q = q * Dk ** -0.5
+    if S is None:
+        S = q.new_zeros(B, H, Dk, v.shape[-1])
+    outs, steps = [], []
+    for t in range(T):
+        S = S * g[:, :, t, None, None].exp()
+        k_t = k[:, :, t, :, None]                                       # (B, H, Dk, 1)
+        predicted = (k_t * S).sum(-2)                                   # k_t^T S: (B, H, Dv)
+        S = S + k_t * ((v[:, :, t] - predicted) * beta[:, :, t, None])[:, :, None, :]
+        outs.append((q[:, :, t, :, None] * S).sum(-2))                  # q_t^T S: (B, H, Dv)
+        if keep_steps:
+            steps.append(S)
+    return torch.stack(outs, dim=2), S, steps
+
+
+class GatedDeltaNet(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        H = cfg.hidden_size
+        self.nk, self.nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+        self.dk, self.dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
+        self.kernel = cfg.linear_conv_kernel_dim
+        self.conv_dim = 2 * self.nk * self.dk + self.nv * self.dv              # q, k, v side by side
+        self.in_proj_qkv = nn.Linear(H, self.conv_dim, bias=False)
+        self.in_proj_z = nn.Linear(H, self.nv * self.dv, bias=False)
+        self.in_proj_b = nn.Linear(H, self.nv, bias=False)
+        self.in_proj_a = nn.Linear(H, self.nv, bias=False)
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, self.kernel, groups=self.conv_dim, bias=False)
+        self.dt_bias = nn.Parameter(torch.ones(self.nv))
+        self.A_log = nn.Parameter(torch.zeros(self.nv))
+        self.norm = GatedRMSNorm(self.dv, cfg.rms_norm_eps)
+        self.out_proj = nn.Linear(self.nv * self.dv, H, bias=False)
+
+    def conv(self, x, cache):
+        """Depthwise causal conv over [window, new inputs]; updates cache.conv. x: (B, C, T) -> (B, C, T)"""
+        B, C, T = x.shape
+        window = cache.conv if cache.conv is not None else x.new_zeros(B, C, self.kernel - 1)
+        full = torch.cat([window.to(x.dtype), x], dim=-1)                       # (B, C, K-1+T)
+        cache.conv = full[:, :, T:]                                             # the last K-1 inputs
+        if cache.keep_steps:
+            cache.conv_steps = [full[:, :, t + 1:t + self.kernel] for t in range(T)]
+        return F.silu(F.conv1d(full, self.conv1d.weight, groups=C))
+
+    def forward(self, x, cache, real=None):
+        """x: (B, T, H); cache: DeltaNetState, advanced by T tokens; real: (B, T) bool, False on padding."""
+        B, T, _ = x.shape
+        if real is not None:                                  # padding must write nothing into the memory
+            x = x * real[..., None].to(x.dtype)
+        qkv = self.conv(self.in_proj_qkv(x).transpose(1, 2), cache).transpose(1, 2)  # (B, T, C)
+        q, k, v = qkv.split([self.nk * self.dk, self.nk * self.dk, self.nv * self.dv], dim=-1)
+        q = l2_normalize(q.reshape(B, T, self.nk, self.dk))
+        k = l2_normalize(k.reshape(B, T, self.nk, self.dk))
+        v = v.reshape(B, T, self.nv, self.dv).float()
+        if self.nv != self.nk:                                # each q/k head serves nv/nk value heads
+            q = q.repeat_interleave(self.nv // self.nk, dim=2)
+            k = k.repeat_interleave(self.nv // self.nk, dim=2)
+        beta = torch.sigmoid(self.in_proj_b(x).float())                                 # (B, T, nv)
+        g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
+        q, k, v, beta, g = (t.transpose(1, 2) for t in (q, k, v, beta, g))            # heads first
+        if T <= RECURRENT_MAX_T or cache.keep_steps:
+            out, cache.S, cache.S_steps = delta_rule_recurrent(q, k, v, g, beta, cache.S, cache.keep_steps)
+        else:
+            out, cache.S = delta_rule_chunked(q, k, v, g, beta, cache.S)
+        out = out.transpose(1, 2).to(x.dtype)                                           # (B, T, nv, dv)
+        z = self.in_proj_z(x).view(B, T, self.nv, self.dv)
+        return self.out_proj(self.norm(out, z).reshape(B, T, -1))

@@ -1,0 +1,89 @@
+"""The Qwen3.5 text model: embedding, the hybrid stack of decoder layers, final norm, output layer.
+
+    model = Model.from_pretrained(find_model())
+    state = State(model)
+    logits = model(ids, state)          # ids (B, T) -> logits (B, T, vocab); state.pos += T
+
+Any T works from any state: a whole prompt, one token, or several tokens continuing from a cache (as
+speculative verification needs).
+"""
+import torch
+import torch.nn as nn
+
+from qwen.config import read_config
+from qwen.embedding import Embedding
+from qwen.layer import DecoderLayer
+from qwen.norm import RMSNorm
+from qwen.rope import rope_tables
+from qwen.weights import list_tensors, load_weights, text_prefix
+
+
+class Model(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = Embedding(cfg)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, kind) for kind in cfg.layer_types)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def hidden(self, ids, state):
+        """Last-layer output after the final norm. ids: (B, T) -> (B, T, H); advances state by T."""
+        B, T = ids.shape
+        positions = torch.arange(state.pos, state.pos + T, device=ids.device)        # (T,)
+        real = None
+        if state.pad is not None:                             # left-padded batch: each row counts from its first token
+            real = positions[None, :] >= state.pad[:, None]                           # (B, T)
+            positions = (positions[None, :] - state.pad[:, None]).clamp(min=0)       # (B, T)
+        cos, sin = rope_tables(self.cfg, positions)
+        x = self.embed_tokens(ids)
+        for layer, cache in zip(self.layers, state.layers):
+            x = layer(x, cos, sin, cache, state.pad, real)
+        state.pos += T
+        return self.norm(x)
+
+    def forward(self, ids, state, last_only=False):
+        """ids: (B, T) -> logits (B, T, vocab), or (B, 1, vocab) for the last position only."""
+        h = self.hidden(ids, state)
+        return self.lm_head(h[:, -1:] if last_only else h)
+
+    @classmethod
+    def from_pretrained(cls, path, dtype=torch.float32, device=None):
+        """Load a model folder (hub layout `model.language_model.*` or text-only `model.*`)."""
+        cfg = read_config(path)
+        names = list_tensors(path)
+        prefix = text_prefix(names)
+        weights = load_weights(path, part=prefix, dtype=dtype)
+        if not cfg.tie_word_embeddings:
+            if "lm_head.weight" not in names:
+                raise ValueError(f"{path}: config says untied embeddings but there is no lm_head.weight")
+            weights.update({"lm_head.weight": load_weights(path, part="lm_head.", dtype=dtype)["weight"]})
+        with torch.device("meta"):
+            model = cls(cfg)
+        load_into(model, weights, f"{path} ({prefix}*)",
+                  skip={"lm_head.weight"} if cfg.tie_word_embeddings else set())
+        return model.to(device=device).eval()
+
+
+def load_into(module, weights, source, skip=()):
+    """Copy checkpoint tensors into a module whose parameter names equal the checkpoint keys (except
+    `skip`, e.g. a tied lm_head). Refuses a missing, unexpected or wrongly shaped tensor, naming it."""
+    expected = dict(module.state_dict(keep_vars=True))
+    tied = set(skip)
+    missing = [n for n in expected if n not in weights and n not in tied]
+    unexpected = [n for n in weights if n not in expected]
+    if missing or unexpected:
+        raise ValueError(f"{source}: checkpoint does not fit the config: "
+                         + (f"missing {missing[:5]}{' …' if len(missing) > 5 else ''} " if missing else "")
+                         + (f"unexpected {unexpected[:5]}{' …' if len(unexpected) > 5 else ''}" if unexpected else ""))
+    for name, p in expected.items():
+        if name in tied:
+            continue
+        if tuple(weights[name].shape) != tuple(p.shape):
+            raise ValueError(f"{source}: tensor {name} has shape {tuple(weights[name].shape)}, "
+                             f"the config expects {tuple(p.shape)}")
+    module.load_state_dict({n: w for n, w in weights.items()}, strict=False, assign=True)
+    if "lm_head.weight" in tied:
+        module.lm_head.weight = module.embed_tokens.weight
