@@ -1,0 +1,116 @@
+"""What one speculative round did, as plain data (lists, numbers, strings: JSON-ready, no tensors).
+
+generate_mtp(..., trace=t) hands one record per round to `t` (a list, a callable, or a `Trace`,
+which also says which DeltaNet layer and head to watch). Round 0 is the prefill. A round record:
+
+    round, pos                 round number; position of the token the round starts from
+    draft     [{token, prob, top: [[id, prob], ...]}]          the head's k guesses
+    verify    [{token, prob, draft_prob, match}]               main model at each of the k+1 positions
+    accepted, emitted [{token, origin}]                        origin: draft / correction / bonus
+    rollback, seconds {draft, verify, snapshot, restore, rerun}, snapshot_bytes
+    states    {before, after_verify, after}: each {pos, kv: [...], head_kv, layers: [{index, kind, bytes}],
+               memory: 2-D list (watched layer/head, downsampled), conv: 2-D list (channels x K-1)}
+
+Nothing here runs unless a trace was asked for.
+"""
+import torch
+import torch.nn.functional as F
+
+from qwen.cache import AttentionState
+
+TOP = 5           # alternatives recorded per draft position
+GRID = 24         # memory matrices and conv windows are averaged down to at most GRID rows / columns
+
+
+class Trace(list):
+    """A list of round records that also names the DeltaNet layer (index among DeltaNet layers) and
+    value head whose memory is recorded."""
+
+    def __init__(self, watch_layer=0, watch_head=0, max_rounds=None):
+        super().__init__()
+        self.watch_layer, self.watch_head, self.max_rounds = watch_layer, watch_head, max_rounds
+
+
+def recorder(trace):
+    """A function that stores one record, or None when no trace was asked for."""
+    if trace is None:
+        return None
+    watch = (getattr(trace, "watch_layer", 0), getattr(trace, "watch_head", 0))
+    limit = getattr(trace, "max_rounds", None)
+    store = trace.append if hasattr(trace, "append") else trace
+
+    def record(rec):
+        if limit is not None and hasattr(trace, "__len__") and len(trace) > limit:
+            return                                     # bounded: a very long run keeps its first rounds
+        store(rec)
+    record.watch = watch
+    return record
+
+
+def _grid(x):
+    """Average a 2-D tensor down to at most GRID x GRID and round it: (R, C) -> list of lists."""
+    x = x.float()[None, None]
+    x = F.adaptive_avg_pool2d(x, (min(GRID, x.shape[-2]), min(GRID, x.shape[-1])))[0, 0]
+    return [[round(float(v), 5) for v in row] for row in x]
+
+
+def state_view(state, head_cache, watch=(0, 0)):
+    """A compact summary of the live state (see the module docstring)."""
+    layers, kv = [], []
+    deltanet = [s for s in state.layers if not isinstance(s, AttentionState)]
+    for i, s in enumerate(state.layers):
+        attn = isinstance(s, AttentionState)
+        layers.append({"index": i, "kind": "attention" if attn else "deltanet", "bytes": s.nbytes()})
+        if attn:
+            kv.append(s.length())
+    view = {"pos": state.pos, "kv": kv, "head_kv": head_cache.length(), "layers": layers}
+    if deltanet:
+        s = deltanet[min(watch[0], len(deltanet) - 1)]
+        head = min(watch[1], s.S.shape[1] - 1)
+        view["memory"] = _grid(s.S[0, head])                             # (key_dim, value_dim) averaged
+        view["conv"] = _grid(s.conv[0])                                  # (conv_dim, K-1) averaged
+        view["watch"] = {"layer": state.layers.index(s), "head": head}
+    return view
+
+
+def _top(probs, cols=None):
+    values, idx = probs.topk(min(TOP, probs.shape[-1]))
+    if cols is not None:
+        idx = cols[idx]
+    return [[int(i), round(float(v), 5)] for i, v in zip(idx, values)]
+
+
+def _draft_entry(token, view):
+    logits, cols = view
+    probs = logits.float().softmax(-1)
+    where = (cols == token).nonzero() if cols is not None else None
+    prob = float(probs[int(where[0, 0])]) if cols is not None and len(where) else \
+        (float(probs[token]) if cols is None else 0.0)
+    return {"token": int(token), "prob": round(prob, 5), "top": _top(probs, cols)}
+
+
+def prefill_record(model, state, head_cache, ids, tok, guess, t_prefill, t_draft, watch=(0, 0)):
+    return {"round": 0, "kind": "prefill", "pos": 0, "prompt_tokens": ids.shape[1],
+            "emitted": [{"token": int(tok), "origin": "main"}], "next_draft": _draft_entry(guess[0], guess[3]),
+            "seconds": {"prefill": t_prefill, "draft": t_draft},
+            "states": {"after": state_view(state, head_cache, watch)}}
+
+
+def round_record(model, n_round, pos, drafts, draft_probs, views, main_logits, main_probs, accepted, emitted,
+                 rollback, seconds, snap_bytes, before, after_verify, after):
+    probs = main_probs if main_probs is not None else main_logits.float().softmax(-1)     # (k+1, V)
+    verify = []
+    for i in range(len(drafts) + 1):
+        choice = int(probs[i].argmax())
+        entry = {"token": choice, "prob": round(float(probs[i, choice]), 5), "top": _top(probs[i])}
+        if i < len(drafts):
+            entry["draft_prob"] = round(float(probs[i, drafts[i]]), 5)
+            entry["match"] = i < accepted
+        verify.append(entry)
+    return {"round": n_round, "kind": "round", "pos": pos, "k": len(drafts),
+            "draft": [_draft_entry(d, v) for d, v in zip(drafts, views)],
+            "verify": verify, "accepted": accepted,
+            "emitted": [{"token": int(t), "origin": o} for t, o in emitted],
+            "rollback": rollback, "rolled_back": accepted < len(drafts),
+            "seconds": {key: round(v, 6) for key, v in seconds.items()}, "snapshot_bytes": int(snap_bytes),
+            "states": {"before": before, "after_verify": after_verify, "after": after}}
