@@ -64,7 +64,7 @@ class Model(nn.Module):
             model = cls(cfg)
         load_into(model, weights, f"{path} ({prefix}*)",
                   skip={"lm_head.weight"} if cfg.tie_word_embeddings else set())
-        return model.to(device=device).eval()
+        return model.to(device=device).eval().requires_grad_(False)
 
 
 def load_into(module, weights, source, skip=()):

@@ -56,7 +56,7 @@ class MTP(nn.Module):
         with torch.device("meta"):
             head = cls(cfg)
         load_into(head, weights, f"{path} (mtp.*)")
-        return head.to(device=device).eval()
+        return head.to(device=device).eval().requires_grad_(False)
 
     def forward(self, emb_next, hidden, start, cache):
         """emb_next: embeddings of tokens t+1, hidden: main-model outputs at t, both (B, T, H), at
@@ -129,6 +129,7 @@ def _draft(mtp, model, hidden, tokens, start, cache, temperature, top_k, top_p, 
     return tok, full, out[:, -1:], (logits[0], cols)
 
 
+@torch.inference_mode()     # as a decorator: entered on every resume, whichever thread resumes
 def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
                         top_k=None, top_p=None, generator=None, trace=None):
     """Speculative decoding with the MTP head (batch 1). Yields, after prefill and after each round,
@@ -141,90 +142,90 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
     check_prompt(model, ids)
     record = tr.recorder(trace)
-    with torch.inference_mode():
-        state, head_cache = State(model), AttentionState()
+    state, head_cache = State(model), AttentionState()
+    t0 = time.perf_counter()
+    hidden = model.hidden(ids, state)                                      # (1, T, H)
+    logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
+    t1 = time.perf_counter()
+    tok = int(pick_token(logits, temperature, top_k, top_p, generator)[0])
+    nxt = torch.cat([ids[:, 1:], torch.tensor([[tok]], device=ids.device)], dim=1)
+    guess = _draft(mtp, model, hidden, nxt, 0, head_cache, temperature, top_k, top_p, generator)
+    if record:
+        record(tr.prefill_record(model, state, head_cache, ids, tok, guess, t1 - t0, time.perf_counter() - t1,
+                                record.watch))
+    out, rounds, hits = [tok], 0, 0
+    yield [(tok, "main")], rounds, hits
+    budget = max_new_tokens
+    while len(out) < budget and out[-1] not in stop:
+        P = state.pos                                       # tok sits at position P, not yet run
+        before = tr.state_view(state, head_cache, record.watch) if record else None
+        # 1. guess: d1 came from the last head pass; d2..dk feed the head its own output
         t0 = time.perf_counter()
-        logits, hidden = forward_hidden(model, ids, state)
-        t1 = time.perf_counter()
-        tok = int(pick_token(logits[:, -1], temperature, top_k, top_p, generator)[0])
-        nxt = torch.cat([ids[:, 1:], torch.tensor([[tok]], device=ids.device)], dim=1)
-        guess = _draft(mtp, model, hidden, nxt, 0, head_cache, temperature, top_k, top_p, generator)
-        if record:
-            record(tr.prefill_record(model, state, head_cache, ids, tok, guess, t1 - t0, time.perf_counter() - t1,
-                                    record.watch))
-        out, rounds, hits = [tok], 0, 0
-        yield [(tok, "main")], rounds, hits
-        budget = max_new_tokens
-        while len(out) < budget and out[-1] not in stop:
-            P = state.pos                                       # tok sits at position P, not yet run
-            before = tr.state_view(state, head_cache, record.watch) if record else None
-            # 1. guess: d1 came from the last head pass; d2..dk feed the head its own output
-            t0 = time.perf_counter()
-            drafts, qs, views = [guess[0]], [guess[1]], [guess[3]]
-            h_prev = guess[2]
-            for j in range(1, k):
-                # the head's entry at position P pairs (h_P, d1); h_P is unknown until verify, so its own output stands in
-                g = _draft(mtp, model, h_prev, torch.tensor([[drafts[-1]]], device=ids.device), P + j - 1,
-                           head_cache, temperature, top_k, top_p, generator)
-                drafts.append(g[0]); qs.append(g[1]); views.append(g[3]); h_prev = g[2]
-            t_draft = time.perf_counter() - t0
-            # 2. verify all k+1 positions in one pass, keeping what a rollback will need
-            t0 = time.perf_counter()
-            snap, t_snap, snap_size = None, 0.0, 0
+        drafts, qs, views = [guess[0]], [guess[1]], [guess[3]]
+        h_prev = guess[2]
+        for j in range(1, k):
+            # the head's entry at position P pairs (h_P, d1); h_P is unknown until verify, so its own output stands in
+            g = _draft(mtp, model, h_prev, torch.tensor([[drafts[-1]]], device=ids.device), P + j - 1,
+                       head_cache, temperature, top_k, top_p, generator)
+            drafts.append(g[0]); qs.append(g[1]); views.append(g[3]); h_prev = g[2]
+        t_draft = time.perf_counter() - t0
+        # 2. verify all k+1 positions in one pass, keeping what a rollback will need
+        t0 = time.perf_counter()
+        snap, t_snap, snap_size = None, 0.0, 0
+        if rollback == "recompute":
+            snap = snapshot_state(state)
+            snap_size = snapshot_bytes(snap)
+        elif rollback == "select":
+            keep_step_states(state)
+        t_snap = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        seq = torch.tensor([[tok] + drafts], device=ids.device)                   # (1, k+1)
+        logits, hidden = forward_hidden(model, seq, state)
+        t_verify = time.perf_counter() - t0
+        after_verify = tr.state_view(state, head_cache, record.watch) if record else None
+        n, nxt_tok, p = accept_drafts(logits[0], drafts, torch.stack(qs) if temperature else None,
+                                      temperature, top_k, top_p, generator)
+        rounds, hits = rounds + 1, hits + n
+        # 3. accept, or roll back the main state to just after tok, d1..dn
+        t0 = time.perf_counter()
+        t_rerun = 0.0
+        if rollback == "select":
+            select_step_states(state, P, n + 1)
+        elif n < k:
             if rollback == "recompute":
-                snap = snapshot_state(state)
-                snap_size = snapshot_bytes(snap)
-            elif rollback == "select":
-                keep_step_states(state)
-            t_snap = time.perf_counter() - t0
+                restore_state(state, snap)
+                t1 = time.perf_counter()
+                _, hidden = forward_hidden(model, seq[:, :n + 1], state)         # re-run the accepted tokens
+                t_rerun = time.perf_counter() - t1
+            else:                                                                 # "none": KV only, memory left dirty
+                truncate_kv(state, P + n + 1)
+                state.pos = P + n + 1
+        t_restore = time.perf_counter() - t0 - t_rerun
+        emitted = [(d, "draft") for d in drafts[:n]] + [(nxt_tok, "bonus" if n == k else "correction")]
+        # emit, ending exactly where plain decoding would (stop token or max_new_tokens)
+        emit = []
+        for t, origin in emitted:
+            if len(out) >= budget:
+                break
+            out.append(t)
+            emit.append((t, origin))
+            if t in stop:
+                break
+        tok = nxt_tok
+        head_cache.truncate(P)                  # drop the head's speculative entries
+        if len(out) < budget and out[-1] not in stop:
+            # the head learns the accepted positions P..P+n and guesses the next round's d1
             t0 = time.perf_counter()
-            seq = torch.tensor([[tok] + drafts], device=ids.device)                   # (1, k+1)
-            logits, hidden = forward_hidden(model, seq, state)
-            t_verify = time.perf_counter() - t0
-            after_verify = tr.state_view(state, head_cache, record.watch) if record else None
-            n, nxt_tok, p = accept_drafts(logits[0], drafts, torch.stack(qs) if temperature else None,
-                                          temperature, top_k, top_p, generator)
-            rounds, hits = rounds + 1, hits + n
-            # 3. accept, or roll back the main state to just after tok, d1..dn
-            t0 = time.perf_counter()
-            t_rerun = 0.0
-            if rollback == "select":
-                select_step_states(state, P, n + 1)
-            elif n < k:
-                if rollback == "recompute":
-                    restore_state(state, snap)
-                    t1 = time.perf_counter()
-                    _, hidden = forward_hidden(model, seq[:, :n + 1], state)         # re-run the accepted tokens
-                    t_rerun = time.perf_counter() - t1
-                else:                                                                 # "none": KV only, memory left dirty
-                    truncate_kv(state, P + n + 1)
-                    state.pos = P + n + 1
-            t_restore = time.perf_counter() - t0 - t_rerun
-            emitted = [(d, "draft") for d in drafts[:n]] + [(nxt_tok, "bonus" if n == k else "correction")]
-            # emit, ending exactly where plain decoding would (stop token or max_new_tokens)
-            emit = []
-            for t, origin in emitted:
-                if len(out) >= budget:
-                    break
-                out.append(t)
-                emit.append((t, origin))
-                if t in stop:
-                    break
-            tok = nxt_tok
-            head_cache.truncate(P)                  # drop the head's speculative entries
-            if len(out) < budget and out[-1] not in stop:
-                # the head learns the accepted positions P..P+n and guesses the next round's d1
-                t0 = time.perf_counter()
-                seq_next = torch.tensor([drafts[:n] + [nxt_tok]], device=ids.device)
-                guess = _draft(mtp, model, hidden[:, :n + 1], seq_next, P, head_cache, temperature, top_k, top_p,
-                               generator)
-                t_draft += time.perf_counter() - t0
-            if record:
-                record(tr.round_record(model, rounds, P, drafts, qs if temperature else None, views, logits[0], p,
-                                       n, emit, rollback, dict(draft=t_draft, verify=t_verify, snapshot=t_snap,
-                                                               restore=t_restore, rerun=t_rerun),
-                                       snap_size, before, after_verify, tr.state_view(state, head_cache, record.watch)))
-            yield emit, rounds, hits
+            seq_next = torch.tensor([drafts[:n] + [nxt_tok]], device=ids.device)
+            guess = _draft(mtp, model, hidden[:, :n + 1], seq_next, P, head_cache, temperature, top_k, top_p,
+                           generator)
+            t_draft += time.perf_counter() - t0
+        if record:
+            record(tr.round_record(model, rounds, P, drafts, qs if temperature else None, views, logits[0], p,
+                                   n, emit, rollback, dict(draft=t_draft, verify=t_verify, snapshot=t_snap,
+                                                           restore=t_restore, rerun=t_rerun),
+                                   snap_size, before, after_verify, tr.state_view(state, head_cache, record.watch)))
+        yield emit, rounds, hits
 
 
 def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
