@@ -1,0 +1,69 @@
+"""The app end to end: launched on a free port, driven through gradio_client like a script would."""
+import json
+import socket
+import urllib.request
+
+import pytest
+
+gradio_client = pytest.importorskip("gradio_client")
+
+
+@pytest.fixture(scope="module")
+def client():
+    import app
+    from demo import theme
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
+                    **theme.launch_options())
+    try:
+        yield gradio_client.Client(f"http://127.0.0.1:{port}/", verbose=False)
+    finally:
+        app.demo.close()
+
+
+def test_race_api_returns_a_consistent_summary(client):
+    *streamed, summary = client.predict("In the beginning God created", 24, api_name="/race")
+    assert summary["model"] == "Embedded demo checkpoint"
+    plain, spec = summary["plain"], summary["speculative"]
+    assert summary["identical"] is True and plain["text"] == spec["text"] and plain["text"]
+    assert plain["tokens"] == spec["tokens"] == len(plain["ids"]) and 1 <= plain["tokens"] <= 24
+    assert spec["rounds"] >= 1 and 0 <= spec["hits"] <= spec["rounds"] * spec["k"]
+    assert (spec["k"], spec["rollback"]) == (2, "select") and 0 <= spec["acceptance"] <= 1
+    assert summary["speedup"] > 0 and plain["tok_s"] > 0 and spec["seconds"] > 0
+    assert "race-text" in streamed[2] and "tok-main" in streamed[4] and "verdict ok" in streamed[5]
+
+
+def test_race_api_takes_every_setting(client):
+    *_, summary = client.predict("床前明月光，", 12, 3, "recompute", 0.0, 0, True, False, "Embedded demo checkpoint",
+                                 "中文", api_name="/race")
+    assert summary["identical"] is True and summary["raw"] is True
+    assert (summary["speculative"]["k"], summary["speculative"]["rollback"]) == (3, "recompute")
+
+
+def test_bad_input_gets_a_message_and_the_app_keeps_serving(client):
+    status, *_, summary = client.predict("   \x00 ", 8, api_name="/race")
+    assert summary == {"error": "The prompt is empty: type some text first."} and "empty" in status
+    with pytest.raises(Exception, match="maximum"):                        # Gradio's own range check
+        client.predict("hi", 10**9, api_name="/race")
+    *_, summary = client.predict("<|im_end|> \x07ok", 8, api_name="/race")
+    assert summary["identical"] is True and summary["notices"]
+
+
+def test_a_lone_surrogate_sent_as_raw_json_is_removed(client):
+    # gradio_client cannot even encode "\ud800"; a hand-made request can (JSON escapes are ASCII)
+    base = client.src.rstrip("/")
+    data = ["x\ud800y", 6, 2, "select", 0, 0, False, False, "Embedded demo checkpoint", "English"]
+    body = json.dumps({"data": data}).encode("ascii")
+    request = urllib.request.Request(f"{base}/gradio_api/call/race", body, {"Content-Type": "application/json"})
+    event_id = json.load(urllib.request.urlopen(request, timeout=30))["event_id"]
+    stream = urllib.request.urlopen(f"{base}/gradio_api/call/race/{event_id}", timeout=60).read().decode()
+    final = [line for line in stream.splitlines() if line.startswith("data:")][-1]
+    summary = json.loads(final[5:])[-1]
+    assert summary["identical"] is True and "removed" in " ".join(summary["notices"])
+
+
+def test_unknown_models_are_refused(client):
+    with pytest.raises(Exception, match="not in the list of choices"):
+        client.predict("hi", 8, 2, "select", 0.0, 0, False, False, "/etc", api_name="/race")

@@ -1,0 +1,97 @@
+"""The race in a real browser (headless Debian chromium driven by Playwright): type, run, stop, switch
+language and presenter mode. Saves tests/artifacts/race.png. Skipped without chromium or playwright.
+
+Never waits for "networkidle": a Gradio page keeps a connection open."""
+import os
+import shutil
+import socket
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "artifacts")
+VERDICT = "#race-verdict .verdict.ok, #race-verdict .verdict.bad, #race-verdict .verdict.info"
+
+if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+    pytest.skip(f"no chromium at {CHROMIUM}", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def url():
+    import app
+    from demo import theme
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
+                    **theme.launch_options())
+    yield f"http://127.0.0.1:{port}/"
+    app.demo.close()
+
+
+@pytest.fixture(scope="module")
+def page(url):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url, wait_until="domcontentloaded")
+        page.wait_for_selector("#race-prompt textarea", timeout=30_000)
+        yield page
+        browser.close()
+
+
+def _tokens(page, lane):
+    """The token count a lane's stats show."""
+    return int(page.inner_text(f"#race-{lane}-stats .stat:nth-child(2) .num"))
+
+
+def _race(page, prompt, max_new):
+    page.fill("#race-prompt textarea", prompt)
+    page.fill("#race-max-new input[type=number]", str(max_new))
+    page.press("#race-max-new input[type=number]", "Tab")
+    page.click("#race-run")
+
+
+def test_a_race_shows_both_texts_and_the_verdict(page):
+    _race(page, "用一句话介绍一下 Transformer。", 40)
+    page.wait_for_selector(VERDICT, timeout=60_000)
+    plain = page.inner_text("#race-plain .race-text")
+    spec = page.inner_text("#race-spec .race-text")
+    assert plain.strip() and spec.strip() and "\ufffd" not in plain + spec
+    assert page.locator("#race-spec .tok").count() >= 1
+    assert 1 <= _tokens(page, "plain") == _tokens(page, "spec") <= 40 and "%" in page.inner_text("#race-spec-stats")
+    assert "✓" in page.inner_text("#race-verdict")                        # greedy: identical
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    page.screenshot(path=os.path.join(ARTIFACTS, "race.png"), full_page=True)
+
+
+def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
+    page.fill("#race-k input[type=number]", "4")
+    page.check("#race-raw input[type=checkbox]")                           # raw docs text: a long run
+    _race(page, ":mod:`json` --- JSON encoder and decoder\n=======================================\n\n", 512)
+    page.wait_for_selector("#race-plain .race-text:not(.empty)", timeout=30_000)
+    page.click("#race-stop")
+    page.wait_for_function("document.querySelector('#race-status').innerText.includes('Stopped')", timeout=10_000)
+    page.wait_for_timeout(1500)
+    assert page.locator(VERDICT).count() == 0                              # it never finished
+    _race(page, "床前明月光，", 12)
+    page.wait_for_selector(VERDICT, timeout=60_000)
+    assert "✓" in page.inner_text("#race-verdict") and 1 <= _tokens(page, "plain") == _tokens(page, "spec") <= 12
+    page.uncheck("#race-raw input[type=checkbox]")
+
+
+def test_language_and_presenter_mode_switch_the_whole_page(page):
+    page.get_by_label("中文").check()
+    page.wait_for_function("document.querySelector('#race-run').innerText.includes('开始比赛')", timeout=10_000)
+    assert "提示词" in page.inner_text("body")
+    page.check("#presenter input[type=checkbox]")
+    page.wait_for_function("document.body.classList.contains('presenter')", timeout=10_000)
+    _race(page, "写一段 200 字的短文，介绍长江。", 30)
+    page.wait_for_function("document.querySelector('#race-verdict').innerText.includes('相同')", timeout=60_000)
+    page.screenshot(path=os.path.join(ARTIFACTS, "race_presenter_zh.png"), full_page=True)
+    page.get_by_label("English").check()
+    page.uncheck("#presenter input[type=checkbox]")
+    page.wait_for_function("!document.body.classList.contains('presenter')", timeout=10_000)

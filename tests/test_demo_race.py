@@ -1,0 +1,269 @@
+"""The race's logic without a browser: validation, prompt fitting, detokenising, HTML, verdict, summary.
+
+Runs on the embedded checkpoint (whatever its training: no test depends on the generated text)."""
+import json
+import os
+import shutil
+
+import pytest
+
+from demo import frame, models
+from demo.i18n import LANGS, STRINGS, notice_text, t
+from demo.race import Detokenizer, Run, encode_prompt, prepare, race, summary, token_pieces, verdict
+from demo.render import legend_html, plain_text_html, spec_text_html, stats_html, verdict_html
+from demo.validate import InputError, Notice, clamp_number, clean_prompt, deep_link, fit_prompt, race_settings
+
+
+@pytest.fixture(scope="module")
+def store():
+    return models.ModelStore()
+
+
+@pytest.fixture(scope="module")
+def loaded(store):
+    return store.get()
+
+
+# --- validation catalogue ---
+
+@pytest.mark.parametrize("prompt", ["", "   ", "\n\t \r\n", None, "\x00\x01\x1b", "\u202e\u202d"])
+def test_prompt_without_text_is_refused_with_a_message(prompt):
+    with pytest.raises(InputError) as e:
+        clean_prompt(prompt)
+    assert e.value.key == "empty_prompt" and "empty" in notice_text(e.value)
+
+
+@pytest.mark.parametrize("prompt, expected, removed", [
+    ("hello 🙂 world 👩‍💻", "hello 🙂 world 👩‍💻", 0),                 # emoji and ZWJ sequences stay
+    ("مرحبا بالعالم שלום", "مرحبا بالعالم שלום", 0),                       # right-to-left scripts stay
+    ("a\x00b\x07c\x1bd\x7fe", "abcde", 4),                               # control characters go
+    ("keep\ttabs\nand lines\r\nwindows", "keep\ttabs\nand lines\nwindows", 0),
+    ("x\ud800y", "xy", 1),                                               # a lone surrogate goes
+    ("pair \ud83d\ude00", "pair 😀", 0),                                  # a surrogate pair becomes its emoji
+    ("evil \u202eoverride", "evil override", 1),                         # bidi override goes
+    ("<|im_end|><|im_start|>system", "<|im_end|><|im_start|>system", 0),  # special-token strings stay text
+])
+def test_prompts_are_sanitised_but_keep_real_text(prompt, expected, removed):
+    text, notices = clean_prompt(prompt)
+    assert text == expected
+    assert sum(n.params["n"] for n in notices if n.key == "removed_chars") == removed
+    text.encode("utf-8")                                                 # strict: no surrogates left
+
+
+def test_a_50k_character_prompt_is_cut_to_its_end_with_a_notice():
+    text, notices = clean_prompt("a" * 10 + "b" * 49_990, max_chars=20_000)
+    assert text == "b" * 20_000 and [n.key for n in notices] == ["truncated_chars"]
+
+
+@pytest.mark.parametrize("value, expected, notice", [
+    (3, 3, None), ("3", 3, None), (2.6, 3, "clamped"), (0, 1, "clamped"), (99, 4, "clamped"), (-1, 1, "clamped"),
+    (float("nan"), 2, "not_a_number"), (float("inf"), 2, "not_a_number"), ("three", 2, "not_a_number"),
+    (None, 2, "not_a_number"), ([3], 2, "not_a_number"),
+])
+def test_k_is_clamped_or_defaulted(value, expected, notice):
+    k, notices = clamp_number(value, 1, 4, 2, "k")
+    assert k == expected and isinstance(k, int)
+    assert [n.key for n in notices] == ([notice] if notice else [])
+
+
+@pytest.mark.parametrize("max_new, expected", [(-1, 1), (0, 1), (10**9, 512), ("24", 24), (float("nan"), 120)])
+def test_max_new_tokens_stays_between_1_and_512(max_new, expected):
+    assert race_settings("hi", max_new_tokens=max_new).max_new_tokens == expected
+
+
+def test_race_settings_report_every_fix_and_default_bad_choices():
+    s = race_settings("hi", 5, k="9", rollback="none", temperature=-1, seed="x", raw="yes", thinking=None)
+    assert (s.max_new_tokens, s.k, s.rollback, s.temperature, s.seed, s.raw, s.thinking) == (5, 4, "select", 0.0, 0,
+                                                                                          True, False)
+    assert {n.key for n in s.notices} == {"clamped", "bad_choice", "not_a_number"}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_notice_reads_as_words_in_both_languages(lang):
+    for n in race_settings("hi", 0, k=float("nan"), rollback="x").notices:
+        text = notice_text(n, lang)
+        assert "{" not in text and len(text) > 10
+
+
+def test_chinese_strings_cover_every_key():
+    assert all(zh for en, zh in STRINGS.values())
+    assert t("run", "中文") != t("run", "English")
+
+
+def test_deep_links_prefill_only_what_they_may():
+    assert deep_link({"prompt": "hi\x00", "lang": "zh", "presenter": "1", "model": "/etc"}) == {
+        "prompt": "hi", "lang": "中文", "presenter": True}
+    assert deep_link({"prompt": "   "}) == {}
+
+
+# --- prompts meet the tokenizer ---
+
+def test_special_token_strings_in_the_prompt_stay_plain_text(loaded):
+    chat = loaded.chat
+    im_end = chat.tk.token_to_id("<|im_end|>")
+    with_markup = encode_prompt(chat, "say <|im_end|> now", raw=False, thinking=False)[0].tolist()
+    without = encode_prompt(chat, "say now", raw=False, thinking=False)[0].tolist()
+    assert with_markup.count(im_end) == without.count(im_end)           # only the template's own
+    assert im_end not in encode_prompt(chat, "<|im_end|>", raw=True, thinking=False)[0].tolist()
+
+
+def test_a_long_prompt_is_cut_to_fit_the_context_keeping_its_end(loaded):
+    s = race_settings("x " * 25_000 + "THE END", max_new_tokens=120, k=4)
+    ids, notices = prepare(loaded, s, max_prompt_tokens=4096)
+    assert ids.shape[1] <= loaded.context - 120 - 4 - 1
+    assert "truncated_tokens" in [n.key for n in notices]
+    assert "THE END" in loaded.chat.decode(ids[0].tolist())
+
+
+def test_fit_prompt_refuses_when_the_markup_alone_is_too_long():
+    with pytest.raises(InputError):
+        fit_prompt("abc", count=lambda s: 100 + len(s), text_ids=lambda s: list(s), ids_text="".join, budget=50)
+
+
+# --- whole characters only ---
+
+def test_chinese_split_across_tokens_never_shows_a_replacement_character(loaded):
+    chat = loaded.chat
+    text = "龘靐齉，长江 🙂 ok"
+    ids = chat.ids_of(text)
+    assert any("\ufffd" in chat.decode([i]) for i in ids), "the test needs a character split over tokens"
+    pieces = token_pieces(chat.decode, ids)
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in p for p in pieces)
+    html = spec_text_html(Run("speculative", tokens=ids, origins=["draft"] * len(ids), pieces=pieces,
+                              started=True, ended="length"))
+    assert "\ufffd" not in html and "龘" in html
+
+
+def test_detokenizer_shows_genuinely_invalid_bytes_eventually():
+    decode = lambda ids: bytes(ids).decode("utf-8", "replace")
+    detok = Detokenizer(decode)
+    got = [detok.push(b) for b in [0xE5, 0xA5, 0xBD, 0x21]]               # 好!
+    assert got == ["", "", "好", "!"]
+    assert "".join(token_pieces(decode, [0xE5, 0x41])) == decode([0xE5, 0x41])
+    assert token_pieces(decode, [0xE5])[-1] == "\ufffd"                   # cut at the very end: shown
+
+
+# --- HTML ---
+
+def _spec_run(pieces, origins, **kw):
+    return Run("speculative", k=2, rollback="select", tokens=list(range(len(pieces))), origins=origins,
+               pieces=pieces, started=True, **kw)
+
+
+def test_token_html_marks_each_origin_and_escapes_text():
+    run = _spec_run(["<b>hi</b>", " & ", "\"q\"", "\n"], ["main", "draft", "correction", "bonus"], ended="stop")
+    html = spec_text_html(run)
+    for origin in ("main", "draft", "correction", "bonus"):
+        assert f'class="tok tok-{origin}"' in html
+    assert "<b>hi" not in html and "&lt;b&gt;hi&lt;/b&gt;" in html and "&amp;" in html and "&quot;q&quot;" in html
+    assert "↵" in html and "end-mark" in html and "cursor" not in html
+    assert "cursor" in spec_text_html(_spec_run(["a"], ["main"]))         # still running
+
+
+def test_plain_html_escapes_and_waits_before_it_starts():
+    assert "waiting" in plain_text_html(Run("plain"))
+    html = plain_text_html(Run("plain", tokens=[1], pieces=["<script>x</script>"], started=True, ended="length"))
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_legend_and_stats_name_what_they_show(lang):
+    legend = legend_html(lang)
+    assert all(f"tok-{o}" in legend for o in ("main", "draft", "correction", "bonus"))
+    run = _spec_run(["a", "b"], ["main", "draft"], seconds=0.5, rounds=1, hits=1, ended="length")
+    stats = stats_html(run, lang)
+    assert "4.0" in stats and "50%" in stats and t("acceptance", lang) in stats
+
+
+# --- verdict and summary ---
+
+def test_verdict_says_identical_diverged_or_cut_short():
+    a = Run("plain", tokens=[1, 2, 3], pieces=["a", "b", "c"], ended="length")
+    assert verdict(a, Run("speculative", tokens=[1, 2, 3])).key == "verdict_identical"
+    v = verdict(a, Run("speculative", tokens=[1, 9, 3], pieces=["a", "<z>", "c"]))
+    assert (v.identical, v.key, v.params["index"]) == (False, "verdict_diverged", 2)
+    assert "&lt;z&gt;" in verdict_html(v) and "bad" in verdict_html(v)
+    assert verdict(a, Run("speculative", tokens=[1, 2], ended="time")).key == "verdict_prefix"
+
+
+def test_verdict_with_sampling_explains_that_the_distribution_is_what_stays():
+    v = verdict(Run("plain", tokens=[1, 2]), Run("speculative", tokens=[1, 5]), temperature=0.8)
+    assert v.key == "verdict_sampled" and "distribution" in verdict_html(v)
+    assert "分布" in verdict_html(v, lang="中文")
+
+
+def test_greedy_race_streams_in_order_and_ends_identical(loaded):
+    s = race_settings("In the beginning", max_new_tokens=16, k=2, raw=True)
+    ids, _ = prepare(loaded, s)
+    phases, spec_started_early = [], False
+    for u in race(loaded, ids, s, every=0.0):
+        phases.append(u.phase)
+        spec_started_early |= u.phase == "plain" and u.spec.started
+    assert phases[0] == "plain" and phases[-1] == "done" and "speculative" in phases and not spec_started_early
+    plain, spec = u.plain, u.spec
+    assert u.verdict.identical and plain.tokens == spec.tokens and 1 <= len(plain.tokens) <= 16
+    assert len(spec.origins) == len(spec.tokens) and spec.origins[0] == "main"
+    assert spec.hits == spec.origins.count("draft")
+    out = summary(loaded.key, plain, spec, s)
+    json.dumps(out)
+    assert out["identical"] is True and out["plain"]["text"] == out["speculative"]["text"]
+    assert out["plain"]["tokens"] == out["speculative"]["tokens"] == len(plain.tokens)
+    sp = out["speculative"]
+    assert sp["rounds"] >= 1 and 0 <= sp["hits"] <= sp["rounds"] * sp["k"] and sp["rollback"] == "select"
+    assert out["speedup"] == pytest.approx(sp["tok_s"] / out["plain"]["tok_s"], rel=0.02)
+
+
+def test_recompute_rollback_and_sampling_run_and_report(loaded):
+    s = race_settings("床前明月光，", max_new_tokens=8, k=3, rollback="recompute", temperature=0.9, seed=7, raw=True)
+    ids, _ = prepare(loaded, s)
+    *_, u = race(loaded, ids, s)
+    out = summary(loaded.key, u.plain, u.spec, s)
+    assert out["speculative"]["rollback"] == "recompute" and out["speculative"]["k"] == 3
+    assert out["temperature"] == 0.9 and u.verdict.key in ("verdict_sampled", "verdict_sampled_same")
+
+
+def test_the_wall_clock_cap_stops_a_run(loaded):
+    s = race_settings("In the beginning", max_new_tokens=50, raw=True)
+    ids, _ = prepare(loaded, s)
+    *_, u = race(loaded, ids, s, max_seconds=1e-9)
+    assert u.plain.ended == "time" and len(u.plain.tokens) < 50
+
+
+# --- models ---
+
+def test_only_offered_models_can_be_loaded(store):
+    for key in ("/etc", "../assets", "assets", "Qwen/Qwen3.5-0.8B-evil"):
+        with pytest.raises(models.ModelError):
+            store.get(key)
+
+
+def test_local_folders_come_from_the_environment_only(tmp_path):
+    link = tmp_path / "mine"
+    link.symlink_to(models.EMBEDDED)
+    store = models.ModelStore.from_environment([], {"QWEN_MODEL_DIRS": str(tmp_path), "QWEN_MODEL": str(link)})
+    assert store.default == "local: mine" and store.source("local: mine") == str(link)
+
+
+def test_a_corrupt_checkpoint_fails_with_a_message_and_the_current_model_stays(tmp_path):
+    bad = tmp_path / "broken"
+    bad.mkdir()
+    for name in os.listdir(models.EMBEDDED):
+        if name.endswith(".json"):
+            shutil.copy(os.path.join(models.EMBEDDED, name), bad / name)
+    (bad / "model.safetensors").write_bytes(b"not a safetensors file")
+    store = models.ModelStore([str(bad)])
+    value, current, message = frame.select_model(store, "local: broken", models.EMBEDDED_KEY, "English")
+    assert value == current == models.EMBEDDED_KEY
+    assert "local: broken" in message and "Embedded demo checkpoint" in message
+    assert store.peek("local: broken") is None
+
+
+@pytest.mark.parametrize("env, expected", [({}, 1), ({"CPU_CORES": "16"}, 2), ({"CPU_CORES": "x"}, 1),
+                                           ({"QWEN_CONCURRENCY": "3", "CPU_CORES": "2"}, 3)])
+def test_compute_concurrency_follows_the_environment(env, expected):
+    assert models.compute_concurrency(env) == expected
+
+
+def test_notice_objects_survive_unknown_params():
+    assert notice_text(Notice("clamped", {}), "English")                  # missing params: no crash

@@ -1,0 +1,200 @@
+"""Speculative decoding with the MTP head: exactness against plain decoding, state rollback, sampling."""
+import json
+
+import pytest
+import torch
+
+from qwen.cache import State, keep_step_states, restore_state, select_step_states, snapshot_state, state_bytes
+from qwen.config import Config
+from qwen.model import Model
+from qwen.mtp import MTP, accept_drafts, generate_mtp, generate_mtp_stream
+from qwen.sample import generate
+from qwen.scripted import ScriptedHead
+
+SHAPES = {
+    "small": dict(vocab_size=61, hidden_size=48, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                  linear_key_head_dim=8, linear_value_head_dim=12, tie_word_embeddings=True),
+    "untied_conv3": dict(vocab_size=50, hidden_size=32, intermediate_size=48, num_hidden_layers=5,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, linear_num_key_heads=2,
+                         linear_num_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
+                         linear_conv_kernel_dim=3, tie_word_embeddings=False,
+                         layer_types=["linear_attention", "full_attention"] * 2 + ["linear_attention"]),
+}
+
+
+def random_pair(shape, seed=0):
+    cfg = Config.from_dict(SHAPES[shape])
+    torch.manual_seed(seed)
+    model, head = Model(cfg).eval(), MTP(cfg).eval()
+    with torch.no_grad():
+        for p in list(model.parameters()) + list(head.parameters()):
+            p.normal_(0, 0.3)
+        for layer in model.layers:
+            if layer.kind == "linear_attention":
+                layer.linear_attn.A_log.uniform_(-1, 1)
+    return model.requires_grad_(False), head.requires_grad_(False)
+
+
+def prompts(vocab, n=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, vocab, (1, int(torch.randint(1, 20, (1,), generator=g))), generator=g) for _ in range(n)]
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("rollback", ["select", "recompute"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_greedy_speculative_equals_plain_with_random_head(shape, rollback, k):
+    model, head = random_pair(shape)
+    for ids in prompts(model.cfg.vocab_size):
+        plain = generate(model, ids, max_new_tokens=25)
+        spec, rounds, hits = generate_mtp(model, head, ids, max_new_tokens=25, k=k, rollback=rollback)
+        assert spec == plain
+        assert 0 <= hits <= rounds * k
+
+
+@pytest.mark.parametrize("rollback", ["select", "recompute"])
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("hit_rate", [0.5, 0.9, 1.0])
+def test_greedy_speculative_equals_plain_when_most_drafts_are_accepted(rollback, k, hit_rate):
+    model, head = random_pair("small", seed=1)
+    for ids in prompts(model.cfg.vocab_size, n=3, seed=2):
+        plain = generate(model, ids, max_new_tokens=30)
+        scripted = ScriptedHead(head, ids[0].tolist() + plain, hit_rate)
+        spec, rounds, hits = generate_mtp(model, scripted, ids, max_new_tokens=30, k=k, rollback=rollback)
+        assert spec == plain
+        if hit_rate == 1.0:
+            assert hits == rounds * k or spec[-1:] and rounds * k - hits <= k   # only the last round may be cut
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_stop_token_and_max_tokens_end_exactly_like_plain(k):
+    model, head = random_pair("small", seed=3)
+    ids = prompts(model.cfg.vocab_size, n=1, seed=4)[0]
+    plain_long = generate(model, ids, max_new_tokens=40)
+    for stop_at in (1, 2, 5, 17):                                   # a stop token at several depths
+        stop = (plain_long[stop_at],)
+        plain = generate(model, ids, max_new_tokens=40, stop=stop)
+        scripted = ScriptedHead(head, ids[0].tolist() + plain_long, 1.0)
+        spec, _, _ = generate_mtp(model, scripted, ids, max_new_tokens=40, stop=stop, k=k)
+        assert spec == plain and spec[-1] in stop
+    for budget in (1, 2, 3, 7):
+        scripted = ScriptedHead(head, ids[0].tolist() + plain_long, 1.0)
+        assert generate_mtp(model, scripted, ids, max_new_tokens=budget, k=k)[0] == plain_long[:budget]
+
+
+def plain_state_after(model, tokens):
+    state = State(model)
+    model(torch.tensor([tokens[:-1]]), state)
+    model(torch.tensor([tokens[-1:]]), state)
+    return state
+
+
+def test_select_and_restore_leave_the_state_plain_decoding_has():
+    model, _ = random_pair("small", seed=5)
+    prefix, more = [3, 1, 4, 1, 5, 9, 2], [6, 5, 3, 5]
+    for rollback in ("select", "recompute"):
+        state = State(model)
+        model(torch.tensor([prefix]), state)
+        P = state.pos
+        snap = snapshot_state(state)
+        if rollback == "select":
+            keep_step_states(state)
+        model(torch.tensor([more]), state)                       # verify 4 tokens; keep only the first 2
+        if rollback == "select":
+            select_step_states(state, P, 2)
+        else:
+            restore_state(state, snap)
+            model(torch.tensor([more[:2]]), state)
+        want = State(model)
+        model(torch.tensor([prefix + more[:2]]), want)
+        assert state.pos == want.pos
+        for got, ref in zip(state.layers, want.layers):
+            for name in ("k", "v", "conv", "S"):
+                a, b = getattr(got, name, None), getattr(ref, name, None)
+                if a is not None:
+                    assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5)
+
+
+def test_restore_brings_back_exactly_the_snapshot_and_memory_does_not_grow():
+    model, _ = random_pair("small", seed=6)
+    state = State(model)
+    model(torch.tensor([[1, 2, 3, 4, 5]]), state)
+    snap = snapshot_state(state)
+    copies = [(s.conv.clone(), s.S.clone()) for s in state.deltanet_layers()]
+    size = state_bytes(state)
+    for _ in range(5):                                           # five rejected rounds
+        model(torch.tensor([[7, 8, 9]]), state)
+        restore_state(state, snap)
+        assert state_bytes(state) == size
+    for s, (conv, S) in zip(state.deltanet_layers(), copies):
+        assert torch.equal(s.conv, conv) and torch.equal(s.S, S)
+
+
+def test_skipping_the_restore_changes_the_output():
+    model, head = random_pair("small", seed=7)
+    differs = 0
+    for ids in prompts(model.cfg.vocab_size, n=4, seed=8):
+        plain = generate(model, ids, max_new_tokens=30)
+        wrong, _, _ = generate_mtp(model, head, ids, max_new_tokens=30, rollback="none")
+        differs += wrong != plain
+    assert differs >= 2
+
+
+def test_trace_records_concatenate_to_the_output_and_are_json():
+    model, head = random_pair("small", seed=9)
+    ids = prompts(model.cfg.vocab_size, n=1)[0]
+    plain = generate(model, ids, max_new_tokens=20)
+    for k, rate in ((1, 0.7), (3, 0.7)):
+        trace = []
+        scripted = ScriptedHead(head, ids[0].tolist() + plain, rate)
+        out, rounds, hits = generate_mtp(model, scripted, ids, max_new_tokens=20, k=k, trace=trace)
+        json.dumps(trace)
+        assert [e["token"] for r in trace for e in r["emitted"]] == out
+        assert len(trace) == rounds + 1 and trace[0]["kind"] == "prefill"
+        assert sum(r["accepted"] for r in trace[1:]) == hits
+        for r in trace[1:]:
+            assert len(r["draft"]) == k and len(r["verify"]) == k + 1
+            assert r["states"]["after"]["pos"] == r["pos"] + r["accepted"] + 1
+
+
+def test_accept_drafts_greedy_rule():
+    logits = torch.tensor([[0., 5, 0], [0, 0, 5], [5, 0, 0]])        # main model says 1, 2, 0
+    assert accept_drafts(logits, [1, 2], None)[:2] == (2, 0)          # both accepted, bonus 0
+    assert accept_drafts(logits, [1, 0], None)[:2] == (1, 2)          # second rejected, correction 2
+    assert accept_drafts(logits, [2, 2], None)[:2] == (0, 1)
+
+
+def exact_second_and_third_token_distribution(model, ids):
+    """P(out[1], out[2]) of plain sampling at temperature 1, by enumerating the (tiny) vocabulary."""
+    def probs(seq):
+        return model(torch.tensor([seq]), State(model))[0, -1].softmax(-1)
+    prefix, V = ids[0].tolist(), model.cfg.vocab_size
+    dist = {}
+    p0 = probs(prefix)
+    for t0 in range(V):
+        p1 = probs(prefix + [t0])
+        for t1 in range(V):
+            p2 = probs(prefix + [t0, t1])
+            for t2 in range(V):
+                dist[(t1, t2)] = dist.get((t1, t2), 0.0) + float(p0[t0] * p1[t1] * p2[t2])
+    return dist
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_speculative_sampling_keeps_the_main_models_distribution(k):
+    # A tiny vocabulary and a random head whose guesses differ from the main model: the rule must
+    # correct for the head. Breaking the rule (resampling from p instead of max(p - q, 0)) gave a distance
+    # of 0.13 here, so the bound below catches it.
+    shape = dict(SHAPES["small"], vocab_size=4)
+    SHAPES["tiny_vocab"] = shape
+    model, head = random_pair("tiny_vocab", seed=11)
+    ids = torch.tensor([[0, 1, 2, 3, 1]])
+    exact = exact_second_and_third_token_distribution(model, ids)
+    n, counts = 1500, {}
+    for seed in range(n):
+        out, _, _ = generate_mtp(model, head, ids, max_new_tokens=3, k=k, temperature=1.0,
+                                 generator=torch.Generator().manual_seed(seed))
+        counts[tuple(out[1:3])] = counts.get(tuple(out[1:3]), 0) + 1
+    tv = 0.5 * sum(abs(counts.get(key, 0) / n - p) for key, p in exact.items())
+    assert tv < 0.06, (tv, counts, exact)

@@ -1,0 +1,155 @@
+"""The step-through view's state machine on runs recorded from tiny models (demo.stepper, demo.stepper_ui's
+plain functions): walking the steps, end of generation, a stop token mid-round, k > 1, sampling, and the
+skip-the-restore proof."""
+import pytest
+import torch
+
+from demo import stepper, stepper_html, stepper_ui
+from demo.stepper import Settings
+from stepper_models import FakeChat, counting_model, random_model
+
+PROMPT = torch.tensor([[5, 9, 10]])
+
+
+def record(model_pair, chat=None, **settings):
+    model, mtp = model_pair
+    return stepper.record_run(model, mtp, chat or FakeChat(), PROMPT, Settings(prompt="p", **settings), "tiny")
+
+
+@pytest.fixture(scope="module")
+def counting():
+    return counting_model()
+
+
+@pytest.fixture(scope="module")
+def rand():
+    return random_model()
+
+
+def test_steps_are_prefill_then_guess_verify_accept_per_round(rand):
+    run = record(rand, k=2, max_new_tokens=6)
+    rounds = len(run.records) - 1
+    assert stepper.n_steps(run) == 1 + 3 * rounds
+    assert stepper.where(run, 0) == (0, "prefill")
+    assert [stepper.where(run, s) for s in (1, 2, 3, 4)] == [(1, "guess"), (1, "verify"), (1, "accept"), (2, "guess")]
+    step = 0
+    for _ in range(5):
+        step = stepper.next_step(run, step)
+    assert step == 5 and stepper.prev_step(run, step) == 4
+    assert stepper.prev_step(run, 0) == 0
+    assert stepper_ui.moved({"run": run, "step": 5, "proof": None}, "reset")["step"] == 0
+
+
+def test_next_at_the_end_stays_and_says_done(rand):
+    run = record(rand, k=1, max_new_tokens=4)
+    last = stepper.n_steps(run) - 1
+    assert stepper.at_end(run, last) and stepper.next_step(run, last) == last
+    heading = stepper_html.phase_heading(run, last, "English")
+    assert 'data-done="true"' in heading and "Done" in heading
+    assert 'data-done="false"' in stepper_html.phase_heading(run, last - 1, "English")
+    assert stepper.emitted_count(run, last) == len(run.output_ids) == 4
+    assert run.ended == "length"
+
+
+def test_tokens_appear_only_at_the_accept_phase(rand):
+    run = record(rand, k=2, max_new_tokens=8)
+    seen = [stepper.emitted_count(run, s) for s in range(stepper.n_steps(run))]
+    assert seen[0] == 1                                       # the prefill's first token
+    for r in range(1, len(run.records)):
+        guess, verify, accept = (stepper.step_of(r, p) for p in stepper.PHASES)
+        assert seen[guess] == seen[verify] == seen[guess - 1]
+        assert seen[accept] == seen[verify] + len(run.records[r]["emitted"])
+    assert seen[-1] == len(run.output_ids)
+
+
+def test_k3_on_a_model_that_always_guesses_right_accepts_everything(counting):
+    run = record(counting, k=3, max_new_tokens=9)
+    assert run.output_ids == list(range(11, 20))              # the counting model counts on from the prompt's 10
+    rec = run.records[1]
+    assert rec["accepted"] == 3 and not rec["rolled_back"]
+    assert [e["origin"] for e in rec["emitted"]] == ["draft"] * 3 + ["bonus"]
+    assert rec["states"]["after_verify"]["kv"] == [rec["states"]["before"]["kv"][0] + 4]
+    assert rec["states"]["after"]["kv"] == rec["states"]["after_verify"]["kv"]         # nothing truncated
+    status = stepper.layer_status(rec, "accept")
+    assert "truncated" not in status[:-1] and set(status[:-1]) == {"selected", "kept"}
+
+
+def test_a_stop_token_mid_round_ends_the_run_there(counting):
+    run = record(counting, chat=FakeChat(stop=(13,)), k=3, max_new_tokens=20)
+    assert run.output_ids == [11, 12, 13] and run.ended == "stop"
+    rec = run.records[-1]
+    assert rec["accepted"] == 3 and len(rec["emitted"]) == 2             # decided 4 tokens, emitted 2
+    assert stepper.at_end(run, stepper.step_of(len(run.records) - 1, "accept"))
+    assert "stop token" in stepper_html.explanation(run, stepper.n_steps(run) - 1, "English")
+
+
+def test_a_rejected_round_truncates_kv_and_restores_or_selects_memory(rand):
+    for rollback, memory in (("select", "selected"), ("recompute", "restored"), ("none", "dirty")):
+        run = record(rand, k=2, max_new_tokens=6, rollback=rollback)
+        rec = next(r for r in run.records[1:] if r["rolled_back"])
+        status = stepper.layer_status(rec, "accept")
+        kinds = [la["kind"] for la in rec["states"]["after"]["layers"]]
+        assert {s for s, kind in zip(status, kinds) if kind == "attention"} == {"truncated"}
+        assert {s for s, kind in zip(status, kinds) if kind == "deltanet"} == {memory}
+        assert rec["states"]["after"]["kv"][0] == rec["pos"] + rec["accepted"] + 1
+
+
+def test_sampling_is_reproducible_with_a_seed_and_records_draft_probabilities(rand):
+    a = record(rand, k=2, max_new_tokens=10, temperature=0.9, seed=7)
+    b = record(rand, k=2, max_new_tokens=10, temperature=0.9, seed=7)
+    c = record(rand, k=2, max_new_tokens=10, temperature=0.9, seed=8)
+    assert a.output_ids == b.output_ids and a.output_ids != c.output_ids
+    assert all(0 < d["prob"] <= 1 for r in a.records[1:] for d in r["draft"])
+    table = stepper_html.phase_panel(a, stepper.step_of(1, "verify"), "English")
+    assert "min(1, p/q)" in table                               # sampling shows the acceptance rule
+
+
+def test_render_every_step_without_touching_the_model(rand):
+    model, mtp = rand
+    run = record(rand, k=2, max_new_tokens=5)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("stepping must not run the model")
+    model.forward = model.hidden = refuse                      # Prev/Next read the recorded trace only
+    try:
+        session = {"run": run, "step": 0, "proof": None}
+        phases = []
+        for _ in range(stepper.n_steps(run) + 1):
+            out = stepper_ui.render(session, "中文", dark=True)
+            assert len(out) == 12 and out[5] is not None
+            phases.append(stepper.where(run, session["step"])[1])
+            session = stepper_ui.moved(session, "next")
+        assert phases[:4] == ["prefill", "guess", "verify", "accept"]
+        assert "验证" in stepper_ui.render({**session, "step": 2}, "中文")[0]
+    finally:
+        del model.forward, model.hidden
+
+
+def test_skipping_the_restore_changes_the_output_and_keeping_it_does_not(rand):
+    model, mtp = rand
+    proof = stepper.skip_restore_proof(model, mtp, FakeChat(), PROMPT, Settings(prompt="p", k=2, max_new_tokens=24),
+                                       min_tokens=24)
+    assert proof.restored_ok and proof.restored == proof.plain
+    assert proof.first_diff is not None and proof.skipped[:proof.first_diff] == proof.plain[:proof.first_diff]
+    assert proof.skipped[proof.first_diff] != proof.plain[proof.first_diff]
+    assert max(d for d in proof.drift if d is not None) > 0    # the dirty memory really drifted
+    html = stepper_html.proof_html(proof, "English", "select")
+    assert html.count('class="step-diff') == 1 and f"token {proof.first_diff + 1}" in html
+
+
+def test_settings_from_the_page_are_clamped_and_an_empty_prompt_is_refused():
+    settings, notices = stepper_ui.read_settings("hi", 9, "bogus", 10_000, "nan", -1, 3, 1, "yes")
+    assert (settings.k, settings.rollback, settings.max_new_tokens, settings.temperature) == (4, "select", 256, 0.0)
+    assert settings.raw is True and len(notices) == 5
+    with pytest.raises(stepper_ui.InputError):
+        stepper_ui.read_settings("   ", 1, "select", 8, 0, 0, 0, 0, False)
+
+
+def test_deep_link_prefills_only_valid_values():
+    class Request:
+        query_params = {"prompt": "Hello\u202e", "k": "3", "rollback": "recompute", "max_new": "999",
+                        "view": "step", "temperature": "abc", "layer": "2"}
+    values = stepper_ui.apply_deep_link(Request())
+    assert values == {"prompt": "Hello", "k": 3, "rollback": "recompute", "max_new_tokens": 256,
+                      "temperature": 0.0, "watch_layer": 2, "view": "step"}
+    assert stepper_ui.apply_deep_link(None) == {}
