@@ -14,6 +14,7 @@ template's markup with special tokens, the contents as plain text.
 import json
 import os
 import re
+import threading
 
 import torch
 
@@ -47,6 +48,7 @@ class Chat:
         if not os.path.isfile(file):
             raise FileNotFoundError(f"{file}: the model folder has no tokenizer.json")
         self.tk = Tokenizer.from_file(file)
+        self._mode = threading.Lock()       # encode_special_tokens is a switch on the shared tokenizer
         self.model = model
         config = {}
         cfg_file = os.path.join(path, "tokenizer_config.json")
@@ -78,11 +80,12 @@ class Chat:
 
     def ids_of(self, text, special=False):
         """Token ids of text; special-token strings stay plain text unless `special`."""
-        self.tk.encode_special_tokens = not special
-        try:
-            return self.tk.encode(text, add_special_tokens=False).ids
-        finally:
-            self.tk.encode_special_tokens = False
+        with self._mode:                    # subtle: two visitors must not see each other's setting
+            self.tk.encode_special_tokens = not special
+            try:
+                return self.tk.encode(text, add_special_tokens=False).ids
+            finally:
+                self.tk.encode_special_tokens = False
 
     def encode(self, text):
         """Raw text -> ids (1, T); special-token strings in it are plain text."""

@@ -91,3 +91,17 @@ def test_greedy_generate_equals_reference_generate(tmp_path, name):
         want = ref.generate(ids, max_new_tokens=20, do_sample=False, min_new_tokens=20,
                             pad_token_id=0)[0, ids.shape[1]:].tolist()
     assert generate(model, ids, max_new_tokens=20) == want
+
+
+def test_batch_generation_equals_one_prompt_at_a_time(tmp_path):
+    from qwen.batch import generate_batch
+    ref = reference_model(text_config(**CONFIGS["gqa4_more_value_heads"]), seed=4)
+    model = Model.from_pretrained(save_checkpoint(ref, str(tmp_path / "ck")))
+    g = torch.Generator().manual_seed(7)
+    prompts = [torch.randint(0, 97, (n,), generator=g).tolist() for n in (5, 12, 1, 70)]
+    together = generate_batch(model, prompts, max_new_tokens=12)
+    alone = [generate(model, torch.tensor([p]), max_new_tokens=12) for p in prompts]
+    assert together == alone
+    stop = (alone[1][3],)                                   # rows stop independently
+    assert generate_batch(model, prompts, max_new_tokens=12, stop=stop) == \
+        [generate(model, torch.tensor([p]), max_new_tokens=12, stop=stop) for p in prompts]
