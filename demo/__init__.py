@@ -1,0 +1,13 @@
+"""The Gradio app's logic, kept apart from its wiring (app.py) and from the engine (qwen/).
+
+    models      which models the page offers; loading one (+ MTP head + tokenizer) once per process
+    validate    untrusted input made safe: prompts, numbers, deep links
+    race        plain vs speculative decoding, one after the other, as a stream of plain-data updates
+    render      token colouring and stats as HTML (escaped; whole UTF-8 characters only)
+    race_ui     the race tab: components and events
+    theme       theme, CSS, the Okabe-Ito palette, plotly templates (light and dark)
+    i18n        English and Chinese UI strings
+    stepper*, figures, traceio   the step-through view (one speculative round at a time)
+
+Everything that does work is a plain function that returns data, so tests need no browser.
+"""

@@ -1,0 +1,294 @@
+"""Which models the page offers, loading each (weights + MTP head + tokenizer) once per process, and
+the process's compute settings.
+
+The page offers three kinds of model, by key (the model dropdown's value):
+
+    "Embedded demo checkpoint"      assets/ (tiny, loads instantly; the default)
+    "Qwen/Qwen3.5-0.8B", -2B, -4B   downloaded from the Hugging Face hub on first use, then cached
+    "local: <folder name>"          folders named on the command line (`python app.py --model-dir PATH`,
+                                    repeatable) or in $QWEN_MODEL_DIRS (os.pathsep-separated); $QWEN_MODEL
+                                    names the default model (a folder or a hub id)
+
+The web page only ever sends a key; a key maps to a folder the server's owner allowed, so a visitor
+cannot make the server read an arbitrary path.
+
+    store = ModelStore.from_environment(parse_args(sys.argv[1:]).model_dirs)
+    loaded = store.get("Embedded demo checkpoint")     # Loaded(key, path, model, mtp, chat, dtype, seconds)
+
+Loaded models are shared read-only by every visitor (generation keeps its state outside the model);
+a lock makes sure each loads once. A failed load raises ModelError with a message for people.
+"""
+import argparse
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+
+from qwen.chat import Chat
+from qwen.model import Model
+from qwen.mtp import MTP
+from qwen.weights import EMBEDDED, ModelNotFound, find_model
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_KEY = "Embedded demo checkpoint"
+HUB_MODELS = ("Qwen/Qwen3.5-0.8B", "Qwen/Qwen3.5-2B", "Qwen/Qwen3.5-4B")
+BIG_CHECKPOINT_BYTES = 3e9      # above this on disk, load in bfloat16 (a 4B model in float32 is 16 GB)
+
+
+class ModelError(RuntimeError):
+    """A model could not be offered or loaded; the message is meant for the person who chose it."""
+
+
+@dataclass
+class Loaded:
+    key: str
+    path: str
+    model: Model
+    mtp: MTP | None             # None: the checkpoint has no draft head (the race needs one)
+    chat: Chat
+    dtype: torch.dtype
+    seconds: float              # time it took to load
+
+    @property
+    def context(self):
+        return self.model.cfg.max_position_embeddings
+
+
+def parse_args(argv):
+    """The app's command line: `--model-dir PATH` (repeatable) adds local model folders."""
+    parser = argparse.ArgumentParser(description="Qwen3.5 speculative decoding demo")
+    parser.add_argument("--model-dir", dest="model_dirs", action="append", default=[],
+                        help="a local model folder (hub layout) to offer in the model menu; repeatable")
+    return parser.parse_known_args(argv)[0]
+
+
+def model_folders(path):
+    """`path` itself when it is a model folder, else its sub-folders that are (one level down)."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.isfile(os.path.join(path, "config.json")):
+        return [path]
+    if not os.path.isdir(path):
+        return []
+    subs = (os.path.join(path, name) for name in sorted(os.listdir(path)))
+    return [p for p in subs if os.path.isfile(os.path.join(p, "config.json"))]
+
+
+class ModelStore:
+    """The offered models (key -> folder or hub id) and the ones loaded so far (key -> Loaded)."""
+
+    def __init__(self, local_dirs=(), default=None, keep=2):
+        self.sources = {EMBEDDED_KEY: EMBEDDED}
+        self.sources.update({m: m for m in HUB_MODELS})
+        for folder in local_dirs:
+            for path in model_folders(folder):
+                if path in self.sources.values():
+                    continue
+                key, n = f"local: {os.path.basename(path)}", 2
+                while key in self.sources:
+                    key, n = f"local: {os.path.basename(path)} ({n})", n + 1
+                self.sources[key] = path
+            if not model_folders(folder):
+                log.warning("%s: not a model folder (no config.json); not offered", folder)
+        self.default = self._key_of(default) if default else EMBEDDED_KEY
+        self.keep = keep                    # how many non-embedded models stay in memory at once
+        self._loaded = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_environment(cls, model_dirs=(), environ=os.environ):
+        """Offered models from the command line's folders, $QWEN_MODEL_DIRS and $QWEN_MODEL."""
+        dirs = list(model_dirs)
+        dirs += [d for d in environ.get("QWEN_MODEL_DIRS", "").split(os.pathsep) if d.strip()]
+        default = environ.get("QWEN_MODEL") or None
+        if default and (os.path.isdir(os.path.expanduser(default)) or default.startswith((".", "/", "~"))):
+            dirs.append(default)
+        keep = max(1, int(environ.get("QWEN_KEEP_MODELS", "2") or 2))
+        store = cls(dirs, None, keep)
+        if default:
+            try:
+                store.default = store._key_of(default)
+            except ModelError as e:
+                log.warning("QWEN_MODEL ignored: %s", e)
+        return store
+
+    def _key_of(self, name):
+        """The key for a folder or hub id given by the server's owner, adding a hub id if new."""
+        if name in self.sources:
+            return name
+        folders = model_folders(name)
+        for key, src in self.sources.items():
+            if folders and src == folders[0]:
+                return key
+        if not folders and name.count("/") == 1 and not name.startswith((".", "/", "~")):
+            self.sources[name] = name                       # another hub id
+            return name
+        raise ModelError(f"{name}: not a model folder and not a hub id")
+
+    @property
+    def choices(self):
+        return list(self.sources)
+
+    def is_embedded(self, key):
+        return self.sources.get(key) == EMBEDDED
+
+    def source(self, key):
+        """Folder or hub id behind a key; only keys the server offers are accepted."""
+        if key not in self.sources:
+            raise ModelError(f"{key!r} is not one of the offered models: {', '.join(self.sources)}")
+        return self.sources[key]
+
+    def preload(self):
+        """Load the default model now when it is on disk (hub models wait for their first use). A
+        default that fails to load is reported and replaced by the embedded checkpoint."""
+        if not os.path.isdir(self.sources[self.default]):
+            return None
+        try:
+            return self.get(self.default)
+        except ModelError as e:
+            log.error("default model unusable, using the embedded checkpoint: %s", e)
+            self.default = EMBEDDED_KEY
+            return self.get(self.default)
+
+    def peek(self, key):
+        """The loaded model for `key`, or None when it is not in memory (never loads)."""
+        return self._loaded.get(key)
+
+    def get(self, key=None, progress=None):
+        """The model for `key` (default: the store's default), loading it on first use.
+        `progress(fraction, desc=...)`, e.g. a gr.Progress, hears about a download."""
+        key = key or self.default
+        source = self.source(key)
+        if key in self._loaded:
+            return self._loaded[key]
+        with self._lock:                        # one load at a time; a second caller waits, then shares it
+            if key not in self._loaded:
+                loaded = load_model(key, source, progress)
+                self._evict(keep=self.keep - 1)
+                self._loaded[key] = loaded
+            return self._loaded[key]
+
+    def _evict(self, keep):
+        """Forget the oldest non-embedded models beyond `keep` (running generations keep their own reference)."""
+        big = [k for k in self._loaded if not self.is_embedded(k)]
+        for key in big[:max(0, len(big) - keep)]:
+            del self._loaded[key]
+
+    def describe(self, key):
+        """{"has_template", "supports_thinking"} from the tokenizer files alone (no weights), or None
+        when the folder is not on disk yet (a hub model not downloaded)."""
+        loaded = self.peek(key)
+        if loaded:
+            return {"has_template": loaded.chat.has_template, "supports_thinking": loaded.chat.supports_thinking}
+        source = self.sources.get(key)
+        if source is None:
+            return None
+        folder = source if os.path.isdir(source) else cached_hub_folder(source)
+        try:
+            chat = Chat(None, folder) if folder else None
+        except Exception:                      # unreadable tokenizer: loading will say what is wrong
+            return None
+        return chat and {"has_template": chat.has_template, "supports_thinking": chat.supports_thinking}
+
+
+def cached_hub_folder(repo_id):
+    """The hub model's folder if it is already in the local cache, else None (no network)."""
+    try:
+        from huggingface_hub import snapshot_download
+        return snapshot_download(repo_id, local_files_only=True)
+    except Exception:
+        return None
+
+
+def checkpoint_dtype(path, environ=os.environ):
+    """float32, or bfloat16 for big checkpoints; $QWEN_DTYPE ("float32" / "bfloat16") overrides."""
+    name = environ.get("QWEN_DTYPE", "").strip().lower()
+    if name in ("float32", "bfloat16"):
+        return getattr(torch, name)
+    size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".safetensors"))
+    return torch.bfloat16 if size > BIG_CHECKPOINT_BYTES else torch.float32
+
+
+def load_model(key, source, progress=None):
+    """Find (download if needed) and load one model. -> Loaded; raises ModelError naming the problem."""
+    t0 = time.perf_counter()
+    if progress is not None and not os.path.isdir(source):
+        progress(0, desc=f"Downloading {key} from the Hugging Face hub…")
+    try:
+        path = find_model(source)
+    except ModelNotFound as e:                              # its message names the folder or hub id
+        raise ModelError(str(e) if key == source else f"{key}: {e}") from e
+    if progress is not None:
+        progress(0.95, desc=f"Loading {key}…")
+    try:
+        dtype = checkpoint_dtype(path)
+        model = Model.from_pretrained(path, dtype=dtype)
+        chat = Chat(model, path)
+    except Exception as e:      # corrupt or mismatched files raise many kinds of error; all end here
+        log.exception("loading %s failed", key)
+        raise ModelError(f"{key}: the checkpoint in {os.path.basename(path.rstrip('/'))} could not be "
+                         f"loaded ({type(e).__name__}: {str(e)[:300]})") from e
+    try:
+        mtp = MTP.from_pretrained(model.cfg, path, dtype=dtype)
+    except ValueError as e:
+        log.warning("%s: no draft head (%s)", key, e)
+        mtp = None
+    return Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0)
+
+
+# --- the process's compute settings (environment variables, read when the app starts) ---
+
+def cpu_cores(environ=os.environ):
+    """$CPU_CORES as a positive int, or None when unset or unreadable."""
+    try:
+        n = int(environ.get("CPU_CORES", ""))
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+def configure_threads(environ=os.environ):
+    """torch.set_num_threads($CPU_CORES) when it is set. Changes the whole process: call it from app.py."""
+    n = cpu_cores(environ)
+    if n:
+        torch.set_num_threads(n)
+    return torch.get_num_threads()
+
+
+def compute_concurrency(environ=os.environ):
+    """How many generations may run at once: $QWEN_CONCURRENCY, else one per 8 of $CPU_CORES, else 1.
+    Batch-1 decoding uses every core it is given, so more at once only splits them."""
+    try:
+        return max(1, int(environ["QWEN_CONCURRENCY"]))
+    except (KeyError, ValueError):
+        return max(1, (cpu_cores(environ) or 1) // 8)
+
+
+def queue_size(environ=os.environ):
+    """Most visitors waiting in the queue ($QWEN_QUEUE_SIZE, default 16); more are told to come back."""
+    try:
+        return max(1, int(environ.get("QWEN_QUEUE_SIZE", "16")))
+    except ValueError:
+        return 16
+
+
+def max_seconds(environ=os.environ):
+    """Wall-clock cap of one generation in seconds ($QWEN_MAX_SECONDS, default 120)."""
+    try:
+        value = float(environ.get("QWEN_MAX_SECONDS", "120"))
+    except ValueError:
+        return 120.0
+    return value if value > 0 and value == value else 120.0
+
+
+def max_prompt_tokens(environ=os.environ):
+    """Longest prompt the page feeds a model ($QWEN_MAX_PROMPT_TOKENS, default 2048): a longer one is
+    cut to its end. Prefill memory grows with its square, so this keeps a big pasted text from
+    exhausting memory even when the model's context is far longer."""
+    try:
+        return max(16, int(environ.get("QWEN_MAX_PROMPT_TOKENS", "2048")))
+    except ValueError:
+        return 2048

@@ -1,0 +1,266 @@
+"""The race: one prompt decoded twice, plain greedy then MTP speculative, one after the other.
+
+    ids, notices = prepare(loaded, settings)              # chat template or raw text, cut to fit
+    for update in race(loaded, ids, settings):            # streams RaceUpdate(phase, plain, spec, verdict)
+        ...                                               # phase: "plain" -> "speculative" -> "done"
+    summary(loaded.key, update.plain, update.spec)        # the JSON the API returns
+
+The two runs never overlap: each gets the whole CPU, so their speeds compare. Their `seconds` count
+only time spent inside the engine (prefill included), not the time the page spends drawing between
+updates. Each run stops at a stop token, at max_new_tokens, or at the wall-clock cap.
+
+Byte-level BPE can split one UTF-8 character (most Chinese ones) over two or three tokens. Decoding
+token by token would show U+FFFD halves, so a Detokenizer decodes the pending tokens together and
+gives the whole character to the token that completed it:
+
+    [好 = e5 a5 bd] tokens (b"\\xe5\\xa5", b"\\xbd!") -> pieces ["", "好!"]
+"""
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from qwen.mtp import generate_mtp_stream
+from qwen.sample import generate_stream
+
+from demo.validate import Notice, fit_prompt
+
+MAX_PENDING = 8          # tokens that still end in an incomplete character are shown after this many
+
+
+class Detokenizer:
+    """Token ids in, the text each one completes out: whole characters only, nothing lost."""
+
+    def __init__(self, decode):
+        self.decode = decode        # list of ids -> text (invalid UTF-8 -> U+FFFD)
+        self.pending = []           # ids whose text ends in an incomplete character so far
+
+    def push(self, token):
+        """The text `token` completes ("" while a character is still incomplete)."""
+        self.pending.append(token)
+        text = self.decode(self.pending)
+        if text.endswith("\ufffd") and len(self.pending) < MAX_PENDING:
+            return ""
+        self.pending = []
+        return text
+
+    def flush(self):
+        """Whatever is still pending (an incomplete character at the very end shows as U+FFFD)."""
+        text = self.decode(self.pending) if self.pending else ""
+        self.pending = []
+        return text
+
+
+def token_pieces(decode, ids):
+    """The text of each token, whole characters attributed to the token completing them.
+    "".join(token_pieces(decode, ids)) == decode(ids)."""
+    detok = Detokenizer(decode)
+    pieces = [detok.push(t) for t in ids]
+    if pieces:
+        pieces[-1] += detok.flush()
+    return pieces
+
+
+@dataclass
+class Run:
+    """One decoding run, updated in place while it streams."""
+    kind: str                                   # "plain" | "speculative"
+    k: int = 0
+    rollback: str = ""
+    tokens: list = field(default_factory=list)  # every new id, a final stop token included
+    origins: list = field(default_factory=list) # per token: main | draft | correction | bonus
+    pieces: list = field(default_factory=list)  # per token: the text it completed (stop token: "")
+    seconds: float = 0.0                        # time inside the engine
+    rounds: int = 0                             # speculative rounds (main-model verify passes)
+    hits: int = 0                               # accepted draft tokens
+    ended: str = ""                             # "" while running | "stop" | "length" | "time"
+    started: bool = False
+
+    @property
+    def text(self):
+        return "".join(self.pieces)
+
+    @property
+    def tok_s(self):
+        return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def acceptance(self):
+        """Share of drafted tokens the main model accepted."""
+        return self.hits / (self.rounds * self.k) if self.rounds and self.k else 0.0
+
+    @property
+    def per_pass(self):
+        """New tokens per main-model pass (plain decoding: exactly 1)."""
+        passes = self.rounds + 1 if self.kind == "speculative" else len(self.tokens)
+        return len(self.tokens) / passes if passes else 0.0
+
+
+@dataclass
+class RaceUpdate:
+    phase: str          # "plain" | "speculative" | "done"
+    plain: Run
+    spec: Run
+    verdict: "Verdict | None" = None
+
+
+@dataclass
+class Verdict:
+    identical: bool
+    key: str            # an i18n key: verdict_identical | verdict_prefix | verdict_diverged | verdict_sampled...
+    params: dict
+
+
+def encode_prompt(chat, text, raw, thinking):
+    """ids (1, T): the model's chat template around `text`, or `text` as it is (raw completion, or a
+    model without a template). Thinking is switched off unless asked for."""
+    if raw or not chat.has_template:
+        return chat.encode(text)
+    return chat.encode_chat([{"role": "user", "content": text}],
+                            enable_thinking=bool(thinking) if chat.supports_thinking else None)
+
+
+def prompt_budget(context, max_new_tokens, k, cap):
+    """Most prompt tokens that leave room for the answer (+ k drafts in flight), and at most `cap`."""
+    return max(1, min(context - max_new_tokens - k - 1, cap))
+
+
+def prepare(loaded, settings, max_prompt_tokens=2048):
+    """The prompt's ids for this model, cut to fit. -> (ids (1, T), [Notice])
+    Also shrinks settings.max_new_tokens to half the context for models with a small one."""
+    chat, notices = loaded.chat, []
+    settings.max_new_tokens = min(settings.max_new_tokens, loaded.context // 2)
+    if not settings.raw and not chat.has_template:
+        notices.append(Notice("no_template"))
+    budget = prompt_budget(loaded.context, settings.max_new_tokens, settings.k, max_prompt_tokens)
+    text, more = fit_prompt(settings.prompt,
+                            count=lambda s: encode_prompt(chat, s, settings.raw, settings.thinking).shape[1],
+                            text_ids=chat.ids_of, ids_text=chat.decode, budget=budget)
+    return encode_prompt(chat, text, settings.raw, settings.thinking), notices + more
+
+
+def _sampling(settings):
+    """Engine keyword arguments for sampling; both runs get a fresh generator with the same seed."""
+    if not settings.temperature:
+        return {"temperature": 0}
+    return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
+
+
+def _drive(run, stream, stop, decode, max_tokens, max_seconds, clock, add):
+    """Pull `stream` to its end or the time cap, timing only the engine; `add(run, item, detok)` records an item."""
+    run.started = True
+    detok = Detokenizer(decode)
+    start = t = clock()
+    try:
+        for item in stream:
+            run.seconds += clock() - t
+            add(run, item, detok)
+            if run.tokens and run.tokens[-1] in stop:
+                run.ended = "stop"
+            elif len(run.tokens) >= max_tokens:
+                run.ended = "length"
+            elif clock() - start > max_seconds:
+                run.ended = "time"
+            if run.ended:
+                break
+            yield run
+            t = clock()
+    finally:
+        stream.close()              # ends the engine's generator now (also when we are cancelled)
+    if run.pieces:
+        run.pieces[-1] += detok.flush()
+    run.ended = run.ended or "length"
+    yield run
+
+
+def _add_token(run, item, detok, origin="main", stop=()):
+    run.tokens.append(item)
+    run.origins.append(origin)
+    run.pieces.append("" if item in stop else detok.push(item))
+
+
+def run_plain(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter):
+    """Plain decoding, streamed: yields the Run after each token."""
+    run = Run("plain")
+    stop = loaded.chat.stop
+    stream = generate_stream(loaded.model, ids, settings.max_new_tokens, stop=stop, **_sampling(settings))
+    add = lambda r, tok, detok: _add_token(r, tok, detok, "main", stop)
+    yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
+
+
+def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter):
+    """MTP speculative decoding, streamed: yields the Run after prefill and after each round."""
+    run = Run("speculative", k=settings.k, rollback=settings.rollback)
+    stop = loaded.chat.stop
+    stream = generate_mtp_stream(loaded.model, loaded.mtp, ids, settings.max_new_tokens, stop=stop, k=settings.k,
+                                 rollback=settings.rollback, **_sampling(settings))
+
+    def add(r, item, detok):
+        emitted, r.rounds, r.hits = item
+        for tok, origin in emitted:
+            _add_token(r, tok, detok, origin, stop)
+
+    yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
+
+
+def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter):
+    """Both runs, one after the other. Yields a RaceUpdate at most every `every` seconds while a run
+    streams, at each change of phase, and at the end (with the verdict)."""
+    plain, spec = Run("plain"), Run("speculative", k=settings.k, rollback=settings.rollback)
+    yield RaceUpdate("plain", plain, spec)
+    for phase, runner in (("plain", run_plain), ("speculative", run_speculative)):
+        last = clock()
+        for current in runner(loaded, ids, settings, max_seconds, clock):
+            plain, spec = (current, spec) if phase == "plain" else (plain, current)
+            if clock() - last >= every:
+                yield RaceUpdate(phase, plain, spec)
+                last = clock()
+        if phase == "plain":
+            yield RaceUpdate("speculative", plain, spec)
+    yield RaceUpdate("done", plain, spec, verdict(plain, spec, settings.temperature))
+
+
+def verdict(plain, spec, temperature=0.0):
+    """Compare the two token lists: identical, identical as far as both went, or where they part."""
+    a, b = plain.tokens, spec.tokens
+    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    identical = a == b
+    if temperature:
+        key = "verdict_sampled_same" if identical else "verdict_sampled"
+        return Verdict(identical, key, {"temperature": temperature, "n": n})
+    if identical:
+        return Verdict(True, "verdict_identical", {"n": len(a)})
+    if n == min(len(a), len(b)) and "time" in (plain.ended, spec.ended):
+        return Verdict(False, "verdict_prefix", {"n": n})
+    return Verdict(False, "verdict_diverged",
+                   {"index": n + 1, "plain": _piece_at(plain, n), "spec": _piece_at(spec, n)})
+
+
+def _piece_at(run, i):
+    return repr(run.pieces[i]) if i < len(run.pieces) else "(end)"
+
+
+def speedup(plain, spec):
+    """Speculative tok/s ÷ plain tok/s (0 when plain has no speed yet)."""
+    return spec.tok_s / plain.tok_s if plain.tok_s else 0.0
+
+
+def summary(model_key, plain, spec, settings=None, notices=()):
+    """The race as JSON-ready data (the API's last output)."""
+    def common(run):
+        return {"text": run.text, "tokens": len(run.tokens), "seconds": round(run.seconds, 4),
+                "tok_s": round(run.tok_s, 2), "ended": run.ended, "ids": list(run.tokens)}
+    out = {
+        "model": model_key,
+        "plain": common(plain),
+        "speculative": {**common(spec), "rounds": spec.rounds, "hits": spec.hits,
+                        "acceptance": round(spec.acceptance, 4), "k": spec.k, "rollback": spec.rollback,
+                        "origins": list(spec.origins)},
+        "identical": plain.tokens == spec.tokens,
+        "speedup": round(speedup(plain, spec), 3),
+    }
+    if settings is not None:
+        out["temperature"], out["seed"] = settings.temperature, settings.seed
+        out["max_new_tokens"], out["raw"], out["thinking"] = settings.max_new_tokens, settings.raw, settings.thinking
+    out["notices"] = list(notices)
+    return out

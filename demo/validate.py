@@ -1,0 +1,182 @@
+"""Untrusted input made safe before it reaches the engine: prompts, numbers, choices, deep links.
+
+Everything a visitor (or a script through the API) sends passes through here. Nothing raises for a
+bad number: it is clamped or replaced by the default, and a Notice says so. Only a prompt with no
+text left is refused (InputError). Notices are (key, params) pairs that demo.i18n turns into words:
+
+    clean_prompt("  ")                    -> InputError("empty_prompt")
+    clean_prompt("a\x00b\u202ec\ud800")   -> ("abc", [Notice("removed_chars", {"n": 3})])
+    clamp_number("3", 1, 4, 2, "k")       -> (3, [])
+    clamp_number(99, 1, 4, 2, "k")        -> (4, [Notice("clamped", {"name": "k", "value": 99, ...})])
+    clamp_number(float("nan"), ...)       -> (2, [Notice("not_a_number", ...)])
+
+Special-token strings such as "<|im_end|>" are left in the text on purpose: the engine's Chat
+tokenises user text with special tokens off, so they stay plain characters (no prompt injection).
+"""
+import math
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+MAX_PROMPT_CHARS = 100_000      # cut (keeping the end) before tokenising; the token budget cuts further
+KEEP_CONTROLS = {"\n", "\t"}
+# bidi embeddings / overrides / isolates: they can reorder what the page shows around them
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+class InputError(ValueError):
+    """Input that cannot be used at all. `key` names the i18n message; str() is the English text."""
+
+    def __init__(self, key, message, **params):
+        super().__init__(message)
+        self.key, self.params = key, params
+
+
+@dataclass(frozen=True)
+class Notice:
+    key: str                    # an i18n key, e.g. "clamped"
+    params: dict = field(default_factory=dict)
+
+
+def clean_prompt(text, max_chars=MAX_PROMPT_CHARS):
+    """A prompt safe to tokenise. -> (text, [Notice]); raises InputError when nothing usable is left.
+
+    Pairs of UTF-16 surrogates become the character they encode; lone surrogates, control characters
+    (except newline and tab) and bidi overrides are removed; Windows line ends become "\\n"; emoji,
+    right-to-left scripts and special-token strings stay as they are."""
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        text = str(text)
+    notices = []
+    # subtle: a str can hold "\ud83d\ude00" as two code points (JSON with separate escapes); join them
+    text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    before = len(text)
+    text = SURROGATES.sub("", text)
+    text = BIDI_CONTROLS.sub("", text)
+    text = "".join(c for c in text if c in KEEP_CONTROLS or unicodedata.category(c) != "Cc")
+    if len(text) < before:
+        notices.append(Notice("removed_chars", {"n": before - len(text)}))
+    if not text.strip():
+        raise InputError("empty_prompt", "The prompt is empty: type some text first.")
+    if len(text) > max_chars:
+        notices.append(Notice("truncated_chars", {"n": len(text), "kept": max_chars}))
+        text = text[-max_chars:]
+    return text, notices
+
+
+def to_number(value):
+    """float(value) for numbers and numeric strings; None for anything else, NaN and infinities."""
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        x = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def clamp_number(value, lo, hi, default, name, integer=True):
+    """`value` as a number in [lo, hi]. -> (number, [Notice]). Unreadable -> default; outside -> nearest end."""
+    x = to_number(value)
+    if x is None:
+        return default, [Notice("not_a_number", {"name": name, "value": str(value)[:40], "default": default})]
+    y = min(max(x, lo), hi)
+    if integer:
+        y = int(round(y))
+    notices = [] if y == x else [Notice("clamped", {"name": name, "value": str(value)[:40], "lo": lo, "hi": hi,
+                                                     "used": y})]
+    return y, notices
+
+
+def choose(value, options, default, name):
+    """`value` if it is one of `options`, else the default with a Notice."""
+    if value in options:
+        return value, []
+    return default, [Notice("bad_choice", {"name": name, "value": str(value)[:40], "default": default})]
+
+
+def as_bool(value):
+    """True for True, 1, "true", "yes", "on", "1" (any case); False otherwise."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    return bool(value) if isinstance(value, (bool, int, float)) and value == value else False
+
+
+@dataclass
+class RaceSettings:
+    prompt: str
+    max_new_tokens: int
+    k: int
+    rollback: str
+    temperature: float
+    seed: int
+    raw: bool
+    thinking: bool
+    notices: list
+
+
+LIMITS = {
+    "max_new_tokens": (1, 512, 120),
+    "k": (1, 4, 2),
+    "temperature": (0.0, 2.0, 0.0),
+    "seed": (0, 2**31 - 1, 0),
+}
+ROLLBACKS = ("select", "recompute")
+
+
+def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
+                  thinking=False):
+    """Every race input checked at once. -> RaceSettings; raises InputError only for an unusable prompt."""
+    text, notices = clean_prompt(prompt)
+    numbers = {}
+    for name, value in (("max_new_tokens", max_new_tokens), ("k", k), ("temperature", temperature),
+                        ("seed", seed)):
+        lo, hi, default = LIMITS[name]
+        numbers[name], more = clamp_number(value, lo, hi, default, name, integer=name != "temperature")
+        notices += more
+    rollback, more = choose(rollback, ROLLBACKS, "select", "rollback")
+    notices += more
+    return RaceSettings(text, numbers["max_new_tokens"], numbers["k"], rollback, float(numbers["temperature"]),
+                        numbers["seed"], as_bool(raw), as_bool(thinking), notices)
+
+
+def fit_prompt(text, count, text_ids, ids_text, budget):
+    """Keep the end of `text` so that the whole prompt has at most `budget` tokens. -> (text, [Notice])
+
+    count: text -> tokens of the whole prompt (chat markup included); text_ids / ids_text: the user
+    text alone <-> its ids. The cut is made on tokens and decoded back; a character split by the cut
+    (a partial UTF-8 sequence, decoded as U+FFFD) is dropped."""
+    total = count(text)
+    if total <= budget:
+        return text, []
+    ids = text_ids(text)
+    over = total - budget
+    for extra in range(0, 32, 4):          # re-tokenising the cut text can differ by a token or two
+        keep = len(ids) - over - extra
+        if keep <= 0:
+            break
+        cut = ids_text(ids[-keep:]).lstrip("\ufffd")
+        if cut.strip() and count(cut) <= budget:
+            return cut, [Notice("truncated_tokens", {"n": total, "kept": count(cut)})]
+    raise InputError("prompt_too_long", "The prompt does not fit the model's context.", budget=budget)
+
+
+def deep_link(params):
+    """Values a shared link may prefill, from its query string (a dict of str): prompt, lang, presenter.
+    Unknown keys are ignored; the prompt is cleaned like a typed one (empty -> not prefilled)."""
+    out = {}
+    try:
+        out["prompt"] = clean_prompt(params.get("prompt", ""), max_chars=4000)[0]
+    except InputError:
+        pass
+    lang = str(params.get("lang", "")).lower()
+    if lang in ("zh", "zh-cn", "cn", "中文"):
+        out["lang"] = "中文"
+    elif lang in ("en", "english"):
+        out["lang"] = "English"
+    if "presenter" in params:
+        out["presenter"] = as_bool(params["presenter"])
+    return out
