@@ -1,0 +1,77 @@
+"""Command line: generate from a model, streaming text to the terminal.
+
+    python -m qwen "def fibonacci(n):"                         # embedded demo model, raw completion
+    python -m qwen --chat "Explain the json module."            # through the model's chat template
+    python -m qwen --model Qwen/Qwen3.5-0.8B --chat --mtp 2 "用一句话介绍一下 Transformer。"
+
+Ends with the number of tokens, seconds and tok/s (and, with --mtp, rounds and acceptance).
+"""
+import argparse
+import sys
+import time
+
+import torch
+
+from qwen.chat import Chat
+from qwen.model import Model
+from qwen.mtp import MTP, generate_mtp_stream
+from qwen.sample import generate_stream
+from qwen.weights import find_model
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m qwen", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("prompt")
+    ap.add_argument("--model", default=None, help="model folder or hub id (default: $QWEN_MODEL or the embedded demo)")
+    ap.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    ap.add_argument("--think", action="store_true", help="with --chat: let the model think first")
+    ap.add_argument("--max-new-tokens", type=int, default=200)
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-k", type=int, default=None)
+    ap.add_argument("--top-p", type=float, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mtp", type=int, default=0, metavar="K", help="speculative decoding with K draft tokens")
+    ap.add_argument("--rollback", default="select", choices=["select", "recompute"])
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    args = ap.parse_args(argv)
+    try:
+        path = find_model(args.model)
+        model = Model.from_pretrained(path, dtype=getattr(torch, args.dtype))
+        chat = Chat(model, path)
+        head = MTP.from_pretrained(model.cfg, path, dtype=getattr(torch, args.dtype)) if args.mtp else None
+    except (OSError, ValueError) as e:
+        sys.exit(f"error: {e}")
+    if args.chat:
+        ids = chat.encode_chat([{"role": "user", "content": args.prompt}],
+                               enable_thinking=args.think if chat.supports_thinking else None)
+    else:
+        ids = chat.encode(args.prompt)
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                    generator=torch.Generator().manual_seed(args.seed))
+    try:
+        if head is None:
+            stream = ((tok, None) for tok in generate_stream(model, ids, args.max_new_tokens, chat.stop, **sampling))
+        else:
+            stream = ((tok, stats) for emitted, *stats in generate_mtp_stream(
+                model, head, ids, args.max_new_tokens, chat.stop, k=args.mtp, rollback=args.rollback, **sampling)
+                for tok, _ in emitted)
+        tokens, shown, stats, start = [], "", None, time.perf_counter()
+        for tok, stats in stream:
+            tokens.append(tok)
+            text = chat.decode([t for t in tokens if t not in chat.stop])
+            if not text.endswith("\ufffd"):                 # wait until a split UTF-8 character is complete
+                print(text[len(shown):], end="", flush=True)
+                shown = text
+        seconds = time.perf_counter() - start
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    line = f"\n\n{len(tokens)} tokens, {seconds:.2f} s, {len(tokens) / seconds:.1f} tok/s"
+    if stats:
+        rounds, hits = stats
+        line += f"; {rounds} rounds, {hits} drafts accepted ({hits / max(1, rounds * args.mtp):.0%})"
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
