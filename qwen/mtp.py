@@ -81,6 +81,16 @@ class MTP(nn.Module):
         return h @ self.draft_weight.T, self.draft_vocab
 
 
+def frequency_ranked_vocab(token_lists, vocab_size, size, always=()):
+    """The `size` most frequent token ids in some tokenised text (ties by id), plus `always` (e.g. stop
+    tokens): the draft vocabulary of FR-Spec. [[5, 5, 7], [5, 9]], size 2 -> [5, 7]"""
+    counts = torch.zeros(vocab_size, dtype=torch.long)
+    for ids in token_lists:
+        counts += torch.bincount(torch.as_tensor(ids, dtype=torch.long), minlength=vocab_size)[:vocab_size]
+    ranked = torch.argsort(-counts, stable=True)[:size].tolist()         # stable: ties keep id order
+    return sorted(set(ranked) | set(always))
+
+
 def forward_hidden(model, ids, state):
     """model(ids, state), also returning the last-layer output the head reads. -> (logits, hidden)"""
     hidden = model.hidden(ids, state)

@@ -198,3 +198,23 @@ def test_speculative_sampling_keeps_the_main_models_distribution(k):
         counts[tuple(out[1:3])] = counts.get(tuple(out[1:3]), 0) + 1
     tv = 0.5 * sum(abs(counts.get(key, 0) / n - p) for key, p in exact.items())
     assert tv < 0.06, (tv, counts, exact)
+
+
+@pytest.mark.parametrize("rollback", ["select", "recompute"])
+def test_a_draft_vocabulary_subset_leaves_the_output_unchanged(rollback):
+    from qwen.mtp import frequency_ranked_vocab
+    model, head = random_pair("small", seed=12)
+    texts = [p[0].tolist() + generate(model, p, max_new_tokens=20) for p in prompts(model.cfg.vocab_size, seed=13)]
+    vocab = frequency_ranked_vocab(texts, model.cfg.vocab_size, size=12)
+    assert len(vocab) == 12
+    head.set_draft_vocab(vocab, model.lm_head)
+    try:
+        for ids in prompts(model.cfg.vocab_size, n=3, seed=14):
+            plain = generate(model, ids, max_new_tokens=25)
+            trace = []
+            spec, rounds, hits = generate_mtp(model, head, ids, max_new_tokens=25, k=2, rollback=rollback,
+                                              trace=trace)
+            assert spec == plain
+            assert all(d["token"] in vocab for r in trace[1:] for d in r["draft"])   # drafts stay in the subset
+    finally:
+        head.set_draft_vocab(None, model.lm_head)
