@@ -1,0 +1,257 @@
+"""Benchmarks, measured as ratios within one run (these machines are noisy; never from timed tests).
+
+    python -m qwen.bench engine [--dtype float32|bfloat16]
+        random weights of the real Qwen3.5-0.8B shape: batch-1 greedy decode tok/s (64-token prompt,
+        128 new tokens) of this engine and of transformers' generate on the same weights, their ratio,
+        the weight-matmul floor, prefill tok/s for a 1024-token prompt, peak memory.
+    python -m qwen.bench spec --scripted [--dtype bfloat16]
+        the same shape, drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9
+        (qwen.scripted): speed-up over plain per k and rollback, plus the cost of verifying 1+k
+        tokens and of one draft step relative to one main step, snapshot/restore time and bytes.
+    python -m qwen.bench spec [--model PATH_OR_ID]
+        a real checkpoint (default: the embedded demo): per prompt, plain vs speculative tokens,
+        seconds, tok/s, rounds, hits, acceptance, identical? — for each rollback and k.
+"""
+import argparse
+import json
+import resource
+import statistics
+import time
+
+import torch
+
+from qwen.cache import State, restore_state, snapshot_bytes, snapshot_state
+from qwen.config import Config
+from qwen.model import Model, load_into
+from qwen.mtp import MTP, generate_mtp
+from qwen.sample import generate, generate_stream
+
+QWEN35_08B = dict(vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
+                  num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
+                  linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+                  linear_conv_kernel_dim=4, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                  max_position_embeddings=32768)
+DRAFT_VOCAB = 32768          # FR-Spec subset size for the draft's output layer
+
+PROMPTS = [   # held-out style prompts for the embedded model (Python docs, KJV, classical poetry)
+    ":mod:`json` --- JSON encoder and decoder\n=======================================\n\n",
+    "The :func:`open` function returns a file object. ",
+    "In the beginning God created the heaven and the earth. And",
+    "床前明月光，",
+    "def fibonacci(n):\n    ",
+    "What is the capital of France?",
+]
+
+
+def peak_gb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+def timed(fn, *args, **kw):
+    t = time.perf_counter()
+    out = fn(*args, **kw)
+    return out, time.perf_counter() - t
+
+
+def random_model(dtype, with_reference=False, seed=0):
+    """A model of the 0.8B shape with random weights (and the reference sharing them, if asked)."""
+    torch.manual_seed(seed)
+    cfg = Config.from_dict(QWEN35_08B)
+    ref = None
+    if with_reference:
+        from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+        ref_cfg = dict(QWEN35_08B, rope_parameters=dict(rope_type="default", rope_theta=1e7,
+                                                        partial_rotary_factor=0.25))
+        ref = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**ref_cfg)).to(dtype).eval()
+        weights = {k[len("model."):]: v for k, v in ref.state_dict().items() if k.startswith("model.")}
+        with torch.device("meta"):
+            model = Model(cfg)
+        load_into(model, weights, "reference", skip={"lm_head.weight"})      # the same tensors, no copy
+        model.lm_head.weight = model.embed_tokens.weight
+    else:
+        model = Model(cfg).to(dtype)
+    return model.eval().requires_grad_(False), ref
+
+
+def matmul_floor(model, reps=3):
+    """Seconds of one decode step's weight matmuls alone (a lower bound for a step)."""
+    dtype = model.embed_tokens.weight.dtype
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=dtype) for w in weights}    # (1, in_features)
+    best = float("inf")
+    with torch.inference_mode():
+        for _ in range(reps):
+            t = time.perf_counter()
+            for w in weights:
+                torch.nn.functional.linear(inputs[w.shape[1]], w)
+            best = min(best, time.perf_counter() - t)
+    return best
+
+
+def bench_engine(args):
+    dtype = getattr(torch, args.dtype)
+    model, ref = random_model(dtype, with_reference=not args.no_reference)
+    ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1))
+    generate(model, ids, max_new_tokens=4)                                 # warm-up
+    ours, t_ours = timed(generate, model, ids, max_new_tokens=args.new_tokens)
+    rows = {"dtype": args.dtype, "engine_tok_s": len(ours) / t_ours}
+    floor = matmul_floor(model)
+    rows["matmul_floor_steps_s"] = 1 / floor
+    rows["engine_vs_floor"] = rows["engine_tok_s"] * floor
+    if ref is not None:
+        with torch.inference_mode():
+            ref.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=0)
+            out, t_ref = timed(ref.generate, ids, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+                               do_sample=False, pad_token_id=0)
+        theirs = out[0, ids.shape[1]:].tolist()
+        rows.update(reference_tok_s=len(theirs) / t_ref, ratio=(len(ours) / t_ours) / (len(theirs) / t_ref),
+                    same_tokens=theirs == ours)
+    long = torch.randint(0, 248000, (1, 1024), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        _, t_pre = timed(model, long, State(model), last_only=True)
+    rows.update(prefill_tok_s=1024 / t_pre, peak_memory_gb=peak_gb())
+    return rows
+
+
+def step_costs(model, head, ks, reps=5):
+    """Median seconds: one main step, a verify of 1+k tokens, one draft step; snapshot/restore."""
+    with torch.inference_mode():
+        state = State(model)
+        model(torch.randint(0, 1000, (1, 64)), state, last_only=True)
+        snap = snapshot_state(state)
+
+        def med(fn):
+            times = []
+            for _ in range(reps):
+                restore_state(state, snap)
+                times.append(timed(fn)[1])
+            return statistics.median(times)
+        step = med(lambda: model(torch.tensor([[5]]), state))
+        out = {"step_s": step}
+        for k in ks:
+            out[f"verify_{1 + k}_vs_step"] = med(lambda: model(torch.arange(1, k + 2)[None], state)) / step
+        h = torch.randn(1, 1, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype)
+        from qwen.cache import AttentionState
+        cache = AttentionState()
+        head(model.embed_tokens(torch.arange(64)[None]), h.expand(1, 64, -1), 0, cache)
+
+        def draft():
+            c = AttentionState(cache.k, cache.v)
+            head.draft_logits(head(model.embed_tokens(torch.tensor([[7]])), h, 64, c)[:, -1], model.lm_head)
+        out["draft_vs_step"] = med(draft) / step
+        out["snapshot_s"] = statistics.median(timed(snapshot_state, state)[1] for _ in range(reps))
+        out["restore_s"] = statistics.median(timed(restore_state, state, snap)[1] for _ in range(reps))
+        out["snapshot_bytes"] = snapshot_bytes(snap)
+    return out
+
+
+def bench_scripted(args):
+    from qwen.scripted import ScriptedHead
+    dtype = getattr(torch, args.dtype)
+    model, _ = random_model(dtype)
+    head = MTP(model.cfg).to(dtype).eval().requires_grad_(False)
+    head.set_draft_vocab(list(range(DRAFT_VOCAB)), model.lm_head)        # random weights: any subset will do
+    ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1))
+    generate(model, ids, max_new_tokens=4)
+    plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)
+    transcript = ids[0].tolist() + plain
+    ks = [int(k) for k in args.ks.split(",")]
+    rows = []
+    for rate in [float(r) for r in args.rates.split(",")]:
+        for k in ks:
+            for rollback in (["select", "recompute"] if k == 1 else ["select"]):
+                scripted = ScriptedHead(head, transcript, rate, seed=3)
+                (out, rounds, hits), t = timed(generate_mtp, model, scripted, ids, args.new_tokens, k=k,
+                                               rollback=rollback)
+                rows.append({"hit_rate": rate, "k": k, "rollback": rollback, "identical": out == plain,
+                             "acceptance": hits / max(1, rounds * k), "tokens_per_round": len(out) / max(1, rounds),
+                             "tok_s": len(out) / t, "speedup": (len(out) / t) / (len(plain) / t_plain)})
+    return {"dtype": args.dtype, "plain_tok_s": len(plain) / t_plain, "runs": rows,
+            "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb()}
+
+
+def bench_model(args):
+    from qwen.chat import Chat
+    from qwen.weights import find_model
+    path = find_model(args.model)
+    dtype = getattr(torch, args.dtype)
+    model = Model.from_pretrained(path, dtype=dtype)
+    head = MTP.from_pretrained(model.cfg, path, dtype=dtype)
+    chat = Chat(model, path)
+    prompts = PROMPTS if not args.prompts else [p for p in open(args.prompts, encoding="utf-8").read().split("\n\n") if p]
+    rows = []
+    for prompt in prompts:
+        ids = chat.encode_chat([{"role": "user", "content": prompt}], enable_thinking=False) if args.chat \
+            else chat.encode(prompt)
+        generate(model, ids, max_new_tokens=2)
+        plain, t_plain = timed(generate, model, ids, args.max_new_tokens, chat.stop)
+        for rollback in ("recompute", "select"):
+            for k in [int(k) for k in args.ks.split(",")]:
+                (spec, rounds, hits), t = timed(generate_mtp, model, head, ids, args.max_new_tokens, chat.stop,
+                                                k=k, rollback=rollback)
+                rows.append({"prompt": prompt[:40], "rollback": rollback, "k": k, "tokens": len(spec),
+                             "plain_s": t_plain, "spec_s": t, "plain_tok_s": len(plain) / t_plain,
+                             "spec_tok_s": len(spec) / t, "rounds": rounds, "hits": hits,
+                             "acceptance": hits / max(1, rounds * k), "speedup": t_plain / t * len(spec) / max(1, len(plain)),
+                             "identical": spec == plain})
+    summary = {}
+    for r in rows:
+        s = summary.setdefault(f"{r['rollback']} k={r['k']}", {"acceptance": [], "speedup": [], "identical": True})
+        s["acceptance"].append(r["acceptance"]); s["speedup"].append(r["speedup"])
+        s["identical"] &= r["identical"]
+    summary = {key: {"mean_acceptance": statistics.mean(v["acceptance"]), "mean_speedup": statistics.mean(v["speedup"]),
+                     "all_identical": v["identical"]} for key, v in summary.items()}
+    return {"model": path, "dtype": args.dtype, "rows": rows, "summary": summary}
+
+
+def print_table(rows):
+    if not rows:
+        return
+    keys = list(rows[0])
+    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)
+    print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
+    for r in rows:
+        print("| " + " | ".join(fmt(r[k]) for k in keys) + " |")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m qwen.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["engine", "spec"])
+    ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"])
+    ap.add_argument("--scripted", action="store_true")
+    ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--max-new-tokens", type=int, default=120)
+    ap.add_argument("--rates", default="0.5,0.7,0.9")
+    ap.add_argument("--ks", default="1,2,3")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--prompts", default=None, help="a text file of prompts separated by blank lines")
+    ap.add_argument("--chat", action="store_true")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.mode == "engine":
+        args.dtype = args.dtype or "float32"
+        result = bench_engine(args)
+        print_table([result])
+    elif args.scripted:
+        args.dtype = args.dtype or "bfloat16"
+        result = bench_scripted(args)
+        print(f"plain: {result['plain_tok_s']:.2f} tok/s ({args.dtype})")
+        print_table(result["runs"])
+        print_table([result["costs"]])
+    else:
+        args.dtype = args.dtype or "float32"
+        result = bench_model(args)
+        print_table(result["rows"])
+        print_table([{"setting": k, **v} for k, v in result["summary"].items()])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
