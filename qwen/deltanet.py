@@ -77,7 +77,11 @@ class GatedDeltaNet(nn.Module):
         cache.conv = full[:, :, T:]                                             # the last K-1 inputs
         if cache.keep_steps:
             cache.conv_steps = [full[:, :, t + 1:t + self.kernel] for t in range(T)]
-        return F.silu(F.conv1d(full, self.conv1d.weight, groups=C))
+        if T <= RECURRENT_MAX_T:       # a few tokens: K multiply-adds per channel beat a conv kernel launch
+            out = (full.unfold(-1, self.kernel, 1) * self.conv1d.weight[:, None, 0, :]).sum(-1)   # (B, C, T)
+        else:
+            out = F.conv1d(full, self.conv1d.weight, groups=C)
+        return F.silu(out)
 
     def forward(self, x, cache, real=None):
         """x: (B, T, H); cache: DeltaNetState, advanced by T tokens; real: (B, T) bool, False on padding."""
