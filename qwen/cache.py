@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 
-@dataclass
+@dataclass(eq=False)        # identity, not tensor-by-tensor comparison
 class AttentionState:
     k: torch.Tensor = None       # (B, kv_heads, T, head_dim)
     v: torch.Tensor = None       # (B, kv_heads, T, head_dim)
@@ -43,7 +43,7 @@ class AttentionState:
         return 0 if self.k is None else self.k.nbytes + self.v.nbytes
 
 
-@dataclass
+@dataclass(eq=False)
 class DeltaNetState:
     conv: torch.Tensor = None    # (B, conv_dim, K-1)
     S: torch.Tensor = None       # (B, value_heads, key_dim, value_dim)

@@ -65,6 +65,7 @@ def test_step_three_rounds_with_the_keyboard(page_url):
             page.goto(page_url, wait_until="domcontentloaded")
             page.wait_for_selector("#stepper-start", timeout=30_000)
             page.fill("#stepper-max-new input[type=number]", "24")
+            page.check("#stepper-raw input")                   # raw completion: no early end of a chat turn
             page.click("#stepper-start")
             wait_phase(page, "prefill", "0")
             assert "Recorded" in page.inner_text("#stepper-status")

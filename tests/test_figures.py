@@ -3,7 +3,7 @@ models of known behaviour: the right panels, labels and values, and exact zeros 
 import pytest
 import torch
 
-from demo import figures, stepper
+from demo import figures, stepper, stepper_run
 from demo.figures import Look
 from demo.stepper import Settings
 from qwen.chat import Chat
@@ -26,7 +26,7 @@ def runs(embedded):
     """One greedy run per rollback, k = 3, on the embedded checkpoint (long enough to see rejections)."""
     model, mtp, chat = embedded
     ids = chat.encode(PROMPT)
-    return {rb: stepper.record_run(model, mtp, chat, ids, Settings(PROMPT, k=3, rollback=rb, max_new_tokens=24,
+    return {rb: stepper_run.record_run(model, mtp, chat, ids, Settings(PROMPT, k=3, rollback=rb, max_new_tokens=24,
                                                                     watch_layer=1, watch_head=1), "embedded")
             for rb in ("select", "recompute", "none")}
 
@@ -34,7 +34,7 @@ def runs(embedded):
 @pytest.fixture(scope="module")
 def all_accepted():
     model, mtp = counting_model()
-    return stepper.record_run(model, mtp, FakeChat(), torch.tensor([[3, 4]]), Settings("p", k=2, max_new_tokens=7))
+    return stepper_run.record_run(model, mtp, FakeChat(), torch.tensor([[3, 4]]), Settings("p", k=2, max_new_tokens=7))
 
 
 def heatmaps(fig):
@@ -61,8 +61,6 @@ def test_memory_figure_has_six_heatmaps_revealed_phase_by_phase(runs):
     assert fig.layout.coloraxis.cmid == 0 and fig.layout.coloraxis.colorscale[0][1] != "rgb(255,255,255)"
 
 
-@pytest.mark.xfail(not stepper.engine_watches_any_layer(), strict=True,
-                   reason="qwen.trace.state_view finds the watched layer with list.index (tensor ==): engine bug")
 def test_a_later_deltanet_layer_can_be_watched(runs):
     assert runs["select"].records[1]["states"]["after"]["watch"] == {"layer": 1, "head": 1}
 

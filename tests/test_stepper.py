@@ -4,7 +4,7 @@ skip-the-restore proof."""
 import pytest
 import torch
 
-from demo import stepper, stepper_html, stepper_ui
+from demo import stepper, stepper_html, stepper_run, stepper_ui
 from demo.stepper import Settings
 from stepper_models import FakeChat, counting_model, random_model
 
@@ -13,7 +13,7 @@ PROMPT = torch.tensor([[5, 9, 10]])
 
 def record(model_pair, chat=None, **settings):
     model, mtp = model_pair
-    return stepper.record_run(model, mtp, chat or FakeChat(), PROMPT, Settings(prompt="p", **settings), "tiny")
+    return stepper_run.record_run(model, mtp, chat or FakeChat(), PROMPT, Settings(prompt="p", **settings), "tiny")
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,13 @@ def test_next_at_the_end_stays_and_says_done(rand):
     assert 'data-done="false"' in stepper_html.phase_heading(run, last - 1, "English")
     assert stepper.emitted_count(run, last) == len(run.output_ids) == 4
     assert run.ended == "length"
+
+
+def test_a_one_token_run_is_just_the_prefill(rand):
+    run = record(rand, k=2, max_new_tokens=1)
+    assert len(run.records) == 1 and stepper.n_steps(run) == 1 and stepper.at_end(run, 0)
+    out = stepper_ui.render({"run": run, "step": 0, "proof": None}, "English")
+    assert 'data-phase="prefill"' in out[0] and 'data-done="true"' in out[0] and out[10] is not None
 
 
 def test_tokens_appear_only_at_the_accept_phase(rand):
@@ -127,7 +134,7 @@ def test_render_every_step_without_touching_the_model(rand):
 
 def test_skipping_the_restore_changes_the_output_and_keeping_it_does_not(rand):
     model, mtp = rand
-    proof = stepper.skip_restore_proof(model, mtp, FakeChat(), PROMPT, Settings(prompt="p", k=2, max_new_tokens=24),
+    proof = stepper_run.skip_restore_proof(model, mtp, FakeChat(), PROMPT, Settings(prompt="p", k=2, max_new_tokens=24),
                                        min_tokens=24)
     assert proof.restored_ok and proof.restored == proof.plain
     assert proof.first_diff is not None and proof.skipped[:proof.first_diff] == proof.plain[:proof.first_diff]

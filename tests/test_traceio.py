@@ -7,7 +7,7 @@ import pickle
 import pytest
 import torch
 
-from demo import stepper, stepper_html, stepper_ui, traceio
+from demo import stepper_html, stepper_run, stepper_ui, traceio
 from demo.stepper import Settings
 from stepper_models import FakeChat, random_model
 
@@ -15,7 +15,7 @@ from stepper_models import FakeChat, random_model
 @pytest.fixture(scope="module")
 def run():
     model, mtp = random_model()
-    return stepper.record_run(model, mtp, FakeChat(), torch.tensor([[1, 2, 3]]),
+    return stepper_run.record_run(model, mtp, FakeChat(), torch.tensor([[1, 2, 3]]),
                               Settings("a prompt 中文", k=2, max_new_tokens=6), "tiny")
 
 

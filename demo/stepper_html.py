@@ -1,0 +1,277 @@
+"""The step-through view's HTML: the phase heading, the text so far, the phase's table, the proof; and
+what the browser gets besides: the view's CSS and its keyboard script.
+
+    phase_heading(run, step, "English")   -> '<div class="step-phase" data-phase="verify">② Verify …</div>'
+
+Every piece of text from the model or the visitor is escaped here; colours come with a second mark
+(underline, box, bold, ✓/✗) so they read without colour. Token classes are demo.theme's
+(tok-draft, tok-correction, tok-bonus).
+"""
+from html import escape
+
+from demo import stepper
+from demo.render import token_spans
+from demo.stepper_text import say
+
+# every event that draws figures passes the page's light/dark mode as its last input (plotly needs a template)
+DARK_JS = ("(...a) => { a[a.length - 1] = !!(document.body.classList.contains('dark') || "
+           "document.documentElement.classList.contains('dark') || document.querySelector('.gradio-container.dark'));"
+           " return a; }")
+KEYS_JS = """
+if (!window.__stepperKeys) {
+  window.__stepperKeys = true;
+  const typing = (el) => !!el && (['input', 'textarea', 'select'].includes((el.tagName || '').toLowerCase())
+                                  || el.isContentEditable);
+  const shown = () => { const p = document.getElementById('stepper-panel'); return !!p && p.offsetParent !== null; };
+  const press = (id) => { const el = document.getElementById(id);
+    const b = el && (el.tagName === 'BUTTON' ? el : el.querySelector('button')); if (b) b.click(); };
+  document.addEventListener('keydown', (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey || typing(e.target) || !shown()) return;
+    if (e.key === 'ArrowRight') { e.preventDefault(); press('stepper-next'); }
+    else if (e.key === 'ArrowLeft') { e.preventDefault(); press('stepper-prev'); }
+    else if (e.key === ' ') { e.preventDefault(); if (!e.repeat) press('stepper-play'); }
+  });
+  document.addEventListener('keyup', (e) => { if (e.key === ' ' && !typing(e.target) && shown()) e.preventDefault(); });
+}
+"""
+CSS = """<style>
+#stepper-panel .step-phase { font-size: 1.25rem; padding: 0.4em 0.7em; border-left: 6px solid #0072B2;
+  background: var(--background-fill-secondary); border-radius: 6px; }
+#stepper-panel .step-done { color: #D55E00; font-weight: 700; }
+#stepper-panel .step-text { min-height: 4em; max-height: 16em; }
+#stepper-panel .step-current { outline: 2px solid #E69F00; outline-offset: 1px; border-radius: 3px; }
+#stepper-panel .step-chip { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: pre;
+  padding: 0 0.3em; border: 1px solid var(--border-color-primary); border-radius: 4px; }
+#stepper-panel .step-guess { border-style: dashed; border-color: #E69F00; }
+#stepper-panel .step-pending { margin-left: 0.3em; opacity: 0.9; }
+#stepper-panel .step-table { border-collapse: collapse; width: 100%; font-size: 1rem; }
+#stepper-panel .step-table td, #stepper-panel .step-table th { padding: 0.25em 0.5em; text-align: left;
+  border-bottom: 1px solid var(--border-color-primary); vertical-align: top; }
+#stepper-panel .step-ok .step-mark { color: #009E73; font-weight: 800; }
+#stepper-panel .step-bad .step-mark { color: #D55E00; font-weight: 800; }
+#stepper-panel .step-bad { background: rgba(213, 94, 0, 0.12); }
+#stepper-panel .step-skipped { opacity: 0.5; }
+#stepper-panel .step-bonus .step-mark { color: #009E73; font-weight: 800; }
+#stepper-panel .step-alts small { margin: 0 0.5em 0 0.15em; opacity: 0.8; }
+#stepper-panel .step-proof { display: grid; grid-template-columns: repeat(3, 1fr); gap: 0.8em; }
+#stepper-panel .step-diff { outline: 3px solid #D55E00; background: rgba(213, 94, 0, 0.3); font-weight: 800; }
+#stepper-panel .step-after-diff { text-decoration: line-through wavy rgba(213, 94, 0, 0.7); }
+#stepper-panel .step-verdict { font-weight: 700; margin: 0.2em 0; }
+#stepper-panel .step-verdict.ok { color: #009E73; } #stepper-panel .step-verdict.bad { color: #D55E00; }
+body.presenter #stepper-panel .step-phase { font-size: 1.8rem; border-left-width: 10px; }
+body.presenter #stepper-panel .step-table { font-size: 1.35rem; }
+body.presenter #stepper-panel .step-text { font-size: 1.6rem; }
+body.presenter #stepper-panel .prose { font-size: 1.3rem; }
+@media (max-width: 900px) { #stepper-panel .step-proof { grid-template-columns: 1fr; } }
+</style>"""
+
+ORIGIN_CLASS = {"main": "tok tok-main", "draft": "tok tok-draft", "correction": "tok tok-correction",
+                "bonus": "tok tok-bonus"}
+
+
+def _label(run, token):
+    text = run.labels.get(token, f"#{token}")
+    return escape(text.replace("\n", "↵").replace("\t", "⇥"))
+
+
+def _chip(run, token, cls="", title=""):
+    return f'<span class="step-chip {cls}" title="{escape(title)}">{_label(run, token)}</span>'
+
+
+def _pct(p):
+    return f"{p * 100:.1f}%" if p >= 0.001 else f"{p * 100:.2g}%"
+
+
+def phase_heading(run, step, lang):
+    """The phase label (also read by the browser test through data-phase)."""
+    if run is None:
+        return f'<div class="step-phase" data-phase="none">{say("no_run", lang).replace("**", "")}</div>'
+    r, phase = stepper.where(run, step)
+    rec = run.records[r]
+    key = "phase_rollback" if phase == "accept" and rec["rolled_back"] else f"phase_{phase}"
+    parts = [say(key, lang)]
+    if phase != "prefill":
+        parts.append(say("round_of", lang, r=r, n=len(run.records) - 1))
+    parts.append(say("step_of", lang, s=step + 1, n=stepper.n_steps(run)))
+    done = stepper.at_end(run, step)
+    tail = f' <span class="step-done">— {escape(say("done", lang))}</span>' if done else ""
+    return (f'<div class="step-phase" data-phase="{phase}" data-round="{r}" data-done="{str(done).lower()}">'
+            f'<b>{escape(parts[0])}</b> · {" · ".join(escape(p) for p in parts[1:])}{tail}</div>')
+
+
+def explanation(run, step, lang):
+    """The spoken explanation of the current phase (Markdown)."""
+    if run is None:
+        return say("no_run", lang)
+    r, phase = stepper.where(run, step)
+    rec = run.records[r]
+    if phase == "prefill":
+        return say("explain_prefill", lang)
+    if phase in ("guess", "verify"):
+        return say(f"explain_{phase}", lang, k=rec["k"])
+    if not rec["rolled_back"]:
+        text = say("explain_accept", lang)
+    else:
+        n = rec["accepted"]
+        lead = say("lead_none", lang) if n == 0 else say("lead_some", lang, n=n, m=n + 1)
+        text = lead + say(f"explain_rollback_{rec['rollback']}", lang)
+    cut = _cut_short(run, r)
+    return text + (f"\n\n*{say(cut, lang)}*" if cut else "")
+
+
+def _cut_short(run, r):
+    """Why a round emitted fewer tokens than it decided: a stop token, or the budget. None if it didn't."""
+    rec = run.records[r]
+    if rec.get("kind") != "round" or len(rec["emitted"]) == rec["accepted"] + 1:
+        return None
+    if rec["emitted"] and rec["emitted"][-1]["token"] in run.stop_ids:
+        return "stop_mid_round"
+    return "max_mid_round"
+
+
+def text_so_far(run, step, lang):
+    """The output up to this step, each token marked by origin (demo.render's marks), the tokens of the
+    current round framed, and this round's guesses shown pending (? while guessed, ✓/✗ once verified)."""
+    if run is None:
+        return '<div class="race-text step-text empty"></div>'
+    shown = stepper.emitted_count(run, step)
+    r, phase = stepper.where(run, step)
+    orig = [o for o, _ in stepper.origins(run)]
+    fresh = shown - (len(run.records[r]["emitted"]) if phase in ("accept", "prefill") else 0)
+    html = token_spans(run.pieces[:fresh], orig[:fresh], lang)
+    if shown > fresh:
+        html += f'<span class="step-current">{token_spans(run.pieces[fresh:shown], orig[fresh:shown], lang)}</span>'
+    if phase in ("guess", "verify"):
+        rec = run.records[r]
+        n = rec["accepted"]
+        marks = ["?" if phase == "guess" else "✓" if i < n else "✗" if i == n else "–" for i in range(rec["k"])]
+        html += '<span class="step-pending">' + "".join(
+            _chip(run, d["token"], "step-guess", say("guess", lang)) + f"<sup>{m}</sup>"
+            for d, m in zip(rec["draft"], marks)) + "</span>"
+    return f'<div class="race-text step-text">{html}</div>'
+
+
+def _top_list(run, top):
+    return " ".join(f'{_chip(run, t, "step-alt")}<small>{_pct(p)}</small>' for t, p in top[:4])
+
+
+def phase_panel(run, step, lang):
+    """The table of the current phase: guesses, verification, or what was emitted and what each kind of
+    state did."""
+    if run is None:
+        return ""
+    r, phase = stepper.where(run, step)
+    rec = run.records[r]
+    if phase == "prefill":
+        first = rec["emitted"][0]["token"]
+        guess = rec.get("next_draft")
+        rows = [f"<tr><td>{escape(say('main_choice', lang))}</td><td>{_chip(run, first, 'tok-main')}</td></tr>"]
+        if guess:
+            rows.append(f"<tr><td>{escape(say('draft_head_guesses', lang))}</td>"
+                        f"<td>{_chip(run, guess['token'], 'step-guess')} {_pct(guess['prob'])}</td>"
+                        f"<td class='step-alts'>{_top_list(run, guess['top'][1:])}</td></tr>")
+        return _table(rows)
+    if phase == "guess":
+        rows = [f"<tr><th>#</th><th>{escape(say('guess', lang))}</th><th>q</th>"
+                f"<th>{escape(say('alternatives', lang))}</th></tr>"]
+        for i, d in enumerate(rec["draft"]):
+            others = [t for t in d["top"] if t[0] != d["token"]]
+            rows.append(f"<tr><td>d{i + 1}</td><td>{_chip(run, d['token'], 'step-guess')}</td>"
+                        f"<td>{_pct(d['prob'])}</td><td class='step-alts'>{_top_list(run, others)}</td></tr>")
+        return f"<h4>{escape(say('draft_head_guesses', lang))}</h4>" + _table(rows)
+    if phase == "verify":
+        return _verify_table(run, rec, lang)
+    return _accept_panel(run, r, lang)
+
+
+def _verify_table(run, rec, lang):
+    k, n, sampled = rec["k"], rec["accepted"], bool(run.settings.temperature)
+    prev = [stepper.token_at(run, rec["pos"])] + [d["token"] for d in rec["draft"]]
+    rows = [f"<tr><th>{escape(say('position_after', lang))}</th><th>{escape(say('main_choice', lang))}</th>"
+            f"<th>p</th><th>{escape(say('guess', lang))}</th><th>{escape(say('draft_p', lang))}</th><th></th></tr>"]
+    for i, v in enumerate(rec["verify"]):
+        guess = rec["draft"][i] if i < k else None
+        if guess is None:
+            mark, cls = ("★", "step-bonus") if n == k else ("", "step-skipped")
+        elif i < n:
+            mark, cls = "✓", "step-ok"
+        elif i == n:
+            mark, cls = "✗", "step-bad"
+        else:
+            mark, cls = "–", "step-skipped"
+        extra = ""
+        if sampled and guess is not None and guess["prob"] > 0:
+            rule = say("accept_prob", lang, a=min(1.0, v["draft_prob"] / guess["prob"]))
+            extra = f"<br><small>{escape(rule)}</small>"
+        guess_cells = (f"<td>{_chip(run, guess['token'], 'step-guess')}</td><td>{_pct(v['draft_prob'])}{extra}</td>"
+                       if guess else "<td></td><td></td>")
+        rows.append(f"<tr class='{cls}'><td>{_chip(run, prev[i])}</td><td>{_chip(run, v['token'], 'tok-main')}</td>"
+                    f"<td>{_pct(v['prob'])}</td>{guess_cells}<td class='step-mark'>{mark}</td></tr>")
+    return _table(rows)
+
+
+def _kb(n):
+    return f"{n / 1024:.1f} KB" if n < 2**20 else f"{n / 2**20:.1f} MB"
+
+
+def _accept_panel(run, r, lang):
+    rec = run.records[r]
+    st, n, k = rec["states"], rec["accepted"], rec["k"]
+    chips = " ".join(_chip(run, e["token"], ORIGIN_CLASS[e["origin"]], say(f"origin_{e['origin']}", lang)) +
+                     f"<small> {escape(say('origin_' + e['origin'], lang))}</small>" for e in rec["emitted"])
+    kv = (st["before"]["kv"] or [0])[0], (st["after_verify"]["kv"] or [0])[0], (st["after"]["kv"] or [0])[0]
+    n_attn = len(st["after"]["kv"])
+    n_delta = sum(1 for la in st["after"]["layers"] if la["kind"] == "deltanet")
+    if kv[2] < kv[1]:
+        kv_text = say("kv_cut", lang, a=kv[0], b=kv[1], c=kv[2], d=kv[1] - kv[2])
+    else:
+        kv_text = say("kv_grow", lang, a=kv[0], b=kv[2])
+    if not rec["rolled_back"]:
+        mem = say("memory_kept", lang)
+    elif rec["rollback"] == "recompute":
+        seconds = rec["seconds"].get("restore", 0) + rec["seconds"].get("rerun", 0)
+        mem = say("memory_snapshot", lang, size=_kb(rec["snapshot_bytes"])) + "; " + \
+            say("memory_restored", lang, n=n + 1, ms=seconds * 1000)
+    elif rec["rollback"] == "select":
+        mem = say("memory_selected", lang, n=n + 1, m=k + 1)
+    else:
+        mem = say("memory_dirty", lang)
+    head = say("head_cut", lang, n=n + 1) + f" ({st['before']['head_kv']} → {st['after']['head_kv']})"
+    rows = [f"<tr><td>{escape(say('emitted', lang))}</td><td>{chips}</td></tr>",
+            f"<tr><td>{escape(say('state_kv', lang, n=n_attn))}</td><td>{escape(kv_text)}</td></tr>",
+            f"<tr><td>{escape(say('state_memory', lang, n=n_delta))}</td><td>{escape(mem)}</td></tr>",
+            f"<tr><td>{escape(say('state_head', lang))}</td><td>{escape(head)}</td></tr>"]
+    return _table(rows)
+
+
+def _table(rows):
+    return f'<table class="step-table">{"".join(rows)}</table>'
+
+
+def proof_html(proof, lang, rollback):
+    """Plain decoding, speculative with the restore, and without it, side by side; the first token where
+    the skipped run departs from plain decoding is marked."""
+    def column(name, title, verdict, ok):
+        diff = proof.first_diff if name == "skipped" and proof.first_diff is not None else None
+        spans = []
+        for i, piece in enumerate(proof.pieces[name]):
+            cls = "" if diff is None or i < diff else ("step-diff" if i == diff else "step-after-diff")
+            text = escape(piece).replace("\n", '<span class="nl" aria-hidden="true">↵</span>\n')
+            spans.append(f'<span class="{cls}">{text}</span>')
+        badge = f'<div class="step-verdict {"ok" if ok else "bad"}">{escape(verdict)}</div>' if verdict else ""
+        return (f'<div class="step-proof-col"><h4>{escape(title)}</h4>{badge}'
+                f'<div class="race-text step-text">{"".join(spans)}</div></div>')
+    same = say("proof_same", lang)
+    cols = [column("plain", say("proof_plain", lang), "", True),
+            column("restored", say("proof_restored", lang, rollback=rollback),
+                   same if proof.restored_ok else say("proof_differs", lang, i=(proof.restored_diff or 0) + 1),
+                   proof.restored_ok)]
+    if proof.first_diff is None:
+        cols.append(column("skipped", say("proof_skipped", lang), same, True))
+        note = say("proof_never", lang, n=min(len(proof.plain), len(proof.skipped)))
+    else:
+        cols.append(column("skipped", say("proof_skipped", lang), say("proof_differs", lang, i=proof.first_diff + 1),
+                           False))
+        note = say("proof_verdict", lang, i=proof.first_diff + 1)
+    return f'<div class="step-proof">{"".join(cols)}</div><p class="step-proof-note">{escape(note)}</p>'
+

@@ -1,0 +1,206 @@
+"""Recording a run for the step-through view with the real engine, and the skip-the-restore proof.
+
+    run = record_run(model, mtp, chat, ids, Settings(prompt="Hi", k=2))     # a stepper.Run, trace included
+    proof = skip_restore_proof(model, mtp, chat, ids, settings)              # plain vs restored vs skipped
+
+Both run speculative decoding (qwen.mtp.generate_mtp_stream) with a qwen.trace.Trace; the proof also
+runs plain greedy decoding and, once more, rollback="none" (KV truncated, DeltaNet memory left dirty).
+"""
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from demo.race import token_pieces
+from demo.stepper import MAX_ROUNDS, Run
+from qwen.cache import State
+from qwen.mtp import generate_mtp_stream
+from qwen.sample import generate_stream
+from qwen.trace import Trace
+
+PROOF_TOKENS = 128          # the proof runs at least this long, so a dirty memory has time to show
+
+
+# --- recording -----------------------------------------------------------------------------------------
+
+def token_label(chat, token_id):
+    """One token shown alone: its text, or its bytes in hex when it is part of a character (byte-level
+    BPE splits most Chinese characters over two or three tokens)."""
+    text = chat.decode([token_id])
+    if text and "\ufffd" not in text:
+        return text
+    piece = chat.tk.id_to_token(token_id) or ""
+    raw = _byte_level_bytes(piece)
+    if raw is None:
+        return piece or f"#{token_id}"
+    return "<" + " ".join(f"{b:02x}" for b in raw) + ">"
+
+
+def _byte_level_bytes(piece):
+    """GPT-2 byte-level symbols -> bytes, or None when `piece` is not made of them."""
+    table = {}
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    extra = 0
+    for b in range(256):
+        if b in keep:
+            table[chr(b)] = b
+        else:
+            table[chr(256 + extra)] = b
+            extra += 1
+    try:
+        return bytes(table[c] for c in piece)
+    except KeyError:
+        return None
+
+
+def record_ids(records):
+    """Every token id named in the records (drafts, alternatives, verify choices, emitted)."""
+    ids = set()
+    for rec in records:
+        entries = rec.get("draft", []) + ([rec["next_draft"]] if "next_draft" in rec else [])
+        for e in entries + rec.get("verify", []):
+            ids.add(e["token"])
+            ids.update(t for t, _ in e.get("top", []))
+        ids.update(e["token"] for e in rec["emitted"])
+    return ids
+
+
+def time_plain_step(model, ids, repeats=3):
+    """Median seconds of one plain decoding step (one token through the main model, batch 1).
+    Context length barely matters at these lengths, so a one-token prefix stands in for the prompt."""
+    state = State(model)
+    times = []
+    with torch.inference_mode():
+        model(ids[:, :1], state, last_only=True)
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            model(ids[:, -1:], state, last_only=True)
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _sampling(settings):
+    if not settings.temperature:
+        return {"temperature": 0}
+    return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
+
+
+def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None, progress=None,
+               clock=time.perf_counter):
+    """Run speculative decoding once with a trace and keep everything the stepper shows. ids: (1, T).
+    progress(done, total) hears about each round; max_seconds caps the wall-clock time."""
+    trace = Trace(watch_layer=settings.watch_layer, watch_head=settings.watch_head, max_rounds=MAX_ROUNDS)
+    stop = tuple(chat.stop)
+    out, ended, t0 = [], "", clock()
+    stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, settings.k, settings.rollback,
+                                 trace=trace, **_sampling(settings))
+    for emit, _, _ in stream:
+        out += [t for t, _ in emit]
+        if progress:
+            progress(len(out), settings.max_new_tokens)
+        if max_seconds and clock() - t0 > max_seconds and len(out) < settings.max_new_tokens:
+            ended = "time"
+            break
+        if len(trace) > MAX_ROUNDS:
+            ended = "rounds"
+            break
+    stream.close()
+    records = list(trace)[:MAX_ROUNDS + 1]
+    out = [e["token"] for rec in records for e in rec["emitted"]]
+    if not ended:
+        ended = "stop" if out and out[-1] in stop else "length"
+    prompt_ids = ids[0].tolist()
+    labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
+    return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
+               pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
+               plain_step_seconds=time_plain_step(model, ids), ended=ended)
+
+
+# --- the skip-the-restore proof -----------------------------------------------------------------------
+
+@dataclass
+class Proof:
+    """Three greedy runs of the same prompt: plain decoding, speculative with the restore, without it."""
+    plain: list
+    restored: list
+    skipped: list
+    first_diff: int = None            # first index where `skipped` departs from `plain`; None: never
+    first_diff_round: int = None      # the skipped run's round that emitted that token
+    restored_ok: bool = True          # restored == plain, token for token
+    restored_diff: int = None         # where restored departs from plain (a bug in the engine), else None
+    drift: list = field(default_factory=list)     # per round of the skipped run: max |memory - correct|
+    pieces: dict = field(default_factory=dict)    # name -> per-token text
+
+
+def first_difference(a, b):
+    """Index of the first position where two token lists differ, or None. Only their common length is
+    compared: a run cut short by the time limit is not a difference (a stop token is in the list)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None
+
+
+def memory_drift(correct, dirty):
+    """Per round of the dirty trace: the largest difference between its watched memory after the round
+    and the correct run's at the same position (rounds at positions the correct run never had: None)."""
+    by_pos = {r["states"]["after"]["pos"]: r["states"]["after"]["memory"] for r in correct}
+    drift = []
+    for r in dirty:
+        after = r["states"]["after"]
+        ref = by_pos.get(after["pos"])
+        if ref is None:
+            drift.append(None)
+            continue
+        drift.append(max(abs(x - y) for row, ref_row in zip(after["memory"], ref) for x, y in zip(row, ref_row)))
+    return drift
+
+
+def round_of_token(records, index):
+    """The round whose accept phase emitted output token `index` (0 = the prefill), or None."""
+    if index is None:
+        return None
+    seen = 0
+    for rec in records:
+        seen += len(rec["emitted"])
+        if index < seen:
+            return rec["round"]
+    return None
+
+
+def _take(stream, seconds, clock=time.perf_counter):
+    """Token ids from a generation stream (plain: ids; speculative: (emitted, rounds, hits)) until it
+    ends or `seconds` have passed."""
+    out, t0 = [], clock()
+    for item in stream:
+        out += [t for t, _ in item[0]] if isinstance(item, tuple) else [item]
+        if seconds and clock() - t0 > seconds:
+            break
+    stream.close()
+    return out
+
+
+def skip_restore_proof(model, mtp, chat, ids, settings, min_tokens=PROOF_TOKENS, max_seconds=None):
+    """Greedy plain decoding vs speculative with `settings.rollback` vs speculative with rollback="none"
+    (KV truncated, DeltaNet memory and conv window left as the rejected drafts wrote them). Each of the
+    three runs gets a third of `max_seconds`; tokens are compared over the length all of them reached."""
+    n = max(settings.max_new_tokens, min_tokens)
+    n = min(n, model.cfg.max_position_embeddings - ids.shape[1] - settings.k - 1)
+    stop, share = tuple(chat.stop), max_seconds / 3 if max_seconds else None
+    watch = dict(watch_layer=settings.watch_layer,
+                 watch_head=settings.watch_head, max_rounds=MAX_ROUNDS)
+    runs, traces = {}, {}
+    for name, rollback in (("restored", settings.rollback), ("skipped", "none")):
+        traces[name] = Trace(**watch)
+        runs[name] = _take(generate_mtp_stream(model, mtp, ids, n, stop, settings.k, rollback, trace=traces[name]),
+                           share)
+    plain = _take(generate_stream(model, ids, n, stop), share)
+    diff = first_difference(plain, runs["skipped"])
+    restored_diff = first_difference(plain, runs["restored"])
+    return Proof(plain=plain, restored=runs["restored"], skipped=runs["skipped"], first_diff=diff,
+                 first_diff_round=round_of_token(traces["skipped"], diff), restored_ok=restored_diff is None,
+                 restored_diff=restored_diff, drift=memory_drift(traces["restored"], traces["skipped"]),
+                 pieces={name: token_pieces(chat.decode, toks) for name, toks in
+                         (("plain", plain), ("restored", runs["restored"]), ("skipped", runs["skipped"]))})

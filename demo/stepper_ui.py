@@ -1,0 +1,346 @@
+"""The "Step through it" tab: one speculative round at a time — guess, verify, accept or roll back.
+
+    with gr.Tab("Step through"):
+        build_stepper_tab(shared)       # shared: see demo.frame (model, lang, presenter, prompt, store, compute)
+
+Start records a whole run with the real engine (demo.stepper_run.record_run); Next / Back / Play / Reset
+then walk the recorded trace with no compute. The position lives in the visitor's gr.State, never in a
+global. Keys: → next, ← back, space play/pause (ignored while typing). Every event has an api_name:
+step_start, step_next, step_prev, step_reset, step_play, step_tick, step_speed, step_skip_restore,
+trace_export, trace_import, step_language, step_presenter, step_prompt_from_race, step_deep_link.
+"""
+import logging
+
+import gradio as gr
+from gradio.context import Context
+
+from demo import figures, models, stepper, stepper_run, traceio
+from demo import stepper_html as H
+from demo.figures import Look
+from demo.i18n import DEFAULT_LANG, notice_text, t
+from demo.race import prepare
+from demo.render import legend_html
+from demo.stepper_text import say
+from demo.validate import InputError, RaceSettings, as_bool, choose, clamp_number, clean_prompt
+
+log = logging.getLogger(__name__)
+
+LIMITS = {"k": (1, 4, 1), "max_new_tokens": (1, stepper.MAX_NEW_TOKENS, 48), "temperature": (0.0, 2.0, 0.0),
+          "seed": (0, 2**31 - 1, 0), "watch_layer": (0, 255, 0), "watch_head": (0, 255, 0)}
+ROLLBACKS = ("select", "recompute")
+SESSION_SECONDS = 2 * 3600      # a visitor's recorded run is dropped this long after its last change
+
+
+# --- plain functions behind the events ---------------------------------------------------------------------
+
+def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, raw):
+    """Visitor input -> (stepper.Settings, [Notice]); raises InputError for an empty prompt."""
+    text, notices = clean_prompt(prompt)
+    values = {}
+    for name, value in (("k", k), ("max_new_tokens", max_new), ("temperature", temperature), ("seed", seed),
+                        ("watch_layer", layer), ("watch_head", head)):
+        lo, hi, default = LIMITS[name]
+        values[name], more = clamp_number(value, lo, hi, default, name, integer=name != "temperature")
+        notices += more
+    rollback, more = choose(rollback, ROLLBACKS, "select", "rollback")
+    return stepper.Settings(prompt=text, rollback=rollback, raw=as_bool(raw), **values), notices + more
+
+
+def encode(loaded, settings):
+    """The prompt's ids for this model (chat template unless raw), cut to fit. -> (ids, notices)"""
+    race = RaceSettings(settings.prompt, settings.max_new_tokens, settings.k, settings.rollback,
+                        settings.temperature, settings.seed, settings.raw, False, [])
+    ids, notices = prepare(loaded, race)
+    settings.max_new_tokens = race.max_new_tokens
+    return ids, notices
+
+
+def render(session, lang, dark=False, presenter=False):
+    """Everything the view shows for the session's run at its current step (a tuple, in VIEW order)."""
+    run = session and session.get("run")
+    step = session["step"] if run else 0
+    look = Look(lang=lang, dark=bool(dark), presenter=bool(presenter))
+    if run is None:
+        return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", say("no_run", lang),
+                None, None, None, None, None, None, None, "")
+    r, phase = stepper.where(run, step)
+    rec = run.records[r]
+    columns = len((rec["states"].get("after") or rec["states"]["before"])["conv"][0])
+    labels = {w: figures.conv_labels(run, rec, w, columns) for w in rec["states"]}
+    current = r if r else None
+    return (H.phase_heading(run, step, lang), H.text_so_far(run, step, lang), H.phase_panel(run, step, lang),
+            H.explanation(run, step, lang), figures.layer_map(rec, phase, look),
+            figures.memory_heatmaps(rec, phase, look), figures.conv_strip(rec, phase, labels, look),
+            figures.kv_lengths(rec, phase, look), figures.cost_stack(run.records, current, look),
+            figures.acceptance_over_run(run.records, current, look),
+            figures.what_if(run.records, run.plain_step_seconds, look),
+            figures.whatif_caption(run.records, run.plain_step_seconds, lang))
+
+
+def run_summary(run, lang):
+    rounds, tokens = len(run.records) - 1, len(run.output_ids)
+    ended = say(f"ended_{run.ended}", lang) if run.ended else ""
+    key = "replayed" if run.replay else "recorded"
+    return say(key, lang, tokens=tokens, rounds=rounds, model=run.model_name or "?", ended=ended)
+
+
+def moved(session, how):
+    """A new session dict with the step moved: "next", "prev" or "reset"."""
+    if not session or not session.get("run"):
+        return session
+    run, step = session["run"], session["step"]
+    step = {"next": stepper.next_step, "prev": stepper.prev_step}.get(how, lambda _, s: 0)(run, step)
+    return {**session, "step": step}
+
+
+def apply_deep_link(request):
+    """Values a link such as ?view=step&prompt=…&k=2&rollback=recompute&max_new=64&temperature=0&layer=1&head=0
+    prefills (a dict; only keys present and valid). "view": "step" asks for this tab to be selected."""
+    params = dict(request.query_params) if request is not None and hasattr(request, "query_params") else {}
+    out = {}
+    if "prompt" in params:
+        try:
+            out["prompt"] = clean_prompt(params["prompt"], max_chars=4000)[0]
+        except InputError:
+            pass
+    for key, name in (("k", "k"), ("max_new", "max_new_tokens"), ("max_new_tokens", "max_new_tokens"),
+                      ("temperature", "temperature"), ("seed", "seed"), ("layer", "watch_layer"),
+                      ("head", "watch_head")):
+        if key in params:
+            lo, hi, default = LIMITS[name]
+            out[name] = clamp_number(params[key], lo, hi, default, name, integer=name != "temperature")[0]
+    if params.get("rollback") in ROLLBACKS:
+        out["rollback"] = params["rollback"]
+    if str(params.get("view", "")).lower() in ("step", "stepper"):
+        out["view"] = "step"
+    return out
+
+
+# --- the tab ------------------------------------------------------------------------------------------------
+
+def build_stepper_tab(shared):
+    """The stepper's components and events, inside the caller's gr.Tab. Returns the components by name."""
+    store = shared.get("store") or models.ModelStore.from_environment()
+    lang, presenter = shared["lang"], shared["presenter"]
+    compute = shared.get("compute", {})
+    L = DEFAULT_LANG
+    with gr.Column(elem_id="stepper-panel"):
+        gr.HTML(H.CSS, js_on_load=H.KEYS_JS, elem_id="stepper-keys", padding=False)
+        summary = gr.Markdown(say("summary", L), elem_id="stepper-summary")
+        with gr.Row(equal_height=False):
+            prompt = gr.Textbox(shared["prompt"].value if "prompt" in shared else "", label=say("prompt", L), lines=2,
+                                max_lines=8, elem_id="stepper-prompt", scale=4)
+            start = gr.Button(say("start", L), variant="primary", elem_id="stepper-start", scale=1,
+                              elem_classes="run-button")
+        with gr.Row():
+            k = gr.Slider(1, 4, value=1, step=1, label=say("k", L), elem_id="stepper-k")
+            rollback = gr.Radio(list(ROLLBACKS), value="select", label=say("rollback", L), elem_id="stepper-rollback")
+            max_new = gr.Slider(1, stepper.MAX_NEW_TOKENS, value=48, step=1, label=say("max_new", L),
+                                elem_id="stepper-max-new")
+            temperature = gr.Slider(0, 2, value=0, step=0.05, label=say("temperature", L),
+                                    elem_id="stepper-temperature")
+        with gr.Row():
+            layer = gr.Number(0, precision=0, minimum=0, maximum=255, label=say("watch_layer", L),
+                              elem_id="stepper-layer")
+            head = gr.Number(0, precision=0, minimum=0, maximum=255, label=say("watch_head", L),
+                             elem_id="stepper-head")
+            seed = gr.Number(0, precision=0, minimum=0, label=say("seed", L), elem_id="stepper-seed")
+            raw = gr.Checkbox(False, label=say("raw", L), elem_id="stepper-raw")
+        status = gr.Markdown(say("no_run", L), elem_id="stepper-status")
+        with gr.Row(equal_height=True):
+            prev = gr.Button(say("prev", L), elem_id="stepper-prev", size="lg")
+            nxt = gr.Button(say("next", L), variant="primary", elem_id="stepper-next", size="lg")
+            play = gr.Button(say("play", L), elem_id="stepper-play", size="lg")
+            reset = gr.Button(say("reset", L), elem_id="stepper-reset", size="lg")
+            speed = gr.Slider(0.3, 5, value=1.5, step=0.1, label=say("speed", L), elem_id="stepper-speed")
+        keys = gr.Markdown(say("keys", L), elem_id="stepper-keys-help")
+        heading = gr.HTML(H.phase_heading(None, 0, L), elem_id="stepper-phase")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2):
+                text = gr.HTML(H.text_so_far(None, 0, L), elem_id="stepper-text")
+                legend = gr.HTML(legend_html(L), elem_id="stepper-legend")
+                panel = gr.HTML("", elem_id="stepper-table")
+                explain = gr.Markdown(say("no_run", L), elem_id="stepper-explain")
+            with gr.Column(scale=3):
+                layer_fig = gr.Plot(label="layers", elem_id="stepper-layers", show_label=False)
+        memory_fig = gr.Plot(label="memory", elem_id="stepper-memory", show_label=False)
+        with gr.Row(equal_height=False):
+            conv_fig = gr.Plot(label="conv", elem_id="stepper-conv", show_label=False)
+            kv_fig = gr.Plot(label="kv", elem_id="stepper-kv", show_label=False)
+        with gr.Row(equal_height=False):
+            cost_fig = gr.Plot(label="cost", elem_id="stepper-cost", show_label=False)
+            acc_fig = gr.Plot(label="acceptance", elem_id="stepper-acceptance", show_label=False)
+        whatif_fig = gr.Plot(label="what-if", elem_id="stepper-whatif", show_label=False)
+        whatif_caption = gr.Markdown("", elem_id="stepper-whatif-caption")
+        with gr.Accordion(say("skip_restore", L), open=False) as proof_box:
+            skip = gr.Checkbox(False, label=say("skip_restore", L), elem_id="stepper-skip-restore")
+            proof_html = gr.HTML("", elem_id="stepper-proof")
+            drift_fig = gr.Plot(label="drift", elem_id="stepper-drift", show_label=False, visible=False)
+        with gr.Row(equal_height=False):
+            export = gr.Button(say("export", L), elem_id="stepper-export")
+            export_file = gr.File(label="trace.json", interactive=False, elem_id="stepper-export-file")
+            upload = gr.File(label=say("import", L, mb=traceio.MAX_BYTES // 2**20), file_types=[".json"],
+                             type="filepath", elem_id="stepper-import")
+    dark = gr.Checkbox(False, visible=False, label="dark")   # set in the browser by H.DARK_JS on each event
+    model = shared.get("model") or gr.State(store.default)
+    session, playing = gr.State(None, time_to_live=SESSION_SECONDS), gr.State(False)
+    timer = gr.Timer(1.5, active=False)
+    view = [heading, text, panel, explain, layer_fig, memory_fig, conv_fig, kv_fig, cost_fig, acc_fig,
+            whatif_fig, whatif_caption]
+    nav = dict(show_progress="hidden", js=H.DARK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+
+    def failed(message):
+        return (gr.skip(), message, *(gr.skip(),) * len(view), False, gr.Timer(active=False))
+
+    def on_start(model_key, text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in, raw_in, language,
+                 presenter_on, dark_on, progress=gr.Progress()):
+        try:
+            settings, notices = read_settings(text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in,
+                                              raw_in)
+            loaded = store.get(model_key or store.default)
+            if loaded.mtp is None:
+                raise models.ModelError(t("model_no_mtp", language).strip(", "))
+            ids, more = encode(loaded, settings)
+            run = stepper_run.record_run(
+                loaded.model, loaded.mtp, loaded.chat, ids, settings, loaded.key, max_seconds=models.max_seconds(),
+                progress=lambda done, total: progress(done / max(total, 1), desc=say("recording", language)))
+        except (InputError, models.ModelError) as e:
+            return failed(say("error", language, error=str(e)))
+        except Exception as e:      # the engine failed: say so, keep serving
+            log.exception("stepper run failed")
+            return failed(say("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"))
+        new = {"run": run, "step": 0, "proof": None}
+        message = " ".join([run_summary(run, language)] + [notice_text(n, language) for n in notices + more])
+        return (new, message, *render(new, language, dark_on, presenter_on), False, gr.Timer(active=False))
+
+    start.click(on_start, [model, prompt, k, rollback, max_new, temperature,
+                           seed, layer, head, raw, lang, presenter, dark],
+                [session, status, *view, playing, timer], api_name="step_start", js=H.DARK_JS,
+                show_progress="minimal", show_progress_on=[status], **compute)
+
+    def step_event(how):
+        def fn(state, language, presenter_on, dark_on):
+            new = moved(state, how)
+            return (new, *render(new, language, dark_on, presenter_on))
+        return fn
+
+    for button, how in ((nxt, "next"), (prev, "prev"), (reset, "reset")):
+        button.click(step_event(how), [session, lang, presenter, dark], [session, *view], api_name=f"step_{how}", **nav)
+
+    def on_play(is_playing, state, seconds, language):
+        on = not is_playing and bool(state and state.get("run")) and not stepper.at_end(state["run"], state["step"])
+        return on, gr.Timer(value=float(seconds or 1.5), active=on), say("pause" if on else "play", language)
+
+    play.click(on_play, [playing, session, speed, lang], [playing, timer, play], api_name="step_play",
+               show_progress="hidden", queue=False)
+
+    def on_tick(state, language, presenter_on, dark_on):
+        new = moved(state, "next")
+        done = not new or not new.get("run") or stepper.at_end(new["run"], new["step"])
+        stop = (False, gr.Timer(active=False), say("play", language)) if done else (gr.skip(),) * 3
+        return (new, *render(new, language, dark_on, presenter_on), *stop)
+
+    timer.tick(on_tick, [session, lang, presenter, dark], [session, *view, playing, timer, play], api_name="step_tick",
+               **nav)
+    speed.change(lambda s: gr.Timer(value=float(s or 1.5)), [speed], [timer], api_name="step_speed", queue=False)
+
+    def on_skip(on, state, model_key, language, presenter_on, dark_on):
+        if not on:
+            return "", gr.update(visible=False), state
+        run = state and state.get("run")
+        if run is None:
+            return say("no_run", language), gr.update(visible=False), state
+        try:
+            loaded = store.get(model_key or store.default)
+            settings = stepper.Settings(**{**run.settings.__dict__, "temperature": 0.0})
+            ids, _ = encode(loaded, settings)
+            proof = stepper_run.skip_restore_proof(loaded.model, loaded.mtp, loaded.chat, ids, settings,
+                                                   max_seconds=models.max_seconds())
+        except Exception as e:
+            log.exception("skip-restore proof failed")
+            return say("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"), gr.update(visible=False), state
+        look = Look(lang=language, dark=bool(dark_on), presenter=bool(presenter_on))
+        return (H.proof_html(proof, language, settings.rollback),
+                gr.update(value=figures.drift(proof.drift, proof.first_diff_round, look), visible=True),
+                {**state, "proof": proof})
+
+    skip.input(on_skip, [skip, session, model, lang, presenter, dark],
+               [proof_html, drift_fig, session], api_name="step_skip_restore", js=H.DARK_JS, show_progress="minimal",
+               **compute)
+
+    def on_export(state, language):
+        run = state and state.get("run")
+        if run is None:
+            return None, say("nothing_to_export", language)
+        return traceio.write_trace(run), run_summary(run, language)
+
+    export.click(on_export, [session, lang], [export_file, status], api_name="trace_export",
+                 concurrency_limit=4, concurrency_id="stepper_view")
+
+    def on_import(path, language, presenter_on, dark_on):
+        if not path:
+            return (gr.skip(), gr.skip(), *(gr.skip(),) * len(view))
+        try:
+            run = traceio.read_trace(path)
+        except traceio.TraceError as e:
+            return (gr.skip(), say("import_failed", language, error=str(e)), *(gr.skip(),) * len(view))
+        new = {"run": run, "step": 0, "proof": None}
+        return (new, run_summary(run, language), *render(new, language, dark_on, presenter_on))
+
+    upload.upload(on_import, [upload, lang, presenter, dark], [session, status, *view], api_name="trace_import",
+                  js=H.DARK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+
+    def relabel(language, state, is_playing, presenter_on, dark_on):
+        u = gr.update
+        return (say("summary", language), u(label=say("prompt", language)), u(value=say("start", language)),
+                u(label=say("k", language)), u(label=say("rollback", language)), u(label=say("max_new", language)),
+                u(label=say("temperature", language)), u(label=say("watch_layer", language)),
+                u(label=say("watch_head", language)), u(label=say("seed", language)), u(label=say("raw", language)),
+                u(value=say("prev", language)), u(value=say("next", language)),
+                u(value=say("pause" if is_playing else "play", language)), u(value=say("reset", language)),
+                u(label=say("speed", language)), say("keys", language), legend_html(language),
+                u(label=say("skip_restore", language)), u(label=say("skip_restore", language)),
+                u(value=say("export", language)), u(label=say("import", language, mb=traceio.MAX_BYTES // 2**20)),
+                *render(state, language, dark_on, presenter_on))
+
+    lang.change(relabel, [lang, session, playing, presenter, dark],
+                [summary, prompt, start, k, rollback, max_new, temperature, layer, head, seed, raw, prev, nxt, play,
+                 reset, speed, keys, legend, proof_box, skip, export, upload, *view],
+                api_name="step_language", **nav)
+    presenter.change(lambda state, language, on, d: render(state, language, d, on), [session, lang, presenter, dark],
+                     view, api_name="step_presenter", **nav)
+    if "prompt" in shared:
+        shared["prompt"].change(lambda p: p, [shared["prompt"]], [prompt], api_name="step_prompt_from_race",
+                                queue=False, show_progress="hidden")
+    _wire_deep_link(shared, {"prompt": prompt, "k": k, "rollback": rollback, "max_new_tokens": max_new,
+                             "temperature": temperature, "seed": seed, "watch_layer": layer, "watch_head": head})
+    return {"prompt": prompt, "start": start, "next": nxt, "prev": prev, "play": play, "reset": reset,
+            "session": session, "timer": timer, "status": status, "view": view, "skip": skip, "export": export,
+            "upload": upload}
+
+
+def _wire_deep_link(shared, controls):
+    """Prefill the controls from the page's query string when it loads; select this tab for ?view=step
+    (through shared["tabs"] when the frame provides its gr.Tabs, else by clicking the tab in the browser)."""
+    blocks = shared.get("blocks") or Context.root_block
+    if blocks is None:
+        return
+    tabs = shared.get("tabs")
+    outputs = list(controls.values()) + ([tabs] if tabs is not None else [])
+
+    def on_load(request: gr.Request):
+        values = apply_deep_link(request)
+        updates = [values.get(name, gr.skip()) for name in controls]
+        if tabs is not None:
+            updates.append(gr.Tabs(selected=shared.get("stepper_tab_id", "stepper")) if "view" in values else gr.skip())
+        return tuple(updates)
+
+    blocks.load(on_load, None, outputs, api_name="step_deep_link", queue=False)
+    if tabs is None:
+        names = [t("tab_stepper", lang) for lang in ("English", "中文")]
+        blocks.load(None, None, None, api_name="step_deep_link_tab", js=(
+            "() => { if (new URLSearchParams(location.search).get('view') !== 'step') return;"
+            f" const names = {names!r};"
+            " const pick = () => { const b = [...document.querySelectorAll('button[role=\"tab\"]')]"
+            ".find(x => names.some(n => x.textContent.trim() === n)); if (b) b.click(); return !!b; };"
+            " if (!pick()) setTimeout(pick, 500); }"))

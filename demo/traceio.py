@@ -1,0 +1,306 @@
+"""Record and replay: a run's trace as a JSON file, and a strict reader for files visitors upload.
+
+    path = write_trace(run, folder)          # {"format": "qwen-mtp-trace", "version": 1, ...}
+    run = read_trace(path)                   # a stepper.Run with replay=True; TraceError if rejected
+
+An uploaded file is untrusted. It is read as JSON only (never pickle, never eval), at most MAX_BYTES,
+and checked field by field before anything uses it: types (a bool is not an int), finite numbers,
+bounded lengths and nesting, token ids as non-negative ints, and the emitted tokens must add up to the
+output. A rejection says which field is wrong, e.g. "records[3].verify[1].prob: expected a number".
+"""
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from dataclasses import asdict
+
+from demo.stepper import MAX_NEW_TOKENS, MAX_ROUNDS, Run, Settings
+
+FORMAT, VERSION = "qwen-mtp-trace", 1
+MAX_BYTES = 8 * 1024 * 1024        # a 256-round run with k = 1 exports to about 4 MB
+MAX_DEPTH = 12                     # the format itself nests 7 deep
+MAX_PROMPT_IDS = 32768
+MAX_OUTPUT = 1024
+MAX_GRID = 64                      # memory and conv grids are at most 24 x 24 in qwen.trace
+MAX_LAYERS = 512
+MAX_TOP = 32
+MAX_K = 8
+ROLLBACKS = ("select", "recompute", "none")
+ORIGINS = ("main", "draft", "correction", "bonus")
+SECONDS = ("prefill", "draft", "verify", "snapshot", "restore", "rerun")
+
+
+class TraceError(ValueError):
+    """An uploaded trace was rejected; the message says why, for people."""
+
+
+# --- export -----------------------------------------------------------------------------------------------
+
+def to_dict(run):
+    return {"format": FORMAT, "version": VERSION, "model": run.model_name, "prompt": run.settings.prompt,
+            "settings": asdict(run.settings), "prompt_ids": run.prompt_ids, "output_ids": run.output_ids,
+            "pieces": run.pieces, "output_text": "".join(run.pieces),
+            "labels": {str(i): text for i, text in sorted(run.labels.items())}, "stop_ids": run.stop_ids,
+            "plain_step_seconds": run.plain_step_seconds, "ended": run.ended, "records": run.records}
+
+
+def dumps(run):
+    return json.dumps(to_dict(run), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def write_trace(run, folder=None):
+    """Write the run as JSON into `folder` (default: a fresh temporary folder). -> the file's path"""
+    folder = folder or tempfile.mkdtemp(prefix="mtp-trace-")
+    model = re.sub(r"[^A-Za-z0-9._-]+", "-", run.model_name or "model").strip("-")[:40] or "model"
+    path = os.path.join(folder, f"mtp-trace-{model}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(dumps(run))
+    return path
+
+
+# --- import ------------------------------------------------------------------------------------------------
+
+def read_trace(path):
+    """A stepper.Run from an uploaded file. Raises TraceError with a message for people."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise TraceError("the file cannot be read") from e
+    if size > MAX_BYTES:
+        raise TraceError(f"the file is {size / 2**20:.1f} MB; the limit is {MAX_BYTES // 2**20} MB")
+    with open(path, "rb") as f:
+        return loads(f.read(MAX_BYTES + 1))
+
+
+def loads(data):
+    """bytes or str -> a stepper.Run, after checking everything (see the module docstring)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if len(data) > MAX_BYTES:
+        raise TraceError(f"the file is over {MAX_BYTES // 2**20} MB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise TraceError("not a UTF-8 text file (a trace is JSON)") from e
+    try:
+        obj = json.loads(text, parse_constant=_no_constant, parse_int=_int_literal)
+    except RecursionError as e:
+        raise TraceError("the JSON is nested too deeply") from e
+    except (json.JSONDecodeError, ValueError) as e:
+        raise TraceError(f"not valid JSON ({str(e)[:120]})") from e
+    _depth(obj, 0)
+    return from_dict(obj)
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not allowed (numbers must be finite)")
+
+
+def _int_literal(s):
+    if len(s.lstrip("-")) > 18:
+        raise ValueError(f"integer {s[:20]}… is too long")
+    return int(s)
+
+
+def _depth(obj, level):
+    if level > MAX_DEPTH:
+        raise TraceError(f"the JSON is nested more than {MAX_DEPTH} levels deep")
+    if isinstance(obj, dict):
+        for v in obj.values():
+            _depth(v, level + 1)
+    elif isinstance(obj, list):
+        for v in obj:
+            if isinstance(v, (dict, list)):
+                _depth(v, level + 1)
+
+
+def _fail(where, what):
+    raise TraceError(f"{where}: {what}")
+
+
+def _int(x, where, lo=0, hi=2**31 - 1):
+    if isinstance(x, bool) or not isinstance(x, int):
+        _fail(where, "expected an integer")
+    if not lo <= x <= hi:
+        _fail(where, f"{x} is outside {lo}..{hi}")
+    return x
+
+
+def _num(x, where, lo=-1e6, hi=1e6):
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        _fail(where, "expected a number")
+    if not math.isfinite(x) or not lo <= x <= hi:
+        _fail(where, f"{x} is not a finite number in {lo:g}..{hi:g}")
+    return float(x)
+
+
+def _str(x, where, limit):
+    if not isinstance(x, str):
+        _fail(where, "expected a string")
+    if len(x) > limit:
+        _fail(where, f"longer than {limit} characters")
+    return x
+
+
+def _list(x, where, limit, lo=0):
+    if not isinstance(x, list):
+        _fail(where, "expected a list")
+    if not lo <= len(x) <= limit:
+        _fail(where, f"has {len(x)} items; expected {lo}..{limit}")
+    return x
+
+
+def _dict(x, where, required=()):
+    if not isinstance(x, dict):
+        _fail(where, "expected an object")
+    for key in required:
+        if key not in x:
+            _fail(where, f"missing '{key}'")
+    return x
+
+
+def _choice(x, where, options):
+    if x not in options:
+        _fail(where, f"expected one of {', '.join(options)}")
+    return x
+
+
+def _grid(x, where):
+    rows = _list(x, where, MAX_GRID, lo=1)
+    width = len(_list(rows[0], f"{where}[0]", MAX_GRID, lo=1))
+    for i, row in enumerate(rows):
+        if len(_list(row, f"{where}[{i}]", MAX_GRID, lo=1)) != width:
+            _fail(f"{where}[{i}]", "rows differ in length")
+        for j, v in enumerate(row):
+            _num(v, f"{where}[{i}][{j}]")
+
+
+def _token_entry(e, where, verify=False):
+    _dict(e, where, ("token", "prob"))
+    _int(e["token"], f"{where}.token")
+    _num(e["prob"], f"{where}.prob", 0, 1)
+    for i, pair in enumerate(_list(e.get("top", []), f"{where}.top", MAX_TOP)):
+        _list(pair, f"{where}.top[{i}]", 2, lo=2)
+        _int(pair[0], f"{where}.top[{i}][0]")
+        _num(pair[1], f"{where}.top[{i}][1]", 0, 1)
+    if verify and "draft_prob" in e:
+        _num(e["draft_prob"], f"{where}.draft_prob", 0, 1)
+    if verify and "match" in e and not isinstance(e["match"], bool):
+        _fail(f"{where}.match", "expected true or false")
+
+
+def _state(s, where):
+    _dict(s, where, ("pos", "kv", "head_kv", "layers", "memory", "conv", "watch"))
+    _int(s["pos"], f"{where}.pos")
+    for i, n in enumerate(_list(s["kv"], f"{where}.kv", MAX_LAYERS)):
+        _int(n, f"{where}.kv[{i}]")
+    _int(s["head_kv"], f"{where}.head_kv")
+    layers = _list(s["layers"], f"{where}.layers", MAX_LAYERS, lo=1)
+    for i, layer in enumerate(layers):
+        _dict(layer, f"{where}.layers[{i}]", ("index", "kind", "bytes"))
+        _int(layer["index"], f"{where}.layers[{i}].index", 0, MAX_LAYERS)
+        _choice(layer["kind"], f"{where}.layers[{i}].kind", ("deltanet", "attention"))
+        _int(layer["bytes"], f"{where}.layers[{i}].bytes", 0, 2**40)
+    if sum(layer["kind"] == "attention" for layer in layers) != len(s["kv"]):
+        _fail(f"{where}.kv", "needs one length per attention layer")
+    _grid(s["memory"], f"{where}.memory")
+    _grid(s["conv"], f"{where}.conv")
+    _dict(s["watch"], f"{where}.watch", ("layer", "head"))
+    _int(s["watch"]["layer"], f"{where}.watch.layer", 0, MAX_LAYERS)
+    _int(s["watch"]["head"], f"{where}.watch.head", 0, 4096)
+
+
+def _seconds(x, where):
+    for key, v in _dict(x, where).items():
+        _choice(key, f"{where}", SECONDS)
+        _num(v, f"{where}.{key}", 0, 1e5)
+
+
+def _emitted(x, where, limit):
+    for i, e in enumerate(_list(x, where, limit)):
+        _dict(e, f"{where}[{i}]", ("token", "origin"))
+        _int(e["token"], f"{where}[{i}].token")
+        _choice(e["origin"], f"{where}[{i}].origin", ORIGINS)
+
+
+def _record(r, i):
+    where = f"records[{i}]"
+    _dict(r, where, ("round", "kind", "pos", "emitted", "seconds", "states"))
+    if _int(r["round"], f"{where}.round", 0, MAX_ROUNDS + 1) != i:
+        _fail(f"{where}.round", f"expected {i} (records go in order)")
+    _int(r["pos"], f"{where}.pos")
+    _seconds(r["seconds"], f"{where}.seconds")
+    if i == 0:
+        _choice(r["kind"], f"{where}.kind", ("prefill",))
+        _emitted(r["emitted"], f"{where}.emitted", 1)
+        if "next_draft" in r:
+            _token_entry(r["next_draft"], f"{where}.next_draft")
+        _state(_dict(r["states"], f"{where}.states", ("after",))["after"], f"{where}.states.after")
+        return
+    _choice(r["kind"], f"{where}.kind", ("round",))
+    _dict(r, where, ("k", "draft", "verify", "accepted", "rollback", "rolled_back", "snapshot_bytes"))
+    k = _int(r["k"], f"{where}.k", 1, MAX_K)
+    for j, e in enumerate(_list(r["draft"], f"{where}.draft", k, lo=k)):
+        _token_entry(e, f"{where}.draft[{j}]")
+    for j, e in enumerate(_list(r["verify"], f"{where}.verify", k + 1, lo=k + 1)):
+        _token_entry(e, f"{where}.verify[{j}]", verify=True)
+    n = _int(r["accepted"], f"{where}.accepted", 0, k)
+    _emitted(r["emitted"], f"{where}.emitted", n + 1)
+    _choice(r["rollback"], f"{where}.rollback", ROLLBACKS)
+    if r["rolled_back"] is not (n < k):
+        _fail(f"{where}.rolled_back", "must say whether fewer than k guesses were accepted")
+    _int(r["snapshot_bytes"], f"{where}.snapshot_bytes", 0, 2**40)
+    states = _dict(r["states"], f"{where}.states", ("before", "after_verify", "after"))
+    for name in ("before", "after_verify", "after"):
+        _state(states[name], f"{where}.states.{name}")
+
+
+def from_dict(obj):
+    """A checked dict (the exported shape) -> stepper.Run with replay=True. Raises TraceError."""
+    _dict(obj, "file", ("format", "version", "settings", "prompt_ids", "output_ids", "pieces", "labels",
+                        "records"))
+    if obj["format"] != FORMAT:
+        _fail("format", f"expected \"{FORMAT}\" (is this a trace exported by this page?)")
+    if obj["version"] != VERSION:
+        _fail("version", f"this page reads version {VERSION}")
+    st = _dict(obj["settings"], "settings", ("prompt", "k", "rollback", "max_new_tokens"))
+    settings = Settings(
+        prompt=_str(st["prompt"], "settings.prompt", 100_000), k=_int(st["k"], "settings.k", 1, MAX_K),
+        rollback=_choice(st["rollback"], "settings.rollback", ROLLBACKS),
+        max_new_tokens=_int(st["max_new_tokens"], "settings.max_new_tokens", 1, MAX_NEW_TOKENS),
+        temperature=_num(st.get("temperature", 0.0), "settings.temperature", 0, 10),
+        seed=_int(st.get("seed", 0), "settings.seed"),
+        watch_layer=_int(st.get("watch_layer", 0), "settings.watch_layer", 0, MAX_LAYERS),
+        watch_head=_int(st.get("watch_head", 0), "settings.watch_head", 0, 4096), raw=st.get("raw", False))
+    if not isinstance(settings.raw, bool):
+        _fail("settings.raw", "expected true or false")
+    prompt_ids = [_int(t, f"prompt_ids[{i}]") for i, t in
+                  enumerate(_list(obj["prompt_ids"], "prompt_ids", MAX_PROMPT_IDS, lo=1))]
+    output_ids = [_int(t, f"output_ids[{i}]") for i, t in
+                  enumerate(_list(obj["output_ids"], "output_ids", MAX_OUTPUT, lo=1))]
+    pieces = [_str(p, f"pieces[{i}]", 1000) for i, p in enumerate(_list(obj["pieces"], "pieces", MAX_OUTPUT))]
+    if len(pieces) != len(output_ids):
+        _fail("pieces", "needs one text per output token")
+    labels = {}
+    for key, text in _dict(obj["labels"], "labels").items():
+        if not re.fullmatch(r"\d{1,10}", key):
+            _fail("labels", f"key {key[:20]!r} is not a token id")
+        labels[int(key)] = _str(text, f"labels[{key}]", 200)
+    if len(labels) > 64 * (MAX_ROUNDS + 1) + MAX_PROMPT_IDS:
+        _fail("labels", "too many entries")
+    records = _list(obj["records"], "records", MAX_ROUNDS + 1, lo=1)
+    for i, r in enumerate(records):
+        _record(r, i)
+    emitted = [e["token"] for r in records for e in r["emitted"]]
+    if emitted != output_ids:
+        _fail("output_ids", "do not match the tokens the records emitted")
+    stop_ids = [_int(t, f"stop_ids[{i}]") for i, t in enumerate(_list(obj.get("stop_ids", []), "stop_ids", 64))]
+    plain = obj.get("plain_step_seconds")
+    plain = None if plain is None else _num(plain, "plain_step_seconds", 0, 1e4)
+    ended = _choice(obj.get("ended", "length"), "ended", ("stop", "length", "time", "rounds", ""))
+    model = _str(obj.get("model", ""), "model", 200)
+    return Run(settings=settings, model_name=model, prompt_ids=prompt_ids, output_ids=output_ids, pieces=pieces,
+               labels=labels, records=records, stop_ids=stop_ids, plain_step_seconds=plain, ended=ended,
+               replay=True)
