@@ -24,7 +24,7 @@ from qwen.cache import State, restore_state, snapshot_bytes, snapshot_state
 from qwen.config import Config
 from qwen.model import Model, load_into
 from qwen.mtp import MTP, generate_mtp
-from qwen.sample import generate, generate_stream
+from qwen.sample import generate
 
 QWEN35_08B = dict(vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
                   num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,

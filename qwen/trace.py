@@ -13,7 +13,6 @@ which also says which DeltaNet layer and head to watch). Round 0 is the prefill.
 
 Nothing here runs unless a trace was asked for.
 """
-import torch
 import torch.nn.functional as F
 
 from qwen.cache import AttentionState

@@ -7,7 +7,7 @@ import torch
 from qwen.cache import State, keep_step_states, restore_state, select_step_states, snapshot_state, state_bytes
 from qwen.config import Config
 from qwen.model import Model
-from qwen.mtp import MTP, accept_drafts, generate_mtp, generate_mtp_stream
+from qwen.mtp import MTP, accept_drafts, generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
 
