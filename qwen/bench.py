@@ -2,7 +2,8 @@
 
     python -m qwen.bench engine [--dtype float32|bfloat16]
         random weights of the real Qwen3.5-0.8B shape: batch-1 greedy decode tok/s (64-token prompt,
-        128 new tokens) of this engine and of transformers' generate on the same weights, their ratio,
+        128 new tokens; steps after the first token, so prefill is not counted) of this engine and of
+        transformers' generate on the same weights, their ratio,
         the weight-matmul floor, prefill tok/s for a 1024-token prompt, peak memory.
     python -m qwen.bench spec --scripted [--dtype bfloat16]
         the same shape, drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9
@@ -24,7 +25,7 @@ from qwen.cache import State, restore_state, snapshot_bytes, snapshot_state
 from qwen.config import Config
 from qwen.model import Model, load_into
 from qwen.mtp import MTP, generate_mtp
-from qwen.sample import generate
+from qwen.sample import generate, generate_stream
 
 QWEN35_08B = dict(vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
                   num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
@@ -88,24 +89,46 @@ def matmul_floor(model, reps=3):
     return best
 
 
+class Stamps:
+    """A transformers streamer (and a plain callback) that notes when each new token arrives."""
+
+    def __init__(self):
+        self.times = []
+
+    def put(self, value):
+        self.times.append(time.perf_counter())
+
+    def end(self):
+        pass
+
+    def decode_rate(self, skip=1):
+        """Tokens per second after the first new token (so the prompt's prefill is not counted)."""
+        t = self.times[skip:]
+        return (len(t) - 1) / (t[-1] - t[0])
+
+
 def bench_engine(args):
     dtype = getattr(torch, args.dtype)
     model, ref = random_model(dtype, with_reference=not args.no_reference)
     ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1))
     generate(model, ids, max_new_tokens=4)                                 # warm-up
-    ours, t_ours = timed(generate, model, ids, max_new_tokens=args.new_tokens)
-    rows = {"dtype": args.dtype, "engine_tok_s": len(ours) / t_ours}
+    ours, stamps = [], Stamps()
+    for tok in generate_stream(model, ids, max_new_tokens=args.new_tokens):
+        stamps.put(tok)
+        ours.append(tok)
+    rows = {"dtype": args.dtype, "engine_tok_s": stamps.decode_rate(skip=0)}
     floor = matmul_floor(model)
     rows["matmul_floor_steps_s"] = 1 / floor
     rows["engine_vs_floor"] = rows["engine_tok_s"] * floor
     if ref is not None:
         with torch.inference_mode():
             ref.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=0)
-            out, t_ref = timed(ref.generate, ids, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
-                               do_sample=False, pad_token_id=0)
-        theirs = out[0, ids.shape[1]:].tolist()
-        rows.update(reference_tok_s=len(theirs) / t_ref, ratio=(len(ours) / t_ours) / (len(theirs) / t_ref),
-                    same_tokens=theirs == ours)
+            theirs = Stamps()                                              # its first put() is the prompt
+            out = ref.generate(ids, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+                               do_sample=False, pad_token_id=0, streamer=theirs)
+        rows.update(reference_tok_s=theirs.decode_rate(skip=1),
+                    same_tokens=out[0, ids.shape[1]:].tolist() == ours)
+        rows["ratio"] = rows["engine_tok_s"] / rows["reference_tok_s"]
     long = torch.randint(0, 248000, (1, 1024), generator=torch.Generator().manual_seed(2))
     with torch.inference_mode():
         _, t_pre = timed(model, long, State(model), last_only=True)
