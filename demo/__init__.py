@@ -8,6 +8,8 @@
     theme       theme, CSS, the Okabe-Ito palette, plotly templates (light and dark)
     i18n        English and Chinese UI strings
     stepper*, figures, traceio   the step-through view (one speculative round at a time)
+    serving     many visitors: queue position, per-session memory freed on close / when idle, request size
+    loadtest    `python -m demo.loadtest`: concurrent gradio_client sessions on loopback, latency and memory
 
 Everything that does work is a plain function that returns data, so tests need no browser.
 """

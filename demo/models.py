@@ -16,9 +16,13 @@ cannot make the server read an arbitrary path.
     loaded = store.get("Embedded demo checkpoint")     # Loaded(key, path, model, mtp, chat, dtype, seconds)
 
 Loaded models are shared read-only by every visitor (generation keeps its state outside the model);
-a lock makes sure each loads once. A failed load raises ModelError with a message for people.
+a lock makes sure each loads once. A failed load raises ModelError with a message for people that
+names the weight file: unreadable or truncated safetensors, a shard the index lists but the folder
+lacks, a tensor of the wrong shape (a broken draft head included: only a checkpoint with no mtp.*
+tensors at all loads without one), NaN or infinite weights, a hub that cannot be reached.
 """
 import argparse
+import json
 import logging
 import os
 import threading
@@ -30,7 +34,7 @@ import torch
 from qwen.chat import Chat
 from qwen.model import Model
 from qwen.mtp import MTP
-from qwen.weights import EMBEDDED, ModelNotFound, find_model
+from qwen.weights import EMBEDDED, ModelNotFound, find_model, list_tensors, weight_files
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +142,7 @@ class ModelStore:
     def source(self, key):
         """Folder or hub id behind a key; only keys the server offers are accepted."""
         if key not in self.sources:
-            raise ModelError(f"{key!r} is not one of the offered models: {', '.join(self.sources)}")
+            raise ModelError(f"{str(key)[:80]!r} is not one of the offered models: {', '.join(self.sources)}")
         return self.sources[key]
 
     def preload(self):
@@ -223,20 +227,59 @@ def load_model(key, source, progress=None):
         raise ModelError(str(e) if key == source else f"{key}: {e}") from e
     if progress is not None:
         progress(0.95, desc=f"Loading {key}…")
+    folder = os.path.basename(path.rstrip("/"))
     try:
         dtype = checkpoint_dtype(path)
         model = Model.from_pretrained(path, dtype=dtype)
         chat = Chat(model, path)
+        has_head = any(name.startswith("mtp.") for name in list_tensors(path))
+        mtp = MTP.from_pretrained(model.cfg, path, dtype=dtype) if has_head else None
+        check_finite(path, model, mtp)
     except Exception as e:      # corrupt or mismatched files raise many kinds of error; all end here
         log.exception("loading %s failed", key)
-        raise ModelError(f"{key}: the checkpoint in {os.path.basename(path.rstrip('/'))} could not be "
-                         f"loaded ({type(e).__name__}: {str(e)[:300]})") from e
-    try:
-        mtp = MTP.from_pretrained(model.cfg, path, dtype=dtype)
-    except ValueError as e:
-        log.warning("%s: no draft head (%s)", key, e)
-        mtp = None
+        detail = str(e)[:300]
+        if ".safetensors" not in detail:                    # name the weight file(s) when the error did not
+            detail += f" [in {_files_named(path)}]"
+        raise ModelError(f"{key}: the checkpoint in {folder} could not be "
+                         f"loaded ({type(e).__name__}: {detail})") from e
+    if mtp is None:
+        log.warning("%s: the checkpoint has no mtp.* tensors (no draft head)", key)
     return Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0)
+
+
+def check_finite(path, model, mtp=None, chunk=1 << 22):
+    """Refuse weights holding NaN or infinity (a corrupted download or a broken conversion), naming the
+    tensor and the file it came from. Reads every weight once, in chunks (no full-size temporary)."""
+    for prefix, module in (("", model), ("mtp.", mtp)):
+        if module is None:
+            continue
+        for name, p in module.named_parameters():
+            flat = p.detach().reshape(-1)
+            for i in range(0, flat.numel(), chunk):
+                if not torch.isfinite(flat[i:i + chunk]).all():
+                    raise ValueError(f"{_file_of(path, prefix + name)}: tensor {prefix + name} holds NaN or "
+                                     f"infinite values")
+
+
+def _files_named(path):
+    try:
+        names = [os.path.basename(f) for f in weight_files(path)]
+    except Exception:
+        return "model.safetensors (missing)"
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _file_of(path, name):
+    """The weight file that holds `name` (a parameter name; the checkpoint may prefix it), for messages."""
+    files = weight_files(path)
+    index = os.path.join(path, "model.safetensors.index.json")
+    if len(files) > 1 and os.path.isfile(index):
+        with open(index, encoding="utf-8") as f:
+            weight_map = json.load(f).get("weight_map", {})
+        for key, file in weight_map.items():
+            if key == name or key.endswith("." + name):
+                return os.path.join(path, file)
+    return files[0]
 
 
 # --- the process's compute settings (environment variables, read when the app starts) ---

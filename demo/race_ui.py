@@ -5,14 +5,17 @@
 API: `/race` (prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model, lang) streams
 (status, plain stats, plain text, speculative stats, speculative text, verdict, summary JSON); only
 the first two inputs are needed, and the last output of the last update is the full summary
-(demo.race.summary), or {"error": message} when the race could not run.
+(demo.race.summary), or {"error": message} when the race could not run. Values of the wrong type,
+NaN or out of range are replaced (demo.validate) and the summary's "notices" say so; an unknown model
+key is refused with the list of offered ones. When every compute slot is busy, the status says where
+the visitor stands in the queue (demo.serving).
 """
 import logging
-import threading
 
 import gradio as gr
+from gradio.context import Context
 
-from demo import models
+from demo import models, serving
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare, race, summary
 from demo.render import legend_html, plain_text_html, spec_text_html, stats_html, verdict_html, waiting_html
@@ -29,24 +32,6 @@ EXAMPLES = [    # prompt, raw completion, max new tokens
     ["Explain the :func:`os.path.join` function.", False, 120],
     ["My favourite pizza topping is", True, 80],
 ]
-
-
-class Running:
-    """How many races run right now (to tell a newcomer that theirs is queued)."""
-
-    def __init__(self):
-        self.count, self._lock = 0, threading.Lock()
-
-    def __enter__(self):
-        with self._lock:
-            self.count += 1
-
-    def __exit__(self, *exc):
-        with self._lock:
-            self.count -= 1
-
-
-RUNNING = Running()
 
 
 def _status(key, lang, notices=(), **params):
@@ -75,21 +60,20 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
         notices = settings.notices + more
         for n in notices[:3]:
             gr.Warning(notice_text(n, lang))
-        with RUNNING:
-            sent_plain = None                   # what the plain lane showed last (unchanged: not sent again)
-            for u in race(loaded, ids, settings, max_seconds):
-                final = u.phase == "done"
-                plain_now = (len(u.plain.tokens), u.plain.ended)
-                same_plain = plain_now == sent_plain and not final
-                sent_plain = plain_now
-                yield (_status({"plain": "status_plain", "speculative": "status_spec", "done": "status_done"}[u.phase],
-                               lang, notices),
-                       gr.skip() if same_plain else stats_html(u.plain, lang, max_seconds),
-                       gr.skip() if same_plain else plain_text_html(u.plain, lang),
-                       stats_html(u.spec, lang, max_seconds), spec_text_html(u.spec, lang),
-                       verdict_html(u.verdict, u.plain, u.spec, lang),
-                       summary(loaded.key, u.plain, u.spec, settings, [notice_text(n, "English") for n in notices])
-                       if final else gr.skip())
+        sent_plain = None                       # what the plain lane showed last (unchanged: not sent again)
+        for u in race(loaded, ids, settings, max_seconds):
+            final = u.phase == "done"
+            plain_now = (len(u.plain.tokens), u.plain.ended)
+            same_plain = plain_now == sent_plain and not final
+            sent_plain = plain_now
+            yield (_status({"plain": "status_plain", "speculative": "status_spec", "done": "status_done"}[u.phase],
+                           lang, notices),
+                   gr.skip() if same_plain else stats_html(u.plain, lang, max_seconds),
+                   gr.skip() if same_plain else plain_text_html(u.plain, lang),
+                   stats_html(u.spec, lang, max_seconds), spec_text_html(u.spec, lang),
+                   verdict_html(u.verdict, u.plain, u.spec, lang),
+                   summary(loaded.key, u.plain, u.spec, settings, [notice_text(n, "English") for n in notices])
+                   if final else gr.skip())
     except InputError as e:
         gr.Warning(notice_text(e, lang))
         yield _failed(notice_text(e, lang))
@@ -150,10 +134,13 @@ def build_race_tab(shared):
         yield from race_stream(store, prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model,
                                lang, progress)
 
+    blocks = shared.get("blocks") or Context.root_block
+
     def queued(language):
-        """Runs at once on click (outside the queue): clear the old verdict and summary, say if we must wait."""
-        busy = RUNNING.count >= shared["compute"]["concurrency_limit"]
-        return t("status_queued", language) if busy else gr.skip(), verdict_html(None), None
+        """Runs at once on click (outside the queue): clear the old verdict and summary, and say where the
+        visitor stands when every compute slot is taken (or that the queue is full)."""
+        busy = serving.queue_message(blocks, language)
+        return busy if busy else gr.skip(), verdict_html(None), None
 
     inputs = [prompt, max_new, k, rollback, temperature, seed, raw, thinking, model, lang]
     outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, result]
@@ -161,9 +148,12 @@ def build_race_tab(shared):
     for trigger, name in ((run.click, "race"), (prompt.submit, "race_on_enter")):
         pre = trigger(queued, [lang], [status, verdict, result], queue=False, api_name=f"{name}_queued",
                       api_visibility="private")
+        # preprocess=False: the values reach demo.validate as sent, so a string, null or NaN from an API
+        # caller gets the same clamp-or-default-with-a-notice as everything else (Gradio's own checks
+        # would crash on them with a message the caller never sees)
         events.append(pre.then(run_race, inputs, outputs, api_name=name, show_progress="full",
                                show_progress_on=[status], api_visibility="public" if name == "race" else "private",
-                               **shared["compute"]))
+                               preprocess=False, **shared["compute"]))
     stop.click(lambda language: t("status_stopped", language), [lang], [status], cancels=events, queue=False,
                api_name="stop_race")
 

@@ -96,17 +96,19 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
     out, ended, t0 = [], "", clock()
     stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, settings.k, settings.rollback,
                                  trace=trace, **_sampling(settings))
-    for emit, _, _ in stream:
-        out += [t for t, _ in emit]
-        if progress:
-            progress(len(out), settings.max_new_tokens)
-        if max_seconds and clock() - t0 > max_seconds and len(out) < settings.max_new_tokens:
-            ended = "time"
-            break
-        if len(trace) > MAX_ROUNDS:
-            ended = "rounds"
-            break
-    stream.close()
+    try:
+        for emit, _, _ in stream:
+            out += [t for t, _ in emit]
+            if progress:
+                progress(len(out), settings.max_new_tokens)
+            if max_seconds and clock() - t0 > max_seconds and len(out) < settings.max_new_tokens:
+                ended = "time"
+                break
+            if len(trace) > MAX_ROUNDS:
+                ended = "rounds"
+                break
+    finally:
+        stream.close()              # ends the engine's generator now, also when progress() or the engine raised
     records = list(trace)[:MAX_ROUNDS + 1]
     out = [e["token"] for rec in records for e in rec["emitted"]]
     if not ended:

@@ -14,7 +14,7 @@ import logging
 import gradio as gr
 from gradio.context import Context
 
-from demo import figures, models, stepper, stepper_run, traceio
+from demo import figures, models, serving, stepper, stepper_run, traceio
 from demo import stepper_html as H
 from demo.figures import Look
 from demo.i18n import DEFAULT_LANG, notice_text, t
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 LIMITS = {"k": (1, 4, 1), "max_new_tokens": (1, stepper.MAX_NEW_TOKENS, 48), "temperature": (0.0, 2.0, 0.0),
           "seed": (0, 2**31 - 1, 0), "watch_layer": (0, 255, 0), "watch_head": (0, 255, 0)}
 ROLLBACKS = ("select", "recompute")
-SESSION_SECONDS = 2 * 3600      # a visitor's recorded run is dropped this long after its last change
+SESSION_SECONDS = serving.session_ttl()     # a visitor's recorded run is dropped this long after its last change
 
 
 # --- plain functions behind the events ---------------------------------------------------------------------
@@ -50,7 +50,7 @@ def encode(loaded, settings):
     """The prompt's ids for this model (chat template unless raw), cut to fit. -> (ids, notices)"""
     race = RaceSettings(settings.prompt, settings.max_new_tokens, settings.k, settings.rollback,
                         settings.temperature, settings.seed, settings.raw, False, [])
-    ids, notices = prepare(loaded, race)
+    ids, notices = prepare(loaded, race, models.max_prompt_tokens())
     settings.max_new_tokens = race.max_new_tokens
     return ids, notices
 
@@ -75,6 +75,11 @@ def render(session, lang, dark=False, presenter=False):
             figures.acceptance_over_run(run.records, current, look),
             figures.what_if(run.records, run.plain_step_seconds, look),
             figures.whatif_caption(run.records, run.plain_step_seconds, lang))
+
+
+def _seconds(value):
+    """Auto-play seconds per step from the speed slider, whatever was sent: 0.3..5, default 1.5."""
+    return float(clamp_number(value, 0.3, 5.0, 1.5, "speed", integer=False)[0])
 
 
 def run_summary(run, lang):
@@ -213,10 +218,18 @@ def build_stepper_tab(shared):
         message = " ".join([run_summary(run, language)] + [notice_text(n, language) for n in notices + more])
         return (new, message, *render(new, language, dark_on, presenter_on), False, gr.Timer(active=False))
 
-    start.click(on_start, [model, prompt, k, rollback, max_new, temperature,
-                           seed, layer, head, raw, lang, presenter, dark],
-                [session, status, *view, playing, timer], api_name="step_start", js=H.DARK_JS,
-                show_progress="minimal", show_progress_on=[status], **compute)
+    blocks = shared.get("blocks") or Context.root_block
+
+    def queued(language):
+        """Runs at once on click (outside the queue): say where the visitor stands when every compute slot
+        is taken, or that the queue is full."""
+        return serving.queue_message(blocks, language) or gr.skip()
+
+    start.click(queued, [lang], [status], queue=False, api_name="step_start_queued", api_visibility="private",
+                show_progress="hidden").then(
+        on_start, [model, prompt, k, rollback, max_new, temperature, seed, layer, head, raw, lang, presenter, dark],
+        [session, status, *view, playing, timer], api_name="step_start", js=H.DARK_JS, show_progress="minimal",
+        show_progress_on=[status], preprocess=False, **compute)      # values reach read_settings as sent
 
     def step_event(how):
         def fn(state, language, presenter_on, dark_on):
@@ -229,7 +242,7 @@ def build_stepper_tab(shared):
 
     def on_play(is_playing, state, seconds, language):
         on = not is_playing and bool(state and state.get("run")) and not stepper.at_end(state["run"], state["step"])
-        return on, gr.Timer(value=float(seconds or 1.5), active=on), say("pause" if on else "play", language)
+        return on, gr.Timer(value=_seconds(seconds), active=on), say("pause" if on else "play", language)
 
     play.click(on_play, [playing, session, speed, lang], [playing, timer, play], api_name="step_play",
                show_progress="hidden", queue=False)
@@ -242,7 +255,7 @@ def build_stepper_tab(shared):
 
     timer.tick(on_tick, [session, lang, presenter, dark], [session, *view, playing, timer, play], api_name="step_tick",
                **nav)
-    speed.change(lambda s: gr.Timer(value=float(s or 1.5)), [speed], [timer], api_name="step_speed", queue=False)
+    speed.change(lambda s: gr.Timer(value=_seconds(s)), [speed], [timer], api_name="step_speed", queue=False)
 
     def on_skip(on, state, model_key, language, presenter_on, dark_on):
         if not on:
@@ -282,10 +295,14 @@ def build_stepper_tab(shared):
             return (gr.skip(), gr.skip(), *(gr.skip(),) * len(view))
         try:
             run = traceio.read_trace(path)
+            new = {"run": run, "step": 0, "proof": None}
+            return (new, run_summary(run, language), *render(new, language, dark_on, presenter_on))
         except traceio.TraceError as e:
             return (gr.skip(), say("import_failed", language, error=str(e)), *(gr.skip(),) * len(view))
-        new = {"run": run, "step": 0, "proof": None}
-        return (new, run_summary(run, language), *render(new, language, dark_on, presenter_on))
+        except Exception as e:      # a file that passed the checks but cannot be drawn: say so, keep serving
+            log.exception("trace import failed")
+            return (gr.skip(), say("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}"),
+                    *(gr.skip(),) * len(view))
 
     upload.upload(on_import, [upload, lang, presenter, dark], [session, status, *view], api_name="trace_import",
                   js=H.DARK_JS, concurrency_limit=4, concurrency_id="stepper_view")

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import shutil
 import tempfile
 import time
 from dataclasses import asdict
@@ -50,9 +51,34 @@ def dumps(run):
     return json.dumps(to_dict(run), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+EXPORT_DIR = os.path.join(tempfile.gettempdir(), "qwen-mtp-traces")
+EXPORT_KEEP_SECONDS = 600          # Gradio copies an exported file into its own cache at once; ours can go
+
+
+def prune_exports(folder=EXPORT_DIR, keep_seconds=EXPORT_KEEP_SECONDS, now=None):
+    """Delete exported traces older than `keep_seconds` (each export would otherwise stay on disk). Each
+    export has a folder of its own, so two visitors exporting in the same second never share a file."""
+    now = now or time.time()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            if name.startswith("export-") and now - os.path.getmtime(path) > keep_seconds:
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+
+
 def write_trace(run, folder=None):
-    """Write the run as JSON into `folder` (default: a fresh temporary folder). -> the file's path"""
-    folder = folder or tempfile.mkdtemp(prefix="mtp-trace-")
+    """Write the run as JSON into `folder` (default: a fresh file in EXPORT_DIR, whose files older than
+    EXPORT_KEEP_SECONDS are deleted first). -> the file's path"""
+    if folder is None:
+        prune_exports()
+        os.makedirs(EXPORT_DIR, exist_ok=True)
+        folder = tempfile.mkdtemp(prefix="export-", dir=EXPORT_DIR)
     model = re.sub(r"[^A-Za-z0-9._-]+", "-", run.model_name or "model").strip("-")[:40] or "model"
     path = os.path.join(folder, f"mtp-trace-{model}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     with open(path, "w", encoding="utf-8") as f:

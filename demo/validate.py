@@ -8,6 +8,7 @@ text left is refused (InputError). Notices are (key, params) pairs that demo.i18
     clean_prompt("a\x00b\u202ec\ud800")   -> ("abc", [Notice("removed_chars", {"n": 3})])
     clamp_number("3", 1, 4, 2, "k")       -> (3, [])
     clamp_number(99, 1, 4, 2, "k")        -> (4, [Notice("clamped", {"name": "k", "value": 99, ...})])
+    clamp_number(2.6, 1, 4, 2, "k")       -> (3, [Notice("rounded", ...)])
     clamp_number(float("nan"), ...)       -> (2, [Notice("not_a_number", ...)])
 
 Special-token strings such as "<|im_end|>" are left in the text on purpose: the engine's Chat
@@ -50,6 +51,9 @@ def clean_prompt(text, max_chars=MAX_PROMPT_CHARS):
     if not isinstance(text, str):
         text = str(text)
     notices = []
+    if len(text) > 2 * max_chars:           # cheap first cut, so a pasted book costs no more than 2 x max_chars
+        notices.append(Notice("truncated_chars", {"n": len(text), "kept": max_chars}))
+        text = text[-2 * max_chars:]
     # subtle: a str can hold "\ud83d\ude00" as two code points (JSON with separate escapes); join them
     text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -62,7 +66,8 @@ def clean_prompt(text, max_chars=MAX_PROMPT_CHARS):
     if not text.strip():
         raise InputError("empty_prompt", "The prompt is empty: type some text first.")
     if len(text) > max_chars:
-        notices.append(Notice("truncated_chars", {"n": len(text), "kept": max_chars}))
+        if not any(n.key == "truncated_chars" for n in notices):
+            notices.append(Notice("truncated_chars", {"n": len(text), "kept": max_chars}))
         text = text[-max_chars:]
     return text, notices
 
@@ -86,9 +91,11 @@ def clamp_number(value, lo, hi, default, name, integer=True):
     y = min(max(x, lo), hi)
     if integer:
         y = int(round(y))
-    notices = [] if y == x else [Notice("clamped", {"name": name, "value": str(value)[:40], "lo": lo, "hi": hi,
-                                                     "used": y})]
-    return y, notices
+    if y == x:
+        return y, []
+    if lo <= x <= hi:                       # in range, not a whole number
+        return y, [Notice("rounded", {"name": name, "value": str(value)[:40], "used": y})]
+    return y, [Notice("clamped", {"name": name, "value": str(value)[:40], "lo": lo, "hi": hi, "used": y})]
 
 
 def choose(value, options, default, name):

@@ -1,8 +1,33 @@
 import os
+import socket
 import sys
 
+import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 torch.set_num_threads(1)   # tiny models: one thread is fastest, and leaves a core free
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """The whole app (app.py) launched once per test session on a free loopback port, with the launch
+    options a real deployment uses; heartbeats every 0.5 s so a closed client is noticed at once."""
+    os.environ.setdefault("GRADIO_HEARTBEAT_INTERVAL", "0.5")
+    import app
+    from demo import serving, theme
+    serving.SWEEP_SECONDS = 0.5             # the idle-session sweep (its TTL stays at an hour unless a test lowers it)
+    port = free_port()
+    app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
+                    **theme.launch_options(), **serving.launch_options())
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        app.demo.close()

@@ -4,7 +4,6 @@ language and presenter mode. Saves tests/artifacts/race.png. Skipped without chr
 Never waits for "networkidle": a Gradio page keeps a connection open."""
 import os
 import shutil
-import socket
 
 import pytest
 
@@ -20,16 +19,8 @@ if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
 
 
 @pytest.fixture(scope="module")
-def url():
-    import app
-    from demo import theme
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                    **theme.launch_options())
-    yield f"http://127.0.0.1:{port}/"
-    app.demo.close()
+def url(app_url):
+    return app_url                      # the app launched once per session (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

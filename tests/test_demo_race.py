@@ -56,7 +56,7 @@ def test_a_50k_character_prompt_is_cut_to_its_end_with_a_notice():
 
 
 @pytest.mark.parametrize("value, expected, notice", [
-    (3, 3, None), ("3", 3, None), (2.6, 3, "clamped"), (0, 1, "clamped"), (99, 4, "clamped"), (-1, 1, "clamped"),
+    (3, 3, None), ("3", 3, None), (2.6, 3, "rounded"), (0, 1, "clamped"), (99, 4, "clamped"), (-1, 1, "clamped"),
     (float("nan"), 2, "not_a_number"), (float("inf"), 2, "not_a_number"), ("three", 2, "not_a_number"),
     (None, 2, "not_a_number"), ([3], 2, "not_a_number"),
 ])

@@ -3,7 +3,7 @@ models of known behaviour: the right panels, labels and values, and exact zeros 
 import pytest
 import torch
 
-from demo import figures, stepper, stepper_run
+from demo import figures, stepper_run
 from demo.figures import Look
 from demo.stepper import Settings
 from qwen.chat import Chat
