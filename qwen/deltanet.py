@@ -41,11 +41,15 @@ def delta_rule_recurrent(q, k, v, g, beta, S=None, keep_steps=False):
         S = q.new_zeros(B, H, Dk, v.shape[-1])
     outs, steps = [], []
     for t in range(T):
-        S = S * g[:, :, t, None, None].exp()
-        k_t = k[:, :, t, :, None]                                       # (B, H, Dk, 1)
-        predicted = (k_t * S).sum(-2)                                   # k_t^T S: (B, H, Dv)
-        S = S + k_t * ((v[:, :, t] - predicted) * beta[:, :, t, None])[:, :, None, :]
-        outs.append((q[:, :, t, :, None] * S).sum(-2))                  # q_t^T S: (B, H, Dv)
+        decay = g[:, :, t, None, None].exp()                               # (B, H, 1, 1)
+        k_t, q_t = k[:, :, t, None, :], q[:, :, t, None, :]                 # (B, H, 1, Dk)
+        # one pass over the old memory reads both k^T S and q^T S: (B, H, 2, Dv)
+        read = torch.cat([k_t, q_t], dim=2) @ S
+        predicted = decay * read[:, :, :1]                                  # k^T (decayed S): (B, H, 1, Dv)
+        delta = (v[:, :, t, None, :] - predicted) * beta[:, :, t, None, None]
+        S = torch.addcmul(S * decay, k_t.transpose(-1, -2), delta)          # decayed S + k delta^T
+        # q^T (new S) = q^T (decayed S) + (q . k) delta, without another pass over S
+        outs.append((decay * read[:, :, 1:] + (q_t * k_t).sum(-1, keepdim=True) * delta)[:, :, 0])
         if keep_steps:
             steps.append(S)
     return torch.stack(outs, dim=2), S, steps
