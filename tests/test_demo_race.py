@@ -267,3 +267,14 @@ def test_compute_concurrency_follows_the_environment(env, expected):
 
 def test_notice_objects_survive_unknown_params():
     assert notice_text(Notice("clamped", {}), "English")                  # missing params: no crash
+
+
+@pytest.mark.parametrize("env, expected", [({"CPU_CORES": "3"}, 3), ({}, max(1, (os.cpu_count() or 1) - 1))])
+def test_torch_threads_follow_cpu_cores_else_leave_a_core_to_the_server(env, expected):
+    import torch
+    from demo.models import configure_threads
+    before = torch.get_num_threads()
+    try:
+        assert configure_threads(env) == expected
+    finally:
+        torch.set_num_threads(before)
