@@ -5,7 +5,8 @@
 
 Environment: GRADIO_SERVER_PORT / GRADIO_SERVER_NAME (where to listen), QWEN_MODEL (default model:
 folder or hub id), QWEN_MODEL_DIRS (more local folders, os.pathsep-separated), CPU_CORES (torch
-threads, default one fewer than the machine has; one generation at a time per 8 cores), QWEN_CONCURRENCY, QWEN_QUEUE_SIZE, QWEN_MAX_SECONDS
+threads, default one fewer than the machine has; one generation at a time per 8 cores),
+QWEN_CONCURRENCY, QWEN_QUEUE_SIZE, QWEN_MAX_SECONDS
 (wall-clock cap of one generation, default 120), QWEN_MAX_PROMPT_TOKENS, QWEN_DTYPE, QWEN_SESSION_TTL,
 QWEN_MAX_SESSIONS, QWEN_MAX_REQUEST_MB (per-session memory and request size: see demo/serving.py).
 """
