@@ -12,6 +12,7 @@
     python -m qwen.bench spec [--model PATH_OR_ID]
         a real checkpoint (default: the embedded demo): per prompt, plain vs speculative tokens,
         seconds, tok/s, rounds, hits, acceptance, identical? — for each rollback and k.
+Every mode runs on CUDA when there is one (timings synchronise the device).
 """
 import argparse
 import json
@@ -48,9 +49,19 @@ def peak_gb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
 def timed(fn, *args, **kw):
+    sync()
     t = time.perf_counter()
     out = fn(*args, **kw)
+    sync()
     return out, time.perf_counter() - t
 
 
@@ -63,14 +74,14 @@ def random_model(dtype, with_reference=False, seed=0):
         from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
         ref_cfg = dict(QWEN35_08B, rope_parameters=dict(rope_type="default", rope_theta=1e7,
                                                         partial_rotary_factor=0.25))
-        ref = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**ref_cfg)).to(dtype).eval()
+        ref = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**ref_cfg)).to(DEVICE, dtype).eval()
         weights = {k[len("model."):]: v for k, v in ref.state_dict().items() if k.startswith("model.")}
         with torch.device("meta"):
             model = Model(cfg)
         load_into(model, weights, "reference", skip={"lm_head.weight"})      # the same tensors, no copy
         model.lm_head.weight = model.embed_tokens.weight
     else:
-        model = Model(cfg).to(dtype)
+        model = Model(cfg).to(DEVICE, dtype)
     return model.eval().requires_grad_(False), ref
 
 
@@ -78,13 +89,15 @@ def matmul_floor(model, reps=3):
     """Seconds of one decode step's weight matmuls alone (a lower bound for a step)."""
     dtype = model.embed_tokens.weight.dtype
     weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    inputs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=dtype) for w in weights}    # (1, in_features)
+    inputs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=dtype, device=DEVICE) for w in weights}  # (1, in)
     best = float("inf")
     with torch.inference_mode():
         for _ in range(reps):
+            sync()
             t = time.perf_counter()
             for w in weights:
                 torch.nn.functional.linear(inputs[w.shape[1]], w)
+            sync()
             best = min(best, time.perf_counter() - t)
     return best
 
@@ -110,7 +123,7 @@ class Stamps:
 def bench_engine(args):
     dtype = getattr(torch, args.dtype)
     model, ref = random_model(dtype, with_reference=not args.no_reference)
-    ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     generate(model, ids, max_new_tokens=4)                                 # warm-up
     ours, stamps = [], Stamps()
     for tok in generate_stream(model, ids, max_new_tokens=args.new_tokens):
@@ -129,7 +142,7 @@ def bench_engine(args):
         rows.update(reference_tok_s=theirs.decode_rate(skip=1),
                     same_tokens=out[0, ids.shape[1]:].tolist() == ours)
         rows["ratio"] = rows["engine_tok_s"] / rows["reference_tok_s"]
-    long = torch.randint(0, 248000, (1, 1024), generator=torch.Generator().manual_seed(2))
+    long = torch.randint(0, 248000, (1, 1024), generator=torch.Generator().manual_seed(2)).to(DEVICE)
     with torch.inference_mode():
         _, t_pre = timed(model, long, State(model), last_only=True)
     rows.update(prefill_tok_s=1024 / t_pre, peak_memory_gb=peak_gb())
@@ -140,7 +153,7 @@ def step_costs(model, head, ks, reps=5):
     """Median seconds: one main step, a verify of 1+k tokens, one draft step; snapshot/restore."""
     with torch.inference_mode():
         state = State(model)
-        model(torch.randint(0, 1000, (1, 64)), state, last_only=True)
+        model(torch.randint(0, 1000, (1, 64), device=DEVICE), state, last_only=True)
         snap = snapshot_state(state)
 
         def med(fn):
@@ -149,18 +162,18 @@ def step_costs(model, head, ks, reps=5):
                 restore_state(state, snap)
                 times.append(timed(fn)[1])
             return statistics.median(times)
-        step = med(lambda: model(torch.tensor([[5]]), state))
+        step = med(lambda: model(torch.tensor([[5]], device=DEVICE), state))
         out = {"step_s": step}
         for k in ks:
-            out[f"verify_{1 + k}_vs_step"] = med(lambda: model(torch.arange(1, k + 2)[None], state)) / step
-        h = torch.randn(1, 1, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype)
+            out[f"verify_{1 + k}_vs_step"] = med(lambda: model(torch.arange(1, k + 2, device=DEVICE)[None], state)) / step
+        h = torch.randn(1, 1, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype, device=DEVICE)
         from qwen.cache import AttentionState
         cache = AttentionState()
-        head(model.embed_tokens(torch.arange(64)[None]), h.expand(1, 64, -1), 0, cache)
+        head(model.embed_tokens(torch.arange(64, device=DEVICE)[None]), h.expand(1, 64, -1), 0, cache)
 
         def draft():
             c = AttentionState(cache.k, cache.v)
-            head.draft_logits(head(model.embed_tokens(torch.tensor([[7]])), h, 64, c)[:, -1], model.lm_head)
+            head.draft_logits(head(model.embed_tokens(torch.tensor([[7]], device=DEVICE)), h, 64, c)[:, -1], model.lm_head)
         out["draft_vs_step"] = med(draft) / step
         out["snapshot_s"] = statistics.median(timed(snapshot_state, state)[1] for _ in range(reps))
         out["restore_s"] = statistics.median(timed(restore_state, state, snap)[1] for _ in range(reps))
@@ -172,9 +185,9 @@ def bench_scripted(args):
     from qwen.scripted import ScriptedHead
     dtype = getattr(torch, args.dtype)
     model, _ = random_model(dtype)
-    head = MTP(model.cfg).to(dtype).eval().requires_grad_(False)
+    head = MTP(model.cfg).to(DEVICE, dtype).eval().requires_grad_(False)
     head.set_draft_vocab(list(range(DRAFT_VOCAB)), model.lm_head)        # random weights: any subset will do
-    ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     generate(model, ids, max_new_tokens=4)
     plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)
     transcript = ids[0].tolist() + plain
@@ -198,8 +211,8 @@ def bench_model(args):
     from qwen.weights import find_model
     path = find_model(args.model)
     dtype = getattr(torch, args.dtype)
-    model = Model.from_pretrained(path, dtype=dtype)
-    head = MTP.from_pretrained(model.cfg, path, dtype=dtype)
+    model = Model.from_pretrained(path, dtype=dtype, device=DEVICE)
+    head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=DEVICE)
     chat = Chat(model, path)
     prompts = PROMPTS if not args.prompts else [p for p in open(args.prompts, encoding="utf-8").read().split("\n\n") if p]
     rows = []
