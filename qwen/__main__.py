@@ -34,12 +34,14 @@ def main(argv=None):
     ap.add_argument("--mtp", type=int, default=0, metavar="K", help="speculative decoding with K draft tokens")
     ap.add_argument("--rollback", default="select", choices=["select", "recompute"])
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
     try:
         path = find_model(args.model)
-        model = Model.from_pretrained(path, dtype=getattr(torch, args.dtype))
+        model = Model.from_pretrained(path, dtype=getattr(torch, args.dtype), device=args.device)
         chat = Chat(model, path)
-        head = MTP.from_pretrained(model.cfg, path, dtype=getattr(torch, args.dtype)) if args.mtp else None
+        head = MTP.from_pretrained(model.cfg, path, dtype=getattr(torch, args.dtype), device=args.device) \
+            if args.mtp else None
     except (OSError, ValueError) as e:
         sys.exit(f"error: {e}")
     if args.chat:
