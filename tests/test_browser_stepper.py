@@ -3,9 +3,10 @@
 (tests/artifacts/stepper.png). Skipped when Playwright or Chromium is missing."""
 import os
 import shutil
-import socket
 
 import pytest
+
+from conftest import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -15,12 +16,6 @@ ARTIFACT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "artifacts",
 sync_api = pytest.importorskip("playwright.sync_api")
 if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
     pytest.skip("no Chromium at /usr/bin/chromium", allow_module_level=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
