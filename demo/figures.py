@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from demo import stepper
-from demo.stepper_text import say
+from demo.i18n import t
 from demo.theme import OKABE_ITO, plotly_template
 
 DIVERGING = "RdBu_r"                  # negative blue, zero white, positive red
@@ -81,25 +81,25 @@ def layer_map(record, phase, look=Look()):
     for layer in state["layers"]:
         kind = layer["kind"]
         extra = f" · KV {next(kv)}" if kind == "attention" else ""
-        names.append(f"L{layer['index']} {say(kind, look.lang)}{extra}")
+        names.append(f"L{layer['index']} {t(kind, look.lang)}{extra}")
         sizes.append(layer["bytes"])
         kinds.append(kind)
-    names.append(f"{say('mtp_head', look.lang)} · KV {state['head_kv']}")
+    names.append(f"{t('mtp_head', look.lang)} · KV {state['head_kv']}")
     sizes.append(stepper.head_bytes(state))
     fig = go.Figure()
     for key in stepper.STATUSES:                    # one trace per status: the legend names them
         rows = [i for i, s in enumerate(status) if s == key]
         if not rows:
             continue
-        label = say(f"status_{key}", look.lang)
+        label = t(f"status_{key}", look.lang)
         fig.add_bar(y=[names[i] for i in rows], x=[sizes[i] / 1024 for i in rows], orientation="h",
                     name=label, marker_color=STATUS_COLOURS[key], text=[label] * len(rows),
                     textposition="inside", insidetextanchor="start",
                     hovertemplate="%{y}: %{x:.1f} KB — " + label + "<extra></extra>")
     fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
-    fig.update_xaxes(title=say("bytes", look.lang).replace("bytes", "KB").replace("字节", "KB"))
+    fig.update_xaxes(title=t("bytes", look.lang).replace("bytes", "KB").replace("字节", "KB"))
     fig.update_layout(barmode="stack", bargap=0.25, showlegend=False)
-    return _frame(fig, look, say("fig_layers", look.lang), 120 + 30 * len(names))
+    return _frame(fig, look, t("fig_layers", look.lang), 120 + 30 * len(names))
 
 
 # --- the recurrent memory and the conv window -----------------------------------------------------------
@@ -111,8 +111,8 @@ def memory_heatmaps(record, phase, look=Look()):
     states = record["states"]
     watch = (states.get("after") or states["before"])["watch"]
     shown = SHOWN[phase]
-    titles = [say(s if s != "after" or record.get("rolled_back") else "after_accept", look.lang)
-              for s in STATE_ORDER] + [say(d[0], look.lang) for d in DIFFS]
+    titles = [t(s if s != "after" or record.get("rolled_back") else "after_accept", look.lang)
+              for s in STATE_ORDER] + [t(d[0], look.lang) for d in DIFFS]
     fig = make_subplots(rows=2, cols=3, subplot_titles=titles, horizontal_spacing=0.04, vertical_spacing=0.12)
     grids = {s: states[s]["memory"] for s in STATE_ORDER if s in shown}
     diffs = {name: subtract(grids[a], grids[b]) for name, a, b in DIFFS if a in grids and b in grids}
@@ -126,7 +126,7 @@ def memory_heatmaps(record, phase, look=Look()):
                         hovertemplate="key %{y}, value %{x}: %{z:.2e}<extra>" + titles[3 + i] + "</extra>")
     for i, ok in enumerate([s in grids for s in STATE_ORDER] + [d[0] in diffs for d in DIFFS]):
         if not ok:
-            fig.add_annotation(text=say("not_yet", look.lang), showarrow=False, opacity=0.6,
+            fig.add_annotation(text=t("not_yet", look.lang), showarrow=False, opacity=0.6,
                                xref=_axis("x", i + 1), yref=_axis("y", i + 1), x=0.5, y=0.5)
     top, dtop = _symmetric(grids.values()), _symmetric(diffs.values())
     bar = {"thickness": 14, "len": 0.42}
@@ -137,7 +137,7 @@ def memory_heatmaps(record, phase, look=Look()):
                     "colorbar": {**bar, "y": 0.21, "title": {"text": "Δ"}}})
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
-    title = say("fig_memory", look.lang, layer=watch["layer"], head=watch["head"])
+    title = t("fig_memory", look.lang, layer=watch["layer"], head=watch["head"])
     return _frame(fig, look, title, 560)
 
 
@@ -165,7 +165,7 @@ def conv_strip(record, phase, labels=None, look=Look()):
     shown = SHOWN[phase]
     any_state = states.get("after") or states["before"]
     columns = len(any_state["conv"][0])
-    titles = [say(s if s != "after" or record.get("rolled_back") else "after_accept", look.lang) for s in STATE_ORDER]
+    titles = [t(s if s != "after" or record.get("rolled_back") else "after_accept", look.lang) for s in STATE_ORDER]
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06)
     grids = {s: states[s]["conv"] for s in STATE_ORDER if s in shown}
     for i, s in enumerate(STATE_ORDER):
@@ -176,13 +176,13 @@ def conv_strip(record, phase, labels=None, look=Look()):
         fig.update_xaxes(tickvals=list(range(columns)), ticktext=ticks, tickangle=0, showticklabels=z is not None,
                          row=1, col=i + 1)
         if z is None:
-            fig.add_annotation(text=say("not_yet", look.lang), showarrow=False, opacity=0.6,
+            fig.add_annotation(text=t("not_yet", look.lang), showarrow=False, opacity=0.6,
                                xref=_axis("x", i + 1), yref=_axis("y", i + 1), x=0.5, y=0.5)
     top = _symmetric(grids.values())
     fig.update_layout(coloraxis={"colorscale": DIVERGING, "cmin": -top, "cmax": top, "cmid": 0,
                                  "colorbar": {"thickness": 14}})
     fig.update_yaxes(showticklabels=False)
-    title = say("fig_conv", look.lang, layer=any_state["watch"]["layer"], n=columns)
+    title = t("fig_conv", look.lang, layer=any_state["watch"]["layer"], n=columns)
     return _frame(fig, look, title, 330)
 
 
@@ -194,22 +194,22 @@ def kv_lengths(record, phase, look=Look()):
     states = record["states"]
     any_state = states.get("after") or states["before"]
     names = [f"L{la['index']}" for la in any_state["layers"] if la["kind"] == "attention"] + \
-        [say("mtp_head", look.lang)]
+        [t("mtp_head", look.lang)]
     fig = go.Figure()
     colours = {"before": "#999999", "after_verify": OKABE_ITO["orange"], "after": OKABE_ITO["blue"]}
     for s in STATE_ORDER:
         if s not in states:
             continue
         lengths = states[s]["kv"] + [states[s]["head_kv"]]
-        label = say(s if s != "after" or record.get("rolled_back") else "after_accept", look.lang)
+        label = t(s if s != "after" or record.get("rolled_back") else "after_accept", look.lang)
         fig.add_bar(x=names, y=lengths, name=label, marker_color=colours[s], text=lengths,
                     textposition="outside", cliponaxis=False, visible=True if s in SHOWN[phase] else "legendonly")
     lengths = [n for s in states for n in states[s]["kv"] + [states[s]["head_kv"]]]
     low, high = min(lengths), max(lengths)
     bottom = max(0, low - 6)
-    fig.update_yaxes(title=say("positions", look.lang), range=[bottom, high + 0.2 * (high - bottom) + 1])
+    fig.update_yaxes(title=t("positions", look.lang), range=[bottom, high + 0.2 * (high - bottom) + 1])
     fig.update_layout(barmode="group")
-    return _frame(fig, look, say("fig_kv", look.lang), 330)
+    return _frame(fig, look, t("fig_kv", look.lang), 330)
 
 
 # --- the whole run ---------------------------------------------------------------------------------------
@@ -229,14 +229,14 @@ def cost_stack(records, current=None, look=Look()):
     x = [r["round"] for r in rounds]
     fig = go.Figure()
     for key, colour in COST_COLOURS.items():
-        fig.add_bar(x=x, y=[r["seconds"].get(key, 0.0) * 1000 for r in rounds], name=say(f"cost_{key}", look.lang),
+        fig.add_bar(x=x, y=[r["seconds"].get(key, 0.0) * 1000 for r in rounds], name=t(f"cost_{key}", look.lang),
                     marker_color=colour)
     _mark_round(fig, current)
     prefill = records[0]["seconds"].get("prefill", 0.0) * 1000 if records else 0.0
     fig.update_layout(barmode="stack", legend_traceorder="normal")
-    fig.update_xaxes(title=say("round", look.lang))
-    fig.update_yaxes(title=say("ms", look.lang))
-    title = f"{say('fig_cost', look.lang)} <sub>(prefill {prefill:.1f} ms)</sub>"
+    fig.update_xaxes(title=t("round", look.lang))
+    fig.update_yaxes(title=t("ms", look.lang))
+    title = f"{t('fig_cost', look.lang)} <sub>(prefill {prefill:.1f} ms)</sub>"
     return _frame(fig, look, title, 330)
 
 
@@ -245,17 +245,17 @@ def acceptance_over_run(records, current=None, look=Look()):
     rounds = _rounds(records)
     x = [r["round"] for r in rounds]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_bar(x=x, y=[r["accepted"] for r in rounds], name=say("accepted_per_round", look.lang),
+    fig.add_bar(x=x, y=[r["accepted"] for r in rounds], name=t("accepted_per_round", look.lang),
                 marker_color=OKABE_ITO["sky_blue"], secondary_y=False)
     rate = [stepper.acceptance(rounds[:i + 1])[0] for i in range(len(rounds))]
-    fig.add_scatter(x=x, y=rate, name=say("acceptance_rate", look.lang), mode="lines",
+    fig.add_scatter(x=x, y=rate, name=t("acceptance_rate", look.lang), mode="lines",
                     line={"color": OKABE_ITO["vermillion"], "width": 3}, secondary_y=True)
     _mark_round(fig, current)
     k = rounds[0]["k"] if rounds else 1
-    fig.update_yaxes(range=[0, k * 1.1], dtick=1, title=say("accepted_per_round", look.lang), secondary_y=False)
+    fig.update_yaxes(range=[0, k * 1.1], dtick=1, title=t("accepted_per_round", look.lang), secondary_y=False)
     fig.update_yaxes(range=[0, 1.1], tickformat=".0%", title=None, secondary_y=True, showgrid=False)
-    fig.update_xaxes(title=say("round", look.lang))
-    return _frame(fig, look, say("fig_acceptance", look.lang), 330)
+    fig.update_xaxes(title=t("round", look.lang))
+    return _frame(fig, look, t("fig_acceptance", look.lang), 330)
 
 
 def tokens_per_round(a, k):
@@ -305,7 +305,7 @@ def what_if(records, plain_step_seconds=None, look=Look()):
     fig = go.Figure()
     if not rounds:                                       # a one-token run: nothing was speculated
         fig.add_annotation(text="—", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-        return _frame(fig, look, say("fig_whatif", look.lang), 380)
+        return _frame(fig, look, t("fig_whatif", look.lang), 380)
     k = rounds[0]["k"]
     costs = round_costs(records)
     plain, timed = plain_step(records, plain_step_seconds)
@@ -316,43 +316,43 @@ def what_if(records, plain_step_seconds=None, look=Look()):
     even = break_even(k, costs, plain)
     if even is not None:
         fig.add_vline(x=even, line_dash="dash", line_color=OKABE_ITO["vermillion"],
-                      annotation_text=say("break_even", look.lang, a=even), annotation_position="top left")
+                      annotation_text=t("break_even", look.lang, a=even), annotation_position="top left")
     a, hits, n = stepper.acceptance(records)
     if n:
-        fig.add_scatter(x=[a], y=[speedup_at(a, k, costs, plain)], mode="markers", name=say("this_run", look.lang, a=a),
+        fig.add_scatter(x=[a], y=[speedup_at(a, k, costs, plain)], mode="markers", name=t("this_run", look.lang, a=a),
                         marker={"size": 14, "color": OKABE_ITO["orange"], "symbol": "diamond",
                                 "line": {"width": 1, "color": "#000"}})
         emitted = sum(len(r["emitted"]) for r in rounds)
         spent = sum(sum(r["seconds"].values()) for r in rounds)
         if spent > 0:
             measured = emitted / spent * plain
-            fig.add_scatter(x=[a], y=[measured], mode="markers", name=say("measured", look.lang, s=measured),
+            fig.add_scatter(x=[a], y=[measured], mode="markers", name=t("measured", look.lang, s=measured),
                             marker={"size": 12, "color": OKABE_ITO["bluish_green"], "symbol": "circle-open",
                                     "line": {"width": 3}})
-    how = say("plain_timed" if timed else "plain_bound", look.lang)
-    fig.update_xaxes(title=say("rate_a", look.lang), range=[0, 1])
-    fig.update_yaxes(title=say("speedup", look.lang), rangemode="tozero")
+    how = t("plain_timed" if timed else "plain_bound", look.lang)
+    fig.update_xaxes(title=t("rate_a", look.lang), range=[0, 1])
+    fig.update_yaxes(title=t("axis_speedup", look.lang), rangemode="tozero")
     fig.update_layout(legend={"yanchor": "bottom", "y": 0.02, "xanchor": "right", "x": 0.99, "orientation": "v"})
-    title = f"{say('fig_whatif', look.lang)}<br><sub>plain step {plain * 1000:.2f} ms — {how}</sub>"
+    title = f"{t('fig_whatif', look.lang)}<br><sub>plain step {plain * 1000:.2f} ms — {how}</sub>"
     if even is None:
-        fig.add_annotation(text=say("no_break_even", look.lang), showarrow=False, xref="paper", yref="paper",
+        fig.add_annotation(text=t("no_break_even", look.lang), showarrow=False, xref="paper", yref="paper",
                            x=0.02, y=0.95, xanchor="left")
     return _frame(fig, look, title, 380)
 
 
 def whatif_caption(records, plain_step_seconds=None, lang="English"):
     plain, timed = plain_step(records, plain_step_seconds)
-    return say("whatif_caption", lang, plain=plain * 1000, how=say("plain_timed" if timed else "plain_bound", lang))
+    return t("whatif_caption", lang, plain=plain * 1000, how=t("plain_timed" if timed else "plain_bound", lang))
 
 
 def drift(proof_drift, first_diff_round=None, look=Look()):
     """Per round of the restore-skipped run: how far its watched memory is from the correct run's."""
     x = list(range(1, len(proof_drift) + 1))
     fig = go.Figure()
-    fig.add_scatter(x=x, y=proof_drift, mode="lines+markers", name=say("max_abs_diff", look.lang),
+    fig.add_scatter(x=x, y=proof_drift, mode="lines+markers", name=t("max_abs_diff", look.lang),
                     line={"color": OKABE_ITO["reddish_purple"], "width": 3}, connectgaps=False)
     if first_diff_round:
         fig.add_vline(x=first_diff_round, line_dash="dash", line_color=OKABE_ITO["vermillion"])
-    fig.update_xaxes(title=say("round", look.lang))
-    fig.update_yaxes(title=say("max_abs_diff", look.lang))
-    return _frame(fig, look, say("fig_drift", look.lang), 300)
+    fig.update_xaxes(title=t("round", look.lang))
+    fig.update_yaxes(title=t("max_abs_diff", look.lang))
+    return _frame(fig, look, t("fig_drift", look.lang), 300)

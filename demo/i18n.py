@@ -1,7 +1,7 @@
-"""English and Chinese words of the page, and the whole-app language switch.
+"""Every English and Chinese word of the page (race, stepper, figures) in one table, and the language switch.
 
     t("run", "中文")                          -> "开始比赛"
-    t("tok_s", "English", value=12.5)         -> "12.5 tok/s"
+    t("round_of", "English", r=3, n=20)       -> "round 3 of 20"
     notice_text(Notice("clamped", {...}), lang)
 
 The language radio (shared["lang"]) holds one of LANGS; every label and message is looked up here
@@ -130,6 +130,203 @@ STRINGS = {
     "bad_choice": ("{name} = {value!s} is not an option; using {default}.", "{name} = {value!s} 不是可选项，改用 {default}。"),
     "no_template": ("This model has no chat template: the prompt is used as raw text.",
                     "该模型没有对话模板：提示词按纯文本续写。"),
+    # the step-through view
+    "summary": (
+        "**Speculative decoding in three sentences.** A cheap guesser — here the draft head that ships inside "
+        "the checkpoint — proposes the next few tokens, and the big model checks all of them in a single "
+        "pass, keeping the longest run it agrees with plus one token of its own. Because the big model has "
+        "the last word at every position, the text is exactly what it would have written alone (token for "
+        "token when greedy; the same distribution when sampling). The catch in this hybrid model: attention "
+        "layers roll back by cutting their KV cache, but a DeltaNet layer's memory is a running sum that "
+        "every guessed token has already written into, so it must be restored from a copy or picked from "
+        "states kept along the way.",
+        "**三句话讲清投机解码。** 一个便宜的猜测者（这里是权重里自带的草稿头）先猜接下来几个词元，大模型"
+        "一次前向把它们全部检查一遍，保留它认同的最长前缀，再补上一个自己的词元。因为每个位置都由大模型"
+        "拍板，输出和它单独生成的完全一样（贪心时逐词元相同，采样时分布相同）。这个混合模型的难点在于："
+        "注意力层回滚只需截断 KV 缓存，而 DeltaNet 层的记忆是累加出来的，猜错的词元已经写了进去，"
+        "只能从副本恢复，或从沿途保存的状态里挑回来。"),
+    "step_title": ("Step through it: guess, verify, accept or roll back", "逐步查看：猜测、验证、接受或回滚"),
+    "keys": ("Keys: → next · ← back · space play/pause", "按键：→ 下一步 · ← 上一步 · 空格 播放/暂停"),
+    "start": ("Start", "开始"),
+    "next": ("Next ▶", "下一步 ▶"),
+    "prev": ("◀ Back", "◀ 上一步"),
+    "play": ("▶ Play", "▶ 播放"),
+    "pause": ("⏸ Pause", "⏸ 暂停"),
+    "reset": ("⟲ Reset", "⟲ 回到开头"),
+    "step_speed": ("Auto-play: seconds per step", "自动播放：每步秒数"),
+    "step_rollback": ("Rollback", "回滚方式"),
+    "max_new": ("Max new tokens", "最多生成词元数"),
+    "step_seed": ("Seed", "随机种子"),
+    "watch_layer": ("Watched DeltaNet layer", "观察的 DeltaNet 层"),
+    "watch_head": ("Watched value head", "观察的 value 头"),
+    "no_run": ("Press **Start** to record a run, or load a trace file.", "按 **开始** 录制一次运行，或载入一个轨迹文件。"),
+    "recording": ("Recording…", "正在录制…"),
+    "recorded": ("Recorded {tokens} tokens in {rounds} rounds with {model} ({ended}).",
+                 "用 {model} 录制了 {tokens} 个词元、{rounds} 轮（{ended}）。"),
+    "replayed": ("Replaying a trace file: {tokens} tokens in {rounds} rounds, recorded with {model}. No model runs.",
+                 "回放轨迹文件：{tokens} 个词元、{rounds} 轮，录制模型 {model}。不运行模型。"),
+    "step_ended_stop": ("ended at a stop token", "遇到结束词元"),
+    "step_ended_length": ("max new tokens reached", "达到最多词元数"),
+    "step_ended_time": ("time limit reached", "达到时间上限"),
+    "step_ended_rounds": ("round limit reached", "达到轮数上限"),
+    "done": ("Done: the end of the run. Back (←) or Reset to look again.", "结束：已到最后一步。按 ← 或“回到开头”重看。"),
+    "error": ("Could not record: {error}", "无法录制：{error}"),
+    # phases
+    "phase_prefill": ("⓪ Prefill", "⓪ 预填充"),
+    "phase_guess": ("① Guess", "① 猜测"),
+    "phase_verify": ("② Verify", "② 验证"),
+    "phase_accept": ("③ Accept", "③ 接受"),
+    "phase_rollback": ("③ Roll back", "③ 回滚"),
+    "round_of": ("round {r} of {n}", "第 {r} 轮 / 共 {n} 轮"),
+    "step_of": ("step {s} of {n}", "第 {s} 步 / 共 {n} 步"),
+    "explain_prefill": (
+        "The whole prompt runs through the main model once. Every attention layer fills its KV cache, one "
+        "column per token; every DeltaNet layer folds the prompt into its fixed-size memory. The main model "
+        "picks the first token, and the draft head makes its first guess.",
+        "整个提示词先在主模型里跑一遍。每个注意力层把每个词元存成 KV 缓存的一列；每个 DeltaNet 层把提示词"
+        "累加进它固定大小的记忆。主模型选出第一个词元，草稿头做出第一个猜测。"),
+    "explain_guess": (
+        "The draft head looks at the main model's last hidden state and the token just chosen, and guesses "
+        "the next {k} token(s). It is one small layer, so guessing is cheap. Nothing in the main model has "
+        "changed yet.",
+        "草稿头看着主模型最后一层的输出和刚选出的词元，猜出接下来的 {k} 个词元。它只有一层，猜得很便宜。"
+        "主模型的状态还没有任何变化。"),
+    "explain_verify": (
+        "The main model runs the current token plus the {k} guess(es) in one pass, so it predicts every "
+        "position at once. ✓ means it would have chosen the guess itself; the first ✗ ends the run of "
+        "accepted guesses. This pass already wrote the guesses into every layer's state.",
+        "主模型把当前词元和 {k} 个猜测放进一次前向，一次算出每个位置的预测。✓ 表示它自己也会选这个词元；"
+        "第一个 ✗ 之后的猜测都作废。这次前向已经把猜测写进了每一层的状态。"),
+    "explain_accept": (
+        "All guesses were right: they are kept, and the main model's prediction after the last one comes "
+        "free as a bonus token. The states already hold exactly these tokens, so nothing is undone.",
+        "猜测全部正确：全部保留，主模型在最后一个猜测之后的预测还白送一个奖励词元。状态里正好就是这些词元，"
+        "不用撤销任何东西。"),
+    "lead_none": ("No guess was right: only the main model's own token (the correction) is kept. ",
+                  "一个都没猜中：只保留主模型自己的词元（修正词元）。"),
+    "lead_some": ("Guess {m} was wrong: keep the {n} guess(es) before it and the main model's correction. ",
+                  "第 {m} 个猜测错了：保留它之前的 {n} 个猜测和主模型的修正词元。"),
+    "explain_rollback_select": (
+        "The KV caches are simply cut back by position. The DeltaNet memory cannot be cut — so during verify "
+        "it kept a copy after every token, and now it picks the copy after the last accepted one. No re-run.",
+        "KV 缓存按位置截断即可。DeltaNet 的记忆没法截断——所以验证时每个词元之后都存了一份，"
+        "现在直接选最后一个被接受词元之后的那份，不用重算。"),
+    "explain_rollback_recompute": (
+        "The KV caches are simply cut back by position. The DeltaNet memory cannot be cut, so it is put back "
+        "from the snapshot taken before verify, and the accepted tokens are run again.",
+        "KV 缓存按位置截断即可。DeltaNet 的记忆没法截断，只能用验证前拍的快照恢复，再把被接受的词元重算一遍。"),
+    "explain_rollback_none": (
+        "This run skips the restore on purpose: the KV caches are cut, but the DeltaNet memory keeps what the "
+        "rejected guesses wrote. From here on the model reads a polluted memory.",
+        "这次故意跳过恢复：KV 缓存截断了，DeltaNet 的记忆却留着被拒猜测写进去的内容。从此模型读到的是被污染的记忆。"),
+    "stop_mid_round": ("A stop token ended the text inside this round; the tokens after it are dropped.",
+                       "本轮中途出现了结束词元，其后的词元被丢弃。"),
+    "max_mid_round": ("The token budget ran out inside this round; the rest is dropped.",
+                      "本轮中途用完了词元额度，其余的被丢弃。"),
+    # phase panel
+    "draft_head_guesses": ("The draft head's guesses", "草稿头的猜测"),
+    "alternatives": ("alternatives", "备选"),
+    "position_after": ("after", "在此之后"),
+    "main_choice": ("main model's choice", "主模型的选择"),
+    "prob": ("p", "概率"),
+    "draft_p": ("p(guess)", "p(猜测)"),
+    "guess": ("guess", "猜测"),
+    "accept_prob": ("accept with probability min(1, p/q) = {a:.2f}", "以概率 min(1, p/q) = {a:.2f} 接受"),
+    "emitted": ("Emitted this round", "本轮输出"),
+    "state_kv": ("KV caches ({n} attention layers)", "KV 缓存（{n} 个注意力层）"),
+    "state_memory": ("DeltaNet memory + conv window ({n} layers)", "DeltaNet 记忆 + 卷积窗口（{n} 层）"),
+    "state_head": ("MTP head's KV cache", "MTP 头的 KV 缓存"),
+    "kv_grow": ("{a} → {b} positions", "{a} → {b} 个位置"),
+    "kv_cut": ("{a} → {b} → {c}: cut by {d}", "{a} → {b} → {c}：截掉 {d} 个"),
+    "memory_snapshot": ("snapshot copied before verify ({size})", "验证前复制快照（{size}）"),
+    "memory_restored": ("restored from the snapshot, {n} token(s) re-run ({ms:.1f} ms)",
+                        "从快照恢复，重算 {n} 个词元（{ms:.1f} 毫秒）"),
+    "memory_selected": ("took the state kept after token {n} of {m} (no re-run)",
+                        "选用验证时第 {n}/{m} 个词元之后保存的状态（不重算）"),
+    "memory_kept": ("kept as verify left it (all guesses accepted)", "保持验证后的样子（猜测全中）"),
+    "memory_dirty": ("left dirty: the rejected guesses stay in the memory", "保持脏状态：被拒猜测仍留在记忆里"),
+    "head_cut": ("dropped its guesses, learned the {n} accepted position(s)", "丢掉猜测部分，学入 {n} 个被接受的位置"),
+    # origins
+    "short_origin_main": ("first", "首个"),
+    "short_origin_draft": ("accepted guess", "接受的猜测"),
+    "short_origin_correction": ("correction", "修正"),
+    "short_origin_bonus": ("bonus", "奖励"),
+    # proof
+    "skip_restore": ("Skip the restore (proof that it is needed)", "跳过恢复（证明恢复是必要的）"),
+    "proof_running": ("Running three greedy decodes of {n} tokens…", "正在做三次 {n} 个词元的贪心解码…"),
+    "proof_plain": ("Plain greedy decoding", "普通贪心解码"),
+    "proof_restored": ("Speculative, with the restore ({rollback})", "投机解码，带恢复（{rollback}）"),
+    "proof_skipped": ("Speculative, restore skipped", "投机解码，跳过恢复"),
+    "proof_same": ("identical to plain decoding ✓", "与普通解码完全一致 ✓"),
+    "proof_differs": ("departs from plain decoding at token {i} ✗", "在第 {i} 个词元处偏离普通解码 ✗"),
+    "proof_never": ("Over {n} tokens the dirty memory did not change a single choice this time (every "
+                    "guess accepted, or the pollution too small). Try a longer run or another prompt.",
+                    "这次 {n} 个词元内，脏记忆没有改变任何一个选择（猜测全中，或污染太小）。"
+                    "试试更长的生成或换个提示词。"),
+    "proof_verdict": ("Without the restore the model reads a memory polluted by rejected guesses, and the "
+                      "text goes wrong at token {i}.",
+                      "不做恢复，模型读到的是被拒猜测污染过的记忆，文本在第 {i} 个词元处出错。"),
+    "proof_needs_model": ("The proof runs the model; load a model first.", "证明需要运行模型；请先加载模型。"),
+    # record / replay
+    "export": ("Export trace (JSON)", "导出轨迹（JSON）"),
+    "import": ("Load a trace file (JSON, ≤ {mb} MB)", "载入轨迹文件（JSON，≤ {mb} MB）"),
+    "import_failed": ("Trace file rejected: {error}", "轨迹文件被拒绝：{error}"),
+    "nothing_to_export": ("Nothing to export yet: press Start first.", "还没有可导出的内容：请先按开始。"),
+    # figure words
+    "fig_layers": ("Layer map: what each state does", "层级图：每种状态在做什么"),
+    "fig_memory": ("DeltaNet memory, layer {layer} head {head}", "DeltaNet 记忆，第 {layer} 层第 {head} 头"),
+    "fig_conv": ("Conv window, layer {layer}<br><sub>columns = the last {n} tokens, newest right</sub>",
+                 "卷积窗口，第 {layer} 层<br><sub>列 = 最近 {n} 个词元，最新在右</sub>"),
+    "fig_kv": ("KV cache length", "KV 缓存长度"),
+    "fig_cost": ("Cost of each round", "每轮耗时"),
+    "fig_acceptance": ("Acceptance over the run", "全程接受情况"),
+    "fig_whatif": ("What if: speed-up against acceptance rate", "假如：加速比与接受率的关系"),
+    "fig_drift": ("How far the skipped run's memory drifts", "跳过恢复后记忆偏离多远"),
+    "before": ("before", "验证前"),
+    "after_verify": ("after verify", "验证后"),
+    "after": ("after", "回滚后"),
+    "after_accept": ("after", "接受后"),
+    "diff_verify": ("after verify − before", "验证后 − 验证前"),
+    "diff_after": ("after − before", "之后 − 验证前"),
+    "diff_removed": ("removed: after verify − after", "被撤销的：验证后 − 之后"),
+    "not_yet": ("next phase", "下一阶段"),
+    "bytes": ("state size (bytes)", "状态大小（字节）"),
+    "positions": ("positions", "位置数"),
+    "mtp_head": ("MTP head", "MTP 头"),
+    "deltanet": ("DeltaNet", "DeltaNet"),
+    "attention": ("attention", "注意力"),
+    "round": ("round", "轮"),
+    "ms": ("milliseconds", "毫秒"),
+    "accepted_per_round": ("accepted guesses", "接受的猜测"),
+    "acceptance_rate": ("acceptance so far", "累计接受率"),
+    "rate_a": ("acceptance rate a (per guess)", "接受率 a（每个猜测）"),
+    "axis_speedup": ("speed-up over plain decoding", "相对普通解码的加速比"),
+    "break_even": ("break-even a = {a:.2f}", "盈亏平衡 a = {a:.2f}"),
+    "no_break_even": ("no break-even: slower at every a", "无盈亏平衡点：任何 a 下都更慢"),
+    "this_run": ("this run: a = {a:.2f}", "本次：a = {a:.2f}"),
+    "measured": ("measured: {s:.2f}×", "实测：{s:.2f}×"),
+    "whatif_caption": ("speed-up = tokens per round / round cost in plain steps; tokens per round = "
+                       "(1 − a^(k+1)) / (1 − a); round cost = draft + verify + snapshot + (1 − a^k) × rollback, "
+                       "this run's means; plain step = {plain:.2f} ms ({how})",
+                       "加速比 = 每轮词元数 / 以普通步计的每轮耗时；每轮词元数 = (1 − a^(k+1)) / (1 − a)；"
+                       "每轮耗时 = 草稿 + 验证 + 快照 + (1 − a^k) × 回滚，取本次均值；普通一步 = {plain:.2f} 毫秒（{how}）"),
+    "plain_timed": ("median of 3 one-token main-model steps, timed when the run was recorded",
+                    "录制时实测 3 次单词元主模型前向的中位数"),
+    "plain_bound": ("not measured: the mean verify time stands in, an upper bound",
+                    "未实测：用验证耗时均值代替（上界）"),
+    "cost_draft": ("draft", "草稿"), "cost_verify": ("verify", "验证"), "cost_snapshot": ("snapshot", "快照"),
+    "cost_restore": ("restore", "恢复"), "cost_rerun": ("re-run", "重算"),
+    "status_untouched": ("untouched", "未动"),
+    "status_written": ("written", "写入"),
+    "status_snapshot_written": ("snapshot, then written", "先快照再写入"),
+    "status_steps_kept": ("written, a copy kept per token", "写入，每词元存一份"),
+    "status_truncated": ("truncated", "截断"),
+    "status_restored": ("restored + re-run", "恢复 + 重算"),
+    "status_selected": ("selected", "选取"),
+    "status_kept": ("kept", "保留"),
+    "status_dirty": ("left dirty", "留下脏状态"),
+    "token_index": ("token", "词元"),
+    "max_abs_diff": ("max |memory − correct|", "max |记忆 − 正确值|"),
 }
 
 

@@ -10,8 +10,8 @@ Every piece of text from the model or the visitor is escaped here; colours come 
 from html import escape
 
 from demo import stepper
+from demo.i18n import t
 from demo.render import token_spans
-from demo.stepper_text import say
 
 # every event that draws figures passes the page's light/dark mode as its last input (plotly needs a template)
 DARK_JS = ("(...a) => { a[a.length - 1] = !!(document.body.classList.contains('dark') || "
@@ -85,16 +85,16 @@ def _pct(p):
 def phase_heading(run, step, lang):
     """The phase label (also read by the browser test through data-phase)."""
     if run is None:
-        return f'<div class="step-phase" data-phase="none">{say("no_run", lang).replace("**", "")}</div>'
+        return f'<div class="step-phase" data-phase="none">{t("no_run", lang).replace("**", "")}</div>'
     r, phase = stepper.where(run, step)
     rec = run.records[r]
     key = "phase_rollback" if phase == "accept" and rec["rolled_back"] else f"phase_{phase}"
-    parts = [say(key, lang)]
+    parts = [t(key, lang)]
     if phase != "prefill":
-        parts.append(say("round_of", lang, r=r, n=len(run.records) - 1))
-    parts.append(say("step_of", lang, s=step + 1, n=stepper.n_steps(run)))
+        parts.append(t("round_of", lang, r=r, n=len(run.records) - 1))
+    parts.append(t("step_of", lang, s=step + 1, n=stepper.n_steps(run)))
     done = stepper.at_end(run, step)
-    tail = f' <span class="step-done">— {escape(say("done", lang))}</span>' if done else ""
+    tail = f' <span class="step-done">— {escape(t("done", lang))}</span>' if done else ""
     return (f'<div class="step-phase" data-phase="{phase}" data-round="{r}" data-done="{str(done).lower()}">'
             f'<b>{escape(parts[0])}</b> · {" · ".join(escape(p) for p in parts[1:])}{tail}</div>')
 
@@ -102,21 +102,21 @@ def phase_heading(run, step, lang):
 def explanation(run, step, lang):
     """The spoken explanation of the current phase (Markdown)."""
     if run is None:
-        return say("no_run", lang)
+        return t("no_run", lang)
     r, phase = stepper.where(run, step)
     rec = run.records[r]
     if phase == "prefill":
-        return say("explain_prefill", lang)
+        return t("explain_prefill", lang)
     if phase in ("guess", "verify"):
-        return say(f"explain_{phase}", lang, k=rec["k"])
+        return t(f"explain_{phase}", lang, k=rec["k"])
     if not rec["rolled_back"]:
-        text = say("explain_accept", lang)
+        text = t("explain_accept", lang)
     else:
         n = rec["accepted"]
-        lead = say("lead_none", lang) if n == 0 else say("lead_some", lang, n=n, m=n + 1)
-        text = lead + say(f"explain_rollback_{rec['rollback']}", lang)
+        lead = t("lead_none", lang) if n == 0 else t("lead_some", lang, n=n, m=n + 1)
+        text = lead + t(f"explain_rollback_{rec['rollback']}", lang)
     cut = _cut_short(run, r)
-    return text + (f"\n\n*{say(cut, lang)}*" if cut else "")
+    return text + (f"\n\n*{t(cut, lang)}*" if cut else "")
 
 
 def _cut_short(run, r):
@@ -146,7 +146,7 @@ def text_so_far(run, step, lang):
         n = rec["accepted"]
         marks = ["?" if phase == "guess" else "✓" if i < n else "✗" if i == n else "–" for i in range(rec["k"])]
         html += '<span class="step-pending">' + "".join(
-            _chip(run, d["token"], "step-guess", say("guess", lang)) + f"<sup>{m}</sup>"
+            _chip(run, d["token"], "step-guess", t("guess", lang)) + f"<sup>{m}</sup>"
             for d, m in zip(rec["draft"], marks)) + "</span>"
     return f'<div class="race-text step-text">{html}</div>'
 
@@ -165,20 +165,20 @@ def phase_panel(run, step, lang):
     if phase == "prefill":
         first = rec["emitted"][0]["token"]
         guess = rec.get("next_draft")
-        rows = [f"<tr><td>{escape(say('main_choice', lang))}</td><td>{_chip(run, first, 'tok-main')}</td></tr>"]
+        rows = [f"<tr><td>{escape(t('main_choice', lang))}</td><td>{_chip(run, first, 'tok-main')}</td></tr>"]
         if guess:
-            rows.append(f"<tr><td>{escape(say('draft_head_guesses', lang))}</td>"
+            rows.append(f"<tr><td>{escape(t('draft_head_guesses', lang))}</td>"
                         f"<td>{_chip(run, guess['token'], 'step-guess')} {_pct(guess['prob'])}</td>"
                         f"<td class='step-alts'>{_top_list(run, guess['top'][1:])}</td></tr>")
         return _table(rows)
     if phase == "guess":
-        rows = [f"<tr><th>#</th><th>{escape(say('guess', lang))}</th><th>q</th>"
-                f"<th>{escape(say('alternatives', lang))}</th></tr>"]
+        rows = [f"<tr><th>#</th><th>{escape(t('guess', lang))}</th><th>q</th>"
+                f"<th>{escape(t('alternatives', lang))}</th></tr>"]
         for i, d in enumerate(rec["draft"]):
             others = [t for t in d["top"] if t[0] != d["token"]]
             rows.append(f"<tr><td>d{i + 1}</td><td>{_chip(run, d['token'], 'step-guess')}</td>"
                         f"<td>{_pct(d['prob'])}</td><td class='step-alts'>{_top_list(run, others)}</td></tr>")
-        return f"<h4>{escape(say('draft_head_guesses', lang))}</h4>" + _table(rows)
+        return f"<h4>{escape(t('draft_head_guesses', lang))}</h4>" + _table(rows)
     if phase == "verify":
         return _verify_table(run, rec, lang)
     return _accept_panel(run, r, lang)
@@ -187,8 +187,8 @@ def phase_panel(run, step, lang):
 def _verify_table(run, rec, lang):
     k, n, sampled = rec["k"], rec["accepted"], bool(run.settings.temperature)
     prev = [stepper.token_at(run, rec["pos"])] + [d["token"] for d in rec["draft"]]
-    rows = [f"<tr><th>{escape(say('position_after', lang))}</th><th>{escape(say('main_choice', lang))}</th>"
-            f"<th>p</th><th>{escape(say('guess', lang))}</th><th>{escape(say('draft_p', lang))}</th><th></th></tr>"]
+    rows = [f"<tr><th>{escape(t('position_after', lang))}</th><th>{escape(t('main_choice', lang))}</th>"
+            f"<th>p</th><th>{escape(t('guess', lang))}</th><th>{escape(t('draft_p', lang))}</th><th></th></tr>"]
     for i, v in enumerate(rec["verify"]):
         guess = rec["draft"][i] if i < k else None
         if guess is None:
@@ -201,7 +201,7 @@ def _verify_table(run, rec, lang):
             mark, cls = "–", "step-skipped"
         extra = ""
         if sampled and guess is not None and guess["prob"] > 0:
-            rule = say("accept_prob", lang, a=min(1.0, v["draft_prob"] / guess["prob"]))
+            rule = t("accept_prob", lang, a=min(1.0, v["draft_prob"] / guess["prob"]))
             extra = f"<br><small>{escape(rule)}</small>"
         guess_cells = (f"<td>{_chip(run, guess['token'], 'step-guess')}</td><td>{_pct(v['draft_prob'])}{extra}</td>"
                        if guess else "<td></td><td></td>")
@@ -217,30 +217,30 @@ def _kb(n):
 def _accept_panel(run, r, lang):
     rec = run.records[r]
     st, n, k = rec["states"], rec["accepted"], rec["k"]
-    chips = " ".join(_chip(run, e["token"], ORIGIN_CLASS[e["origin"]], say(f"origin_{e['origin']}", lang)) +
-                     f"<small> {escape(say('origin_' + e['origin'], lang))}</small>" for e in rec["emitted"])
+    chips = " ".join(_chip(run, e["token"], ORIGIN_CLASS[e["origin"]], t(f"short_origin_{e['origin']}", lang)) +
+                     f"<small> {escape(t('short_origin_' + e['origin'], lang))}</small>" for e in rec["emitted"])
     kv = (st["before"]["kv"] or [0])[0], (st["after_verify"]["kv"] or [0])[0], (st["after"]["kv"] or [0])[0]
     n_attn = len(st["after"]["kv"])
     n_delta = sum(1 for la in st["after"]["layers"] if la["kind"] == "deltanet")
     if kv[2] < kv[1]:
-        kv_text = say("kv_cut", lang, a=kv[0], b=kv[1], c=kv[2], d=kv[1] - kv[2])
+        kv_text = t("kv_cut", lang, a=kv[0], b=kv[1], c=kv[2], d=kv[1] - kv[2])
     else:
-        kv_text = say("kv_grow", lang, a=kv[0], b=kv[2])
+        kv_text = t("kv_grow", lang, a=kv[0], b=kv[2])
     if not rec["rolled_back"]:
-        mem = say("memory_kept", lang)
+        mem = t("memory_kept", lang)
     elif rec["rollback"] == "recompute":
         seconds = rec["seconds"].get("restore", 0) + rec["seconds"].get("rerun", 0)
-        mem = say("memory_snapshot", lang, size=_kb(rec["snapshot_bytes"])) + "; " + \
-            say("memory_restored", lang, n=n + 1, ms=seconds * 1000)
+        mem = t("memory_snapshot", lang, size=_kb(rec["snapshot_bytes"])) + "; " + \
+            t("memory_restored", lang, n=n + 1, ms=seconds * 1000)
     elif rec["rollback"] == "select":
-        mem = say("memory_selected", lang, n=n + 1, m=k + 1)
+        mem = t("memory_selected", lang, n=n + 1, m=k + 1)
     else:
-        mem = say("memory_dirty", lang)
-    head = say("head_cut", lang, n=n + 1) + f" ({st['before']['head_kv']} → {st['after']['head_kv']})"
-    rows = [f"<tr><td>{escape(say('emitted', lang))}</td><td>{chips}</td></tr>",
-            f"<tr><td>{escape(say('state_kv', lang, n=n_attn))}</td><td>{escape(kv_text)}</td></tr>",
-            f"<tr><td>{escape(say('state_memory', lang, n=n_delta))}</td><td>{escape(mem)}</td></tr>",
-            f"<tr><td>{escape(say('state_head', lang))}</td><td>{escape(head)}</td></tr>"]
+        mem = t("memory_dirty", lang)
+    head = t("head_cut", lang, n=n + 1) + f" ({st['before']['head_kv']} → {st['after']['head_kv']})"
+    rows = [f"<tr><td>{escape(t('emitted', lang))}</td><td>{chips}</td></tr>",
+            f"<tr><td>{escape(t('state_kv', lang, n=n_attn))}</td><td>{escape(kv_text)}</td></tr>",
+            f"<tr><td>{escape(t('state_memory', lang, n=n_delta))}</td><td>{escape(mem)}</td></tr>",
+            f"<tr><td>{escape(t('state_head', lang))}</td><td>{escape(head)}</td></tr>"]
     return _table(rows)
 
 
@@ -261,17 +261,17 @@ def proof_html(proof, lang, rollback):
         badge = f'<div class="step-verdict {"ok" if ok else "bad"}">{escape(verdict)}</div>' if verdict else ""
         return (f'<div class="step-proof-col"><h4>{escape(title)}</h4>{badge}'
                 f'<div class="race-text step-text">{"".join(spans)}</div></div>')
-    same = say("proof_same", lang)
-    cols = [column("plain", say("proof_plain", lang), "", True),
-            column("restored", say("proof_restored", lang, rollback=rollback),
-                   same if proof.restored_ok else say("proof_differs", lang, i=(proof.restored_diff or 0) + 1),
+    same = t("proof_same", lang)
+    cols = [column("plain", t("proof_plain", lang), "", True),
+            column("restored", t("proof_restored", lang, rollback=rollback),
+                   same if proof.restored_ok else t("proof_differs", lang, i=(proof.restored_diff or 0) + 1),
                    proof.restored_ok)]
     if proof.first_diff is None:
-        cols.append(column("skipped", say("proof_skipped", lang), same, True))
-        note = say("proof_never", lang, n=min(len(proof.plain), len(proof.skipped)))
+        cols.append(column("skipped", t("proof_skipped", lang), same, True))
+        note = t("proof_never", lang, n=min(len(proof.plain), len(proof.skipped)))
     else:
-        cols.append(column("skipped", say("proof_skipped", lang), say("proof_differs", lang, i=proof.first_diff + 1),
+        cols.append(column("skipped", t("proof_skipped", lang), t("proof_differs", lang, i=proof.first_diff + 1),
                            False))
-        note = say("proof_verdict", lang, i=proof.first_diff + 1)
+        note = t("proof_verdict", lang, i=proof.first_diff + 1)
     return f'<div class="step-proof">{"".join(cols)}</div><p class="step-proof-note">{escape(note)}</p>'
 

@@ -20,7 +20,6 @@ from demo.figures import Look
 from demo.i18n import DEFAULT_LANG, notice_text, t
 from demo.race import prepare
 from demo.render import legend_html
-from demo.stepper_text import say
 from demo.validate import InputError, RaceSettings, as_bool, choose, clamp_number, clean_prompt
 
 log = logging.getLogger(__name__)
@@ -61,7 +60,7 @@ def render(session, lang, dark=False, presenter=False):
     step = session["step"] if run else 0
     look = Look(lang=lang, dark=bool(dark), presenter=bool(presenter))
     if run is None:
-        return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", say("no_run", lang),
+        return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", t("no_run", lang),
                 None, None, None, None, None, None, None, "")
     r, phase = stepper.where(run, step)
     rec = run.records[r]
@@ -84,9 +83,9 @@ def _seconds(value):
 
 def run_summary(run, lang):
     rounds, tokens = len(run.records) - 1, len(run.output_ids)
-    ended = say(f"ended_{run.ended}", lang) if run.ended else ""
+    ended = t(f"step_ended_{run.ended}", lang) if run.ended else ""
     key = "replayed" if run.replay else "recorded"
-    return say(key, lang, tokens=tokens, rounds=rounds, model=run.model_name or "?", ended=ended)
+    return t(key, lang, tokens=tokens, rounds=rounds, model=run.model_name or "?", ended=ended)
 
 
 def moved(session, how):
@@ -131,41 +130,41 @@ def build_stepper_tab(shared):
     L = DEFAULT_LANG
     with gr.Column(elem_id="stepper-panel"):
         gr.HTML(H.CSS, js_on_load=H.KEYS_JS, elem_id="stepper-keys", padding=False)
-        summary = gr.Markdown(say("summary", L), elem_id="stepper-summary")
+        summary = gr.Markdown(t("summary", L), elem_id="stepper-summary")
         with gr.Row(equal_height=False):
-            prompt = gr.Textbox(shared["prompt"].value if "prompt" in shared else "", label=say("prompt", L), lines=2,
+            prompt = gr.Textbox(shared["prompt"].value if "prompt" in shared else "", label=t("prompt", L), lines=2,
                                 max_lines=8, elem_id="stepper-prompt", scale=4)
-            start = gr.Button(say("start", L), variant="primary", elem_id="stepper-start", scale=1,
+            start = gr.Button(t("start", L), variant="primary", elem_id="stepper-start", scale=1,
                               elem_classes="run-button")
         with gr.Row():
-            k = gr.Slider(1, 4, value=1, step=1, label=say("k", L), elem_id="stepper-k")
-            rollback = gr.Radio(list(ROLLBACKS), value="select", label=say("rollback", L), elem_id="stepper-rollback")
-            max_new = gr.Slider(1, stepper.MAX_NEW_TOKENS, value=48, step=1, label=say("max_new", L),
+            k = gr.Slider(1, 4, value=1, step=1, label=t("k", L), elem_id="stepper-k")
+            rollback = gr.Radio(list(ROLLBACKS), value="select", label=t("step_rollback", L), elem_id="stepper-rollback")
+            max_new = gr.Slider(1, stepper.MAX_NEW_TOKENS, value=48, step=1, label=t("max_new", L),
                                 elem_id="stepper-max-new")
-            temperature = gr.Slider(0, 2, value=0, step=0.05, label=say("temperature", L),
+            temperature = gr.Slider(0, 2, value=0, step=0.05, label=t("temperature", L),
                                     elem_id="stepper-temperature")
         with gr.Row():
-            layer = gr.Number(0, precision=0, minimum=0, maximum=255, label=say("watch_layer", L),
+            layer = gr.Number(0, precision=0, minimum=0, maximum=255, label=t("watch_layer", L),
                               elem_id="stepper-layer")
-            head = gr.Number(0, precision=0, minimum=0, maximum=255, label=say("watch_head", L),
+            head = gr.Number(0, precision=0, minimum=0, maximum=255, label=t("watch_head", L),
                              elem_id="stepper-head")
-            seed = gr.Number(0, precision=0, minimum=0, label=say("seed", L), elem_id="stepper-seed")
-            raw = gr.Checkbox(False, label=say("raw", L), elem_id="stepper-raw")
-        status = gr.Markdown(say("no_run", L), elem_id="stepper-status")
+            seed = gr.Number(0, precision=0, minimum=0, label=t("step_seed", L), elem_id="stepper-seed")
+            raw = gr.Checkbox(False, label=t("raw", L), elem_id="stepper-raw")
+        status = gr.Markdown(t("no_run", L), elem_id="stepper-status")
         with gr.Row(equal_height=True):
-            prev = gr.Button(say("prev", L), elem_id="stepper-prev", size="lg")
-            nxt = gr.Button(say("next", L), variant="primary", elem_id="stepper-next", size="lg")
-            play = gr.Button(say("play", L), elem_id="stepper-play", size="lg")
-            reset = gr.Button(say("reset", L), elem_id="stepper-reset", size="lg")
-            speed = gr.Slider(0.3, 5, value=1.5, step=0.1, label=say("speed", L), elem_id="stepper-speed")
-        keys = gr.Markdown(say("keys", L), elem_id="stepper-keys-help")
+            prev = gr.Button(t("prev", L), elem_id="stepper-prev", size="lg")
+            nxt = gr.Button(t("next", L), variant="primary", elem_id="stepper-next", size="lg")
+            play = gr.Button(t("play", L), elem_id="stepper-play", size="lg")
+            reset = gr.Button(t("reset", L), elem_id="stepper-reset", size="lg")
+            speed = gr.Slider(0.3, 5, value=1.5, step=0.1, label=t("step_speed", L), elem_id="stepper-speed")
+        keys = gr.Markdown(t("keys", L), elem_id="stepper-keys-help")
         heading = gr.HTML(H.phase_heading(None, 0, L), elem_id="stepper-phase")
         with gr.Row(equal_height=False):
             with gr.Column(scale=2):
                 text = gr.HTML(H.text_so_far(None, 0, L), elem_id="stepper-text")
                 legend = gr.HTML(legend_html(L), elem_id="stepper-legend")
                 panel = gr.HTML("", elem_id="stepper-table")
-                explain = gr.Markdown(say("no_run", L), elem_id="stepper-explain")
+                explain = gr.Markdown(t("no_run", L), elem_id="stepper-explain")
             with gr.Column(scale=3):
                 layer_fig = gr.Plot(label="layers", elem_id="stepper-layers", show_label=False)
         memory_fig = gr.Plot(label="memory", elem_id="stepper-memory", show_label=False)
@@ -177,14 +176,14 @@ def build_stepper_tab(shared):
             acc_fig = gr.Plot(label="acceptance", elem_id="stepper-acceptance", show_label=False)
         whatif_fig = gr.Plot(label="what-if", elem_id="stepper-whatif", show_label=False)
         whatif_caption = gr.Markdown("", elem_id="stepper-whatif-caption")
-        with gr.Accordion(say("skip_restore", L), open=False) as proof_box:
-            skip = gr.Checkbox(False, label=say("skip_restore", L), elem_id="stepper-skip-restore")
+        with gr.Accordion(t("skip_restore", L), open=False) as proof_box:
+            skip = gr.Checkbox(False, label=t("skip_restore", L), elem_id="stepper-skip-restore")
             proof_html = gr.HTML("", elem_id="stepper-proof")
             drift_fig = gr.Plot(label="drift", elem_id="stepper-drift", show_label=False, visible=False)
         with gr.Row(equal_height=False):
-            export = gr.Button(say("export", L), elem_id="stepper-export")
+            export = gr.Button(t("export", L), elem_id="stepper-export")
             export_file = gr.File(label="trace.json", interactive=False, elem_id="stepper-export-file")
-            upload = gr.File(label=say("import", L, mb=traceio.MAX_BYTES // 2**20), file_types=[".json"],
+            upload = gr.File(label=t("import", L, mb=traceio.MAX_BYTES // 2**20), file_types=[".json"],
                              type="filepath", elem_id="stepper-import")
     dark = gr.Checkbox(False, visible=False, label="dark")   # set in the browser by H.DARK_JS on each event
     model = shared.get("model") or gr.State(store.default)
@@ -208,12 +207,12 @@ def build_stepper_tab(shared):
             ids, more = encode(loaded, settings)
             run = stepper_run.record_run(
                 loaded.model, loaded.mtp, loaded.chat, ids, settings, loaded.key, max_seconds=models.max_seconds(),
-                progress=lambda done, total: progress(done / max(total, 1), desc=say("recording", language)))
+                progress=lambda done, total: progress(done / max(total, 1), desc=t("recording", language)))
         except (InputError, models.ModelError) as e:
-            return failed(say("error", language, error=str(e)))
+            return failed(t("error", language, error=str(e)))
         except Exception as e:      # the engine failed: say so, keep serving
             log.exception("stepper run failed")
-            return failed(say("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"))
+            return failed(t("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"))
         new = {"run": run, "step": 0, "proof": None}
         message = " ".join([run_summary(run, language)] + [notice_text(n, language) for n in notices + more])
         return (new, message, *render(new, language, dark_on, presenter_on), False, gr.Timer(active=False))
@@ -242,7 +241,7 @@ def build_stepper_tab(shared):
 
     def on_play(is_playing, state, seconds, language):
         on = not is_playing and bool(state and state.get("run")) and not stepper.at_end(state["run"], state["step"])
-        return on, gr.Timer(value=_seconds(seconds), active=on), say("pause" if on else "play", language)
+        return on, gr.Timer(value=_seconds(seconds), active=on), t("pause" if on else "play", language)
 
     play.click(on_play, [playing, session, speed, lang], [playing, timer, play], api_name="step_play",
                show_progress="hidden", queue=False)
@@ -250,7 +249,7 @@ def build_stepper_tab(shared):
     def on_tick(state, language, presenter_on, dark_on):
         new = moved(state, "next")
         done = not new or not new.get("run") or stepper.at_end(new["run"], new["step"])
-        stop = (False, gr.Timer(active=False), say("play", language)) if done else (gr.skip(),) * 3
+        stop = (False, gr.Timer(active=False), t("play", language)) if done else (gr.skip(),) * 3
         return (new, *render(new, language, dark_on, presenter_on), *stop)
 
     timer.tick(on_tick, [session, lang, presenter, dark], [session, *view, playing, timer, play], api_name="step_tick",
@@ -262,7 +261,7 @@ def build_stepper_tab(shared):
             return "", gr.update(visible=False), state
         run = state and state.get("run")
         if run is None:
-            return say("no_run", language), gr.update(visible=False), state
+            return t("no_run", language), gr.update(visible=False), state
         try:
             loaded = store.get(model_key or store.default)
             settings = stepper.Settings(**{**run.settings.__dict__, "temperature": 0.0})
@@ -271,7 +270,7 @@ def build_stepper_tab(shared):
                                                    max_seconds=models.max_seconds())
         except Exception as e:
             log.exception("skip-restore proof failed")
-            return say("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"), gr.update(visible=False), state
+            return t("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"), gr.update(visible=False), state
         look = Look(lang=language, dark=bool(dark_on), presenter=bool(presenter_on))
         return (H.proof_html(proof, language, settings.rollback),
                 gr.update(value=figures.drift(proof.drift, proof.first_diff_round, look), visible=True),
@@ -284,7 +283,7 @@ def build_stepper_tab(shared):
     def on_export(state, language):
         run = state and state.get("run")
         if run is None:
-            return None, say("nothing_to_export", language)
+            return None, t("nothing_to_export", language)
         return traceio.write_trace(run), run_summary(run, language)
 
     export.click(on_export, [session, lang], [export_file, status], api_name="trace_export",
@@ -298,10 +297,10 @@ def build_stepper_tab(shared):
             new = {"run": run, "step": 0, "proof": None}
             return (new, run_summary(run, language), *render(new, language, dark_on, presenter_on))
         except traceio.TraceError as e:
-            return (gr.skip(), say("import_failed", language, error=str(e)), *(gr.skip(),) * len(view))
+            return (gr.skip(), t("import_failed", language, error=str(e)), *(gr.skip(),) * len(view))
         except Exception as e:      # a file that passed the checks but cannot be drawn: say so, keep serving
             log.exception("trace import failed")
-            return (gr.skip(), say("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}"),
+            return (gr.skip(), t("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}"),
                     *(gr.skip(),) * len(view))
 
     upload.upload(on_import, [upload, lang, presenter, dark], [session, status, *view], api_name="trace_import",
@@ -309,15 +308,15 @@ def build_stepper_tab(shared):
 
     def relabel(language, state, is_playing, presenter_on, dark_on):
         u = gr.update
-        return (say("summary", language), u(label=say("prompt", language)), u(value=say("start", language)),
-                u(label=say("k", language)), u(label=say("rollback", language)), u(label=say("max_new", language)),
-                u(label=say("temperature", language)), u(label=say("watch_layer", language)),
-                u(label=say("watch_head", language)), u(label=say("seed", language)), u(label=say("raw", language)),
-                u(value=say("prev", language)), u(value=say("next", language)),
-                u(value=say("pause" if is_playing else "play", language)), u(value=say("reset", language)),
-                u(label=say("speed", language)), say("keys", language), legend_html(language),
-                u(label=say("skip_restore", language)), u(label=say("skip_restore", language)),
-                u(value=say("export", language)), u(label=say("import", language, mb=traceio.MAX_BYTES // 2**20)),
+        return (t("summary", language), u(label=t("prompt", language)), u(value=t("start", language)),
+                u(label=t("k", language)), u(label=t("step_rollback", language)), u(label=t("max_new", language)),
+                u(label=t("temperature", language)), u(label=t("watch_layer", language)),
+                u(label=t("watch_head", language)), u(label=t("step_seed", language)), u(label=t("raw", language)),
+                u(value=t("prev", language)), u(value=t("next", language)),
+                u(value=t("pause" if is_playing else "play", language)), u(value=t("reset", language)),
+                u(label=t("step_speed", language)), t("keys", language), legend_html(language),
+                u(label=t("skip_restore", language)), u(label=t("skip_restore", language)),
+                u(value=t("export", language)), u(label=t("import", language, mb=traceio.MAX_BYTES // 2**20)),
                 *render(state, language, dark_on, presenter_on))
 
     lang.change(relabel, [lang, session, playing, presenter, dark],
