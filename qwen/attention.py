@@ -14,20 +14,20 @@ from qwen.norm import RMSNorm
 from qwen.rope import apply_rope
 
 
-def attention_mask(pad, past, T, device):
-    """Which keys each new query may see, or None when plain causal attention will do.
+def attention_mask(positions, capacity, pad=None):
+    """Which of the `capacity` key slots each new query may see.
 
-    Query t (at position past + t) sees keys 0..past + t, except a row's left padding.
-    pad: (B,) or None -> (B, 1, T, past + T) bool"""
+    Query t (at position positions[t]) sees keys 0..positions[t]: the causal rule, which also hides
+    every slot not yet written (or written by a draft that was rolled back). A left-padded row also
+    hides its padding. positions: (T,); pad: (B,) or None -> (B or 1, 1, T, capacity) bool"""
+    keys = torch.arange(capacity, device=positions.device)
+    mask = keys[None, :] <= positions[:, None]                        # (T, S)
     if pad is None:
-        return None
-    keys = torch.arange(past + T, device=device)
-    queries = torch.arange(past, past + T, device=device)
-    causal = keys[None, :] <= queries[:, None]                       # (T, S)
+        return mask[None, None]
     real = keys[None, :] >= pad[:, None]                              # (B, S)
-    mask = causal[None] & real[:, None]                               # (B, T, S)
+    mask = mask[None] & real[:, None]                                 # (B, T, S)
     # subtle: a padding query sees no real key; let it see itself so softmax stays finite (its output is unused)
-    mask |= (keys[None, :] == queries[:, None])[None]
+    mask = mask | (keys[None, :] == positions[:, None])[None]
     return mask[:, None]
 
 
@@ -43,8 +43,8 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(D, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(D, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, cache, pad=None):
-        """x: (B, T, H); cache: AttentionState, extended by T columns -> (B, T, H)"""
+    def forward(self, x, cos, sin, cache, positions, pad=None):
+        """x: (B, T, H) at `positions` (T,); cache: AttentionState, written at those positions -> (B, T, H)"""
         B, T, _ = x.shape
         D = self.head_dim
         q, gate = self.q_proj(x).view(B, T, self.n_heads, 2 * D).chunk(2, dim=-1)   # each (B, T, nh, D)
@@ -52,14 +52,9 @@ class Attention(nn.Module):
         k = self.k_norm(self.k_proj(x).view(B, T, self.n_kv, D)).transpose(1, 2)     # (B, nkv, T, D)
         v = self.v_proj(x).view(B, T, self.n_kv, D).transpose(1, 2)                  # (B, nkv, T, D)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        past = cache.length()
-        k, v = cache.append(k, v)                                                     # (B, nkv, past+T, D)
-        mask = attention_mask(pad, past, T, x.device)
-        causal = mask is None and T > 1
-        if mask is None and T > 1 and past > 0:       # several new tokens after a cache: causal with an offset
-            mask = attention_mask(torch.zeros(B, dtype=torch.long, device=x.device), past, T, x.device)
-            causal = False
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+        k, v = cache.write(positions, k, v)                                           # (B, nkv, capacity, D)
+        mask = attention_mask(positions, k.shape[2], pad)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                            enable_gqa=self.n_heads != self.n_kv)     # (B, nh, T, D)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * D)
         return self.o_proj(y * torch.sigmoid(gate.reshape(B, T, -1)))

@@ -24,7 +24,7 @@ def generate_batch(model, prompts, max_new_tokens=100, stop=(), temperature=0, t
     for row, p in enumerate(prompts):
         check_prompt(model, torch.tensor([p]))
         ids[row, longest - len(p):] = torch.tensor(p)
-    state = State(model, batch=len(prompts))
+    state = State(model)
     state.pad = torch.tensor([longest - len(p) for p in prompts], device=device)           # (B,)
     logits = model(ids, state, last_only=True)[:, -1]                                        # (B, V)
     outs, done = [[] for _ in prompts], [False] * len(prompts)

@@ -1,72 +1,140 @@
 """The generation state, passed into every forward: what each layer remembers about the tokens so far.
 
+Every buffer has a fixed shape once allocated and is written in place, so a compiled step sees the
+same tensors pass after pass (see compile.py); only `pos` and the KV lengths, plain Python ints,
+move.
+
     State.pos          number of positions already processed (the next token's position)
     State.pad          (B,) left-padding per row, or None (see batch.py)
     State.layers[i]    AttentionState  for a full-attention layer: the KV cache
-                         k, v: (B, kv_heads, T, head_dim), growing by one column per token
+                         k, v: (B, kv_heads, capacity, head_dim), written by position;
+                         positions 0..length-1 are valid, the rest is room to grow (masked out)
                        DeltaNetState   for a Gated DeltaNet layer: a fixed-size recurrent memory
                          conv: (B, conv_dim, K-1)  the last K-1 inputs of the causal conv
                          S:    (B, value_heads, key_dim, value_dim)  the memory matrix, float32
+                         conv_steps, S_steps: (slots, ...) the same after each token of a pass,
+                           filled only when keep_step_states asked for them
 
 Rolling back is where the two kinds differ. A KV cache holds one column per position, so going back
-to position n is `k[:, :, :n]`. The DeltaNet memory is a running sum that every token rewrote in
-place of the old one; there is nothing to cut. It has to be copied before (snapshot / restore), or
-kept after each of the positions we may want to return to (keep_step_states / select_step_states).
+to position n is setting its length to n (the columns after it are overwritten before anyone reads
+them). The DeltaNet memory is a running sum that every token rewrote in place of the old one; there
+is nothing to cut. It has to be copied before (snapshot / restore), or kept after each of the
+positions we may want to return to (keep_step_states / select_step_states).
 
 Every verb here changes `state` in place, and says so in its name.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
+
+MIN_CAPACITY = 64            # KV capacity grows in powers of two from here: few distinct shapes
+
+
+def capacity_for(n):
+    """The KV capacity that holds n positions: 64, 128, 256, ... (n=300 -> 512)."""
+    return max(MIN_CAPACITY, 1 << max(0, n - 1).bit_length())
 
 
 @dataclass(eq=False)        # identity, not tensor-by-tensor comparison
 class AttentionState:
-    k: torch.Tensor = None       # (B, kv_heads, T, head_dim)
-    v: torch.Tensor = None       # (B, kv_heads, T, head_dim)
+    k: torch.Tensor = None       # (B, kv_heads, capacity, head_dim)
+    v: torch.Tensor = None       # (B, kv_heads, capacity, head_dim)
+    n: int = 0                   # valid positions
 
     def length(self):
-        return 0 if self.k is None else self.k.shape[2]
+        return self.n
 
-    def append(self, k, v):
-        """Add new columns (B, kv_heads, T_new, head_dim); return the whole cache."""
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
+    def reserve(self, cfg, batch, n, dtype, device):
+        """Make room for n positions (the buffers grow to the next power of two, keeping their content)."""
+        if self.k is not None and self.k.shape[2] >= n:
+            return
+        shape = (batch, cfg.num_key_value_heads, capacity_for(n), cfg.head_dim)
+        k, v = torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device)
+        if self.k is not None:
+            k[:, :, :self.n], v[:, :, :self.n] = self.k[:, :, :self.n], self.v[:, :, :self.n]
+        self.k, self.v = mark_growing(k), mark_growing(v)
+
+    def write(self, positions, k, v):
+        """Store new columns (B, kv_heads, T, head_dim) at `positions` (T,); return the whole buffers.
+        subtle: positions is a tensor, not an int, so one compiled step serves every position."""
+        self.k.index_copy_(2, positions, k.to(self.k.dtype))
+        self.v.index_copy_(2, positions, v.to(self.v.dtype))
         return self.k, self.v
+
+    def valid(self):
+        """The filled part: k, v each (B, kv_heads, length, head_dim)."""
+        return self.k[:, :, :self.n], self.v[:, :, :self.n]
 
     def truncate(self, n):
         """Forget every position from n on."""
-        if self.k is not None and self.k.shape[2] > n:
-            self.k, self.v = self.k[:, :, :n], self.v[:, :, :n]
+        self.n = min(self.n, n)
 
     def nbytes(self):
         return 0 if self.k is None else self.k.nbytes + self.v.nbytes
 
 
+def mark_growing(t):
+    """Tell the compiler the capacity (dim 2) of a KV buffer varies, so growing it does not recompile."""
+    if not torch.compiler.is_compiling():
+        torch._dynamo.mark_dynamic(t, 2, min=2)
+    return t
+
+
 @dataclass(eq=False)
 class DeltaNetState:
-    conv: torch.Tensor = None    # (B, conv_dim, K-1)
-    S: torch.Tensor = None       # (B, value_heads, key_dim, value_dim)
-    keep_steps: bool = False     # when set, the next forward also records the state after each token
-    conv_steps: list = field(default_factory=list)   # [T] of (B, conv_dim, K-1)
-    S_steps: list = field(default_factory=list)      # [T] of (B, value_heads, key_dim, value_dim)
+    conv: torch.Tensor = None        # (B, conv_dim, K-1)
+    S: torch.Tensor = None           # (B, value_heads, key_dim, value_dim)
+    keep_steps: bool = False         # when set, the next forward also records the state after each token
+    conv_steps: torch.Tensor = None  # (slots, B, conv_dim, K-1)
+    S_steps: torch.Tensor = None     # (slots, B, value_heads, key_dim, value_dim)
+
+    def allocate(self, cfg, batch, dtype, device):
+        """Zero conv window and memory (what a layer that has seen nothing holds)."""
+        conv_dim = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim + \
+            cfg.linear_num_value_heads * cfg.linear_value_head_dim
+        self.conv = torch.zeros(batch, conv_dim, cfg.linear_conv_kernel_dim - 1, dtype=dtype, device=device)
+        self.S = torch.zeros(batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                             cfg.linear_value_head_dim, dtype=torch.float32, device=device)
 
     def nbytes(self):
         return sum(t.nbytes for t in (self.conv, self.S) if t is not None)
 
 
 class State:
-    def __init__(self, model, batch=1):
-        cfg = getattr(model, "cfg", model)
+    def __init__(self, model):
+        self.cfg = getattr(model, "cfg", model)
+        weight = model.embed_tokens.weight if hasattr(model, "embed_tokens") else None
+        self.dtype = weight.dtype if weight is not None else torch.float32
+        self.device = weight.device if weight is not None else torch.device("cpu")
         self.pos = 0
         self.pad = None
-        self.layers = [AttentionState() if t == "full_attention" else DeltaNetState() for t in cfg.layer_types]
+        self.batch = None
+        self.layers = [AttentionState() if t == "full_attention" else DeltaNetState() for t in self.cfg.layer_types]
 
     def attention_layers(self):
         return [s for s in self.layers if isinstance(s, AttentionState)]
 
     def deltanet_layers(self):
         return [s for s in self.layers if isinstance(s, DeltaNetState)]
+
+    def begin_pass(self, ids):
+        """Before a pass over ids (B, T): allocate or grow the buffers; -> the positions (T,) it fills."""
+        B, T = ids.shape
+        if self.batch is None:
+            self.batch = B
+            for s in self.deltanet_layers():
+                s.allocate(self.cfg, B, self.dtype, self.device)
+        elif B != self.batch:
+            raise ValueError(f"this state holds {self.batch} rows, the pass has {B}")
+        for s in self.attention_layers():
+            s.reserve(self.cfg, B, self.pos + T, self.dtype, self.device)
+        return torch.arange(self.pos, self.pos + T, device=ids.device)
+
+    def end_pass(self, T):
+        """After a pass of T tokens: they are now part of the history."""
+        self.pos += T
+        for s in self.attention_layers():
+            s.n = self.pos
 
 
 @dataclass
@@ -93,12 +161,13 @@ def snapshot_bytes(snap):
 
 
 def restore_state(state, snap):
-    """Go back to the snapshot: truncate KV caches, put the copied memories back (in place)."""
+    """Go back to the snapshot: truncate KV caches, copy the saved memories back into place."""
     state.pos = snap.pos
     for s, n in zip(state.attention_layers(), snap.kv_lengths):
         s.truncate(n)
     for s, (conv, S) in zip(state.deltanet_layers(), snap.recurrent):
-        s.conv, s.S = conv.clone(), S.clone()
+        s.conv.copy_(conv)
+        s.S.copy_(S)
 
 
 def truncate_kv(cache, n):
@@ -108,10 +177,14 @@ def truncate_kv(cache, n):
         s.truncate(n)
 
 
-def keep_step_states(state, on=True):
-    """Ask every DeltaNet layer to record its memory and conv window after each token of the next pass."""
+def keep_step_states(state, tokens=8, on=True):
+    """Ask every DeltaNet layer to record its memory and conv window after each token of the next pass
+    (of at most `tokens` tokens), into slots allocated once and reused."""
     for s in state.deltanet_layers():
-        s.keep_steps, s.conv_steps, s.S_steps = on, [], []
+        s.keep_steps = on
+        if on and (s.S_steps is None or s.S_steps.shape[0] < tokens):
+            s.conv_steps = s.conv.new_zeros(tokens, *s.conv.shape)      # (slots, B, conv_dim, K-1)
+            s.S_steps = s.S.new_zeros(tokens, *s.S.shape)               # (slots, B, heads, Dk, Dv)
 
 
 def select_step_states(state, start, n):
@@ -124,5 +197,6 @@ def select_step_states(state, start, n):
     state.pos = start + n
     truncate_kv(state, start + n)
     for s in state.deltanet_layers():
-        s.conv, s.S = s.conv_steps[n - 1], s.S_steps[n - 1]
-        s.keep_steps, s.conv_steps, s.S_steps = False, [], []
+        s.conv.copy_(s.conv_steps[n - 1])
+        s.S.copy_(s.S_steps[n - 1])
+        s.keep_steps = False

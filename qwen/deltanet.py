@@ -74,21 +74,21 @@ class GatedDeltaNet(nn.Module):
         self.out_proj = nn.Linear(self.nv * self.dv, H, bias=False)
 
     def conv(self, x, cache):
-        """Depthwise causal conv over [window, new inputs]; updates cache.conv. x: (B, C, T) -> (B, C, T)"""
+        """Depthwise causal conv over [window, new inputs]; updates cache.conv in place. x: (B, C, T) -> (B, C, T)"""
         B, C, T = x.shape
-        window = cache.conv if cache.conv is not None else x.new_zeros(B, C, self.kernel - 1)
-        full = torch.cat([window.to(x.dtype), x], dim=-1)                       # (B, C, K-1+T)
-        cache.conv = full[:, :, T:]                                             # the last K-1 inputs
-        if cache.keep_steps:
-            cache.conv_steps = [full[:, :, t + 1:t + self.kernel] for t in range(T)]
+        full = torch.cat([cache.conv.to(x.dtype), x], dim=-1)                  # (B, C, K-1+T)
+        if cache.keep_steps:                     # the window after token t is full[:, :, t+1 : t+K]
+            windows = full.unfold(-1, self.kernel - 1, 1)[:, :, 1:T + 1]      # (B, C, T, K-1)
+            cache.conv_steps[:T].copy_(windows.permute(2, 0, 1, 3))
         if T <= RECURRENT_MAX_T:       # a few tokens: K multiply-adds per channel beat a conv kernel launch
             out = (full.unfold(-1, self.kernel, 1) * self.conv1d.weight[:, None, 0, :]).sum(-1)   # (B, C, T)
         else:
             out = F.conv1d(full, self.conv1d.weight, groups=C)
+        cache.conv.copy_(full[:, :, T:])                                       # the last K-1 inputs
         return F.silu(out)
 
     def forward(self, x, cache, real=None):
-        """x: (B, T, H); cache: DeltaNetState, advanced by T tokens; real: (B, T) bool, False on padding."""
+        """x: (B, T, H); cache: DeltaNetState, advanced by T tokens in place; real: (B, T) bool, False on padding."""
         B, T, _ = x.shape
         if real is not None:                                  # padding must write nothing into the memory
             x = x * real[..., None].to(x.dtype)
@@ -103,10 +103,15 @@ class GatedDeltaNet(nn.Module):
         beta = torch.sigmoid(self.in_proj_b(x).float())                                 # (B, T, nv)
         g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
         q, k, v, beta, g = (t.transpose(1, 2) for t in (q, k, v, beta, g))            # heads first
+        # subtle: when training, autograd keeps the old memory for the backward pass; never overwrite it under it
+        S = cache.S.clone() if torch.is_grad_enabled() else cache.S
         if T <= RECURRENT_MAX_T or cache.keep_steps:
-            out, cache.S, cache.S_steps = delta_rule_recurrent(q, k, v, g, beta, cache.S, cache.keep_steps)
+            out, S, steps = delta_rule_recurrent(q, k, v, g, beta, S, cache.keep_steps)
+            if cache.keep_steps:
+                cache.S_steps[:T].copy_(torch.stack(steps))                   # (T, B, nv, dk, dv)
         else:
-            out, cache.S = delta_rule_chunked(q, k, v, g, beta, cache.S)
+            out, S = delta_rule_chunked(q, k, v, g, beta, S)
+        cache.S.copy_(S)                                      # in place: the buffer outlives the pass
         out = out.transpose(1, 2).to(x.dtype)                                           # (B, T, nv, dv)
         z = self.in_proj_z(x).view(B, T, self.nv, self.dv)
         return self.out_proj(self.norm(out, z).reshape(B, T, -1))

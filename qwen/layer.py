@@ -23,12 +23,13 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, cache, pad=None, real=None):
-        """x: (B, T, H) -> (B, T, H); cache: this layer's AttentionState or DeltaNetState (advanced by T)."""
+    def forward(self, x, cos, sin, cache, positions, pad=None, real=None):
+        """x: (B, T, H) at positions (T,) -> (B, T, H); cache: this layer's AttentionState or DeltaNetState,
+        written in place."""
         h = self.input_layernorm(x)
         if self.kind == "linear_attention":
             h = self.linear_attn(h, cache, real)
         else:
-            h = self.self_attn(h, cos, sin, cache, pad)
+            h = self.self_attn(h, cos, sin, cache, positions, pad)
         x = x + h
         return x + self.mlp(self.post_attention_layernorm(x))

@@ -3,6 +3,7 @@
     model = Model.from_pretrained(find_model())
     state = State(model)
     logits = model(ids, state)          # ids (B, T) -> logits (B, T, vocab); state.pos += T
+    logits = model(ids2, state)         # continues from the cache
 
 Any T works from any state: a whole prompt, one token, or several tokens continuing from a cache (as
 speculative verification needs).
@@ -28,30 +29,58 @@ class Model(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
+        self.compiled = None                                  # compiled steps by T, set by compile.py
 
-    def hidden(self, ids, state):
-        """Last-layer output after the final norm. ids: (B, T) -> (B, T, H); advances state by T."""
-        B, T = ids.shape
-        positions = torch.arange(state.pos, state.pos + T, device=ids.device)        # (T,)
-        real = None
+    def run(self, ids, positions, state):
+        """The stack on ids (B, T) at positions (T,) -> last-layer output after the final norm (B, T, H).
+        Reads and writes the state's buffers in place and reads no Python number from it, so the same
+        code is the eager path and, traced once per T, the compiled one (compile.py)."""
+        rope_positions, real = positions, None
         if state.pad is not None:                             # left-padded batch: each row counts from its first token
             real = positions[None, :] >= state.pad[:, None]                           # (B, T)
-            positions = (positions[None, :] - state.pad[:, None]).clamp(min=0)       # (B, T)
-        cos, sin = rope_tables(self.cfg, positions)
+            rope_positions = (positions[None, :] - state.pad[:, None]).clamp(min=0)  # (B, T)
+        cos, sin = rope_tables(self.cfg, rope_positions)
         x = self.embed_tokens(ids)
         for layer, cache in zip(self.layers, state.layers):
-            x = layer(x, cos, sin, cache, state.pad, real)
-        state.pos += T
+            x = layer(x, cos, sin, cache, positions, state.pad, real)
         return self.norm(x)
+
+    def step(self, ids, positions, state):
+        """run() and the output layer: -> (logits (B, T, vocab), hidden (B, T, H)). What compile.py compiles."""
+        hidden = self.run(ids, positions, state)
+        return self.lm_head(hidden), hidden
+
+    def hidden(self, ids, state):
+        """Last-layer output after the final norm, always eager (prefill, training).
+        ids: (B, T) -> (B, T, H); advances state by T."""
+        positions = state.begin_pass(ids)
+        hidden = self.run(ids, positions, state)
+        state.end_pass(ids.shape[1])
+        return hidden
+
+    def forward_hidden(self, ids, state, last_only=False):
+        """ids: (B, T) -> (logits (B, T, vocab) or (B, 1, vocab) for the last position only, hidden (B, T, H)).
+        Takes the compiled step when one was prepared for this T (compile.py), else runs eagerly."""
+        positions = state.begin_pass(ids)
+        compiled = self.compiled.lookup(ids.shape[1]) if self.compiled is not None else None
+        if compiled is not None:
+            logits, hidden = compiled(ids, positions, state)
+            logits = logits[:, -1:] if last_only else logits
+        else:
+            hidden = self.run(ids, positions, state)
+            logits = self.lm_head(hidden[:, -1:] if last_only else hidden)
+        state.end_pass(ids.shape[1])
+        return logits, hidden
 
     def forward(self, ids, state, last_only=False):
         """ids: (B, T) -> logits (B, T, vocab), or (B, 1, vocab) for the last position only."""
-        h = self.hidden(ids, state)
-        return self.lm_head(h[:, -1:] if last_only else h)
+        return self.forward_hidden(ids, state, last_only)[0]
 
     @classmethod
-    def from_pretrained(cls, path, dtype=torch.float32, device=None):
-        """Load a model folder (hub layout `model.language_model.*` or text-only `model.*`)."""
+    def from_pretrained(cls, path, dtype=torch.float32, device=None, compile=False, ks=(1, 2, 3)):
+        """Load a model folder (hub layout `model.language_model.*` or text-only `model.*`).
+        compile=True prepares compiled steps for decoding and for verifying 1+k tokens, k in `ks`
+        (compile.py; falls back to eager, with the reason in model.compiled.status, if it cannot)."""
         cfg = read_config(path)
         names = list_tensors(path)
         prefix = text_prefix(names)
@@ -64,7 +93,11 @@ class Model(nn.Module):
             model = cls(cfg)
         load_into(model, weights, f"{path} ({prefix}*)",
                   skip={"lm_head.weight"} if cfg.tie_word_embeddings else set())
-        return model.to(device=device).eval().requires_grad_(False)
+        model = model.to(device=device).eval().requires_grad_(False)
+        if compile:
+            from qwen.compile import compile_model
+            compile_model(model, ks=ks)
+        return model
 
 
 def load_into(module, weights, source, skip=()):

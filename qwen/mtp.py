@@ -19,6 +19,7 @@ Greedy output is token-identical to plain decoding; with sampling, the acceptanc
 (accept with probability min(1, p/q), else resample from max(p - q, 0)) keeps the distribution.
 """
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -46,9 +47,11 @@ class MTP(nn.Module):
         self.layers = nn.ModuleList([DecoderLayer(cfg, "full_attention")])
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.draft_vocab = None        # optional (V',) token ids the draft scores (FR-Spec); None = all
+        self.compiled = None           # compiled head passes by T, set by compile.py
 
     @classmethod
-    def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None):
+    def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, compile=False, ks=(1, 2, 3)):
+        """Load the checkpoint's mtp.* tensors; compile=True prepares compiled head passes (compile.py)."""
         path = path or find_model()
         weights = load_weights(path, part="mtp.", dtype=dtype)
         if not weights:
@@ -56,14 +59,36 @@ class MTP(nn.Module):
         with torch.device("meta"):
             head = cls(cfg)
         load_into(head, weights, f"{path} (mtp.*)")
-        return head.to(device=device).eval().requires_grad_(False)
+        head = head.to(device=device).eval().requires_grad_(False)
+        if compile:
+            from qwen.compile import compile_head
+            compile_head(head, ks=ks)
+        return head
 
     def forward(self, emb_next, hidden, start, cache):
         """emb_next: embeddings of tokens t+1, hidden: main-model outputs at t, both (B, T, H), at
-        positions start..start+T-1 -> the head's output (B, T, H), to be fed to lm_head. Extends cache."""
+        positions start..start+T-1 -> the head's output (B, T, H), to be fed to lm_head. Writes those
+        positions of `cache` (an AttentionState), whose length becomes start + T."""
+        B, T, _ = emb_next.shape
+        cache.reserve(self.cfg, B, start + T, emb_next.dtype, emb_next.device)
+        positions = torch.arange(start, start + T, device=emb_next.device)
+        compiled = self.compiled.lookup(T) if self.compiled is not None else None
+        out = (compiled or self.run)(emb_next, hidden, positions, cache)
+        cache.n = start + T
+        return out
+
+    def run(self, emb_next, hidden, positions, cache):
+        """forward's tensor work at positions (T,): reads no Python number, so it compiles once per T."""
         x = self.fc(torch.cat([self.pre_fc_norm_embedding(emb_next), self.pre_fc_norm_hidden(hidden)], -1))
-        cos, sin = rope_tables(self.cfg, torch.arange(start, start + x.shape[1], device=x.device))
-        return self.norm(self.layers[0](x, cos, sin, cache))
+        cos, sin = rope_tables(self.cfg, positions)
+        return self.norm(self.layers[0](x, cos, sin, cache, positions))
+
+    def draft(self, model, hidden, tokens, start, cache, row=-1):
+        """Run the head on (hidden (1, T, H), next tokens (1, T)) at positions start.. and score the
+        guess after position start + row. -> (logits (1, V'), their token ids or None, head output (1, 1, H))"""
+        out = self(model.embed_tokens(tokens), hidden, start, cache)[:, row]         # (1, H)
+        logits, cols = self.draft_logits(out, model.lm_head)
+        return logits, cols, out[:, None]
 
     def set_draft_vocab(self, token_ids, lm_head):
         """Score drafts only over `token_ids` (a frequency-ranked subset, FR-Spec). Verification stays
@@ -89,12 +114,6 @@ def frequency_ranked_vocab(token_lists, vocab_size, size, always=()):
         counts += torch.bincount(torch.as_tensor(ids, dtype=torch.long), minlength=vocab_size)[:vocab_size]
     ranked = torch.argsort(-counts, stable=True)[:size].tolist()         # stable: ties keep id order
     return sorted(set(ranked) | set(always))
-
-
-def forward_hidden(model, ids, state):
-    """model(ids, state), also returning the last-layer output the head reads. -> (logits, hidden)"""
-    hidden = model.hidden(ids, state)
-    return model.lm_head(hidden), hidden
 
 
 def accept_drafts(main_logits, drafts, draft_probs, temperature=0, top_k=None, top_p=None, generator=None):
@@ -124,19 +143,114 @@ def accept_drafts(main_logits, drafts, draft_probs, temperature=0, top_k=None, t
     return k, int(torch.multinomial(p[k], 1, generator=generator)), p    # all accepted: a bonus token
 
 
-def _draft(mtp, model, hidden, tokens, start, cache, temperature, top_k, top_p, generator):
-    """Run the head on (hidden, next tokens) at positions start.. and guess one token from its last
-    output. hidden: (1, T, H); tokens: (1, T) -> (guess id, its distribution (V,) or None, head output (1, 1, H), logits)"""
-    out = mtp(model.embed_tokens(tokens), hidden, start, cache)
-    logits, cols = mtp.draft_logits(out[:, -1], model.lm_head)              # (1, V')
-    tok = int(pick_token(logits, temperature, top_k, top_p, generator)[0])
-    full = None
-    if temperature:                                                          # q over the whole vocabulary
-        q = probs_from_logits(logits[0], temperature, top_k, top_p)
-        full = q if cols is None else torch.zeros(model.cfg.vocab_size, device=q.device).index_add_(0, cols, q)
-    if cols is not None:
-        tok = int(cols[tok])
-    return tok, full, out[:, -1:], (logits[0], cols)
+
+def forward_hidden(model, ids, state):
+    """model(ids, state), also returning the last-layer output the head reads. -> (logits, hidden)"""
+    return model.forward_hidden(ids, state)
+
+
+@dataclass
+class Guess:
+    """The head's guess for one position: the token, its distribution q over the whole vocabulary
+    (None when greedy), the head's output there (1, 1, H) and the scores as computed (for the trace)."""
+    token: int
+    q: torch.Tensor
+    out: torch.Tensor
+    scores: tuple                # (logits (V',), token ids of those columns or None)
+
+
+@dataclass
+class Round:
+    """What one round of speculative decoding did."""
+    pos: int                     # position of the round's first token (the last one emitted)
+    drafts: list                 # the k guessed tokens
+    guesses: list                # their Guess records
+    logits: torch.Tensor         # (k+1, V) the main model after tok, d1, ..., dk
+    p: torch.Tensor              # (k+1, V) the main model's distributions when sampling, else None
+    accepted: int                # n: drafts kept
+    next_token: int              # the main model's own token after them (correction or bonus)
+    next_guess: Guess            # the head's d1 for the next round
+    seconds: dict                # draft, verify, snapshot, restore, rerun (zeros unless timed)
+    snapshot_bytes: int = 0
+
+
+class Clock:
+    """Seconds per phase: clock.lap("verify") adds the time since the previous lap."""
+
+    def __init__(self):
+        self.seconds = dict(draft=0.0, verify=0.0, snapshot=0.0, restore=0.0, rerun=0.0)
+        self.t = time.perf_counter()
+
+    def lap(self, phase):
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self.t
+        self.t = now
+
+
+class NoClock(Clock):
+    """The clock when nobody asked for timings: does nothing."""
+
+    def lap(self, phase):
+        pass
+
+
+def guess(mtp, model, hidden, tokens, start, cache, sampling, row=-1):
+    """One head pass and a guess from its output at row `row`. hidden: (1, T, H); tokens: (1, T) -> Guess"""
+    logits, cols, out = mtp.draft(model, hidden, tokens, start, cache, row)        # logits (1, V')
+    token = int(pick_token(logits, **sampling)[0])
+    q = None
+    if sampling.get("temperature"):                                            # q over the whole vocabulary
+        q = probs_from_logits(logits[0], sampling["temperature"], sampling.get("top_k"), sampling.get("top_p"))
+        q = q if cols is None else torch.zeros(model.cfg.vocab_size, device=q.device).index_add_(0, cols, q)
+    return Guess(int(cols[token]) if cols is not None else token, q, out, (logits[0], cols))
+
+
+def speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch=None):
+    """One round from `tok` (emitted, not yet run; at position state.pos), the head's guess `first` for
+    the token after it, and k drafts. -> Round. `watch(phase)` (optional) looks at the state mid-round."""
+    P, device = state.pos, head_cache.k.device
+    # 1. guess: d1 came from the last head pass; d2..dk feed the head its own output
+    guesses = [first]
+    for j in range(1, k):
+        # the head's entry at position P pairs (h_P, d1); h_P is unknown until verify, so its own output stands in
+        guesses.append(guess(mtp, model, guesses[-1].out, torch.tensor([[guesses[-1].token]], device=device),
+                             P + j - 1, head_cache, sampling))
+    drafts = [g.token for g in guesses]
+    clock.lap("draft")
+    # 2. verify tok, d1..dk in one pass, keeping what a rollback will need
+    snap = snapshot_state(state) if rollback == "recompute" else None
+    if rollback == "select":
+        keep_step_states(state, k + 1)
+    clock.lap("snapshot")
+    seq = torch.tensor([[tok] + drafts], device=device)                             # (1, k+1)
+    logits, hidden = model.forward_hidden(seq, state)                              # (1, k+1, V), (1, k+1, H)
+    clock.lap("verify")
+    if watch:
+        watch("after_verify")
+    # 3. accept the longest agreeing prefix (or, sampling, min(1, p/q) each), then the main model's token
+    q = torch.stack([g.q for g in guesses]) if sampling.get("temperature") else None
+    n, nxt, p = accept_drafts(logits[0], drafts, q, **sampling)
+    # ...and roll the main state back to just after tok, d1..dn
+    if rollback == "select":                  # take the states kept after token n+1: no re-run
+        select_step_states(state, P, n + 1)
+    elif n < k and rollback == "recompute":   # restore the snapshot, re-run the accepted tokens
+        restore_state(state, snap)
+        clock.lap("restore")
+        model.forward_hidden(seq[:, :n + 1], state)
+        clock.lap("rerun")
+    elif n < k:                               # "none": KV caches cut, the recurrent memory left dirty
+        truncate_kv(state, P + n + 1)
+        state.pos = P + n + 1
+    clock.lap("restore")
+    # 4. the head catches up on positions P..P+n and guesses the next round's d1. It always runs k+1
+    # positions (one compiled shape); entries past n are overwritten before anything reads them.
+    head_cache.truncate(P)
+    tokens = torch.tensor([drafts[:n] + [nxt] + drafts[n:]], device=device)        # (1, k+1)
+    next_guess = guess(mtp, model, hidden, tokens, P, head_cache, sampling, row=n)
+    head_cache.truncate(P + n + 1)
+    clock.lap("draft")
+    return Round(P, drafts, guesses, logits[0], p, n, nxt, next_guess, clock.seconds,
+                 snapshot_bytes(snap) if snap else 0)
 
 
 @torch.inference_mode()     # as a decorator: entered on every resume, whichever thread resumes
@@ -151,90 +265,42 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     if not 1 <= int(k) <= 8:
         raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
     check_prompt(model, ids)
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
     record = tr.recorder(trace)
     state, head_cache = State(model), AttentionState()
-    t0 = time.perf_counter()
-    hidden = model.hidden(ids, state)                                      # (1, T, H)
+    clock = Clock() if record else NoClock()
+    hidden = model.hidden(ids, state)                                      # (1, T, H) prefill
     logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
-    t1 = time.perf_counter()
-    tok = int(pick_token(logits, temperature, top_k, top_p, generator)[0])
+    clock.lap("prefill")
+    tok = int(pick_token(logits, **sampling)[0])
     nxt = torch.cat([ids[:, 1:], torch.tensor([[tok]], device=ids.device)], dim=1)
-    guess = _draft(mtp, model, hidden, nxt, 0, head_cache, temperature, top_k, top_p, generator)
+    first = guess(mtp, model, hidden, nxt, 0, head_cache, sampling)
+    clock.lap("draft")
     if record:
-        record(tr.prefill_record(model, state, head_cache, ids, tok, guess, t1 - t0, time.perf_counter() - t1,
-                                record.watch))
+        record(tr.prefill_record(state, head_cache, ids, tok, first, clock.seconds, record.watch))
     out, rounds, hits = [tok], 0, 0
     yield [(tok, "main")], rounds, hits
-    budget = max_new_tokens
-    while len(out) < budget and out[-1] not in stop:
-        P = state.pos                                       # tok sits at position P, not yet run
-        before = tr.state_view(state, head_cache, record.watch) if record else None
-        # 1. guess: d1 came from the last head pass; d2..dk feed the head its own output
-        t0 = time.perf_counter()
-        drafts, qs, views = [guess[0]], [guess[1]], [guess[3]]
-        h_prev = guess[2]
-        for j in range(1, k):
-            # the head's entry at position P pairs (h_P, d1); h_P is unknown until verify, so its own output stands in
-            g = _draft(mtp, model, h_prev, torch.tensor([[drafts[-1]]], device=ids.device), P + j - 1,
-                       head_cache, temperature, top_k, top_p, generator)
-            drafts.append(g[0]); qs.append(g[1]); views.append(g[3]); h_prev = g[2]
-        t_draft = time.perf_counter() - t0
-        # 2. verify all k+1 positions in one pass, keeping what a rollback will need
-        t0 = time.perf_counter()
-        snap, t_snap, snap_size = None, 0.0, 0
-        if rollback == "recompute":
-            snap = snapshot_state(state)
-            snap_size = snapshot_bytes(snap)
-        elif rollback == "select":
-            keep_step_states(state)
-        t_snap = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        seq = torch.tensor([[tok] + drafts], device=ids.device)                   # (1, k+1)
-        logits, hidden = forward_hidden(model, seq, state)
-        t_verify = time.perf_counter() - t0
-        after_verify = tr.state_view(state, head_cache, record.watch) if record else None
-        n, nxt_tok, p = accept_drafts(logits[0], drafts, torch.stack(qs) if temperature else None,
-                                      temperature, top_k, top_p, generator)
-        rounds, hits = rounds + 1, hits + n
-        # 3. accept, or roll back the main state to just after tok, d1..dn
-        t0 = time.perf_counter()
-        t_rerun = 0.0
-        if rollback == "select":
-            select_step_states(state, P, n + 1)
-        elif n < k:
-            if rollback == "recompute":
-                restore_state(state, snap)
-                t1 = time.perf_counter()
-                _, hidden = forward_hidden(model, seq[:, :n + 1], state)         # re-run the accepted tokens
-                t_rerun = time.perf_counter() - t1
-            else:                                                                 # "none": KV only, memory left dirty
-                truncate_kv(state, P + n + 1)
-                state.pos = P + n + 1
-        t_restore = time.perf_counter() - t0 - t_rerun
-        emitted = [(d, "draft") for d in drafts[:n]] + [(nxt_tok, "bonus" if n == k else "correction")]
-        # emit, ending exactly where plain decoding would (stop token or max_new_tokens)
-        emit = []
+    while len(out) < max_new_tokens and out[-1] not in stop:
+        views = {"before": tr.state_view(state, head_cache, record.watch)} if record else {}
+        clock = Clock() if record else clock
+        watch = (lambda phase: views.update({phase: tr.state_view(state, head_cache, record.watch)})) \
+            if record else None
+        r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)
+        rounds, hits = rounds + 1, hits + r.accepted
+        emitted = [(d, "draft") for d in r.drafts[:r.accepted]] + \
+                  [(r.next_token, "bonus" if r.accepted == k else "correction")]
+        emit = []                # end exactly where plain decoding would (stop token or max_new_tokens)
         for t, origin in emitted:
-            if len(out) >= budget:
+            if len(out) >= max_new_tokens:
                 break
             out.append(t)
             emit.append((t, origin))
             if t in stop:
                 break
-        tok = nxt_tok
-        head_cache.truncate(P)                  # drop the head's speculative entries
-        if len(out) < budget and out[-1] not in stop:
-            # the head learns the accepted positions P..P+n and guesses the next round's d1
-            t0 = time.perf_counter()
-            seq_next = torch.tensor([drafts[:n] + [nxt_tok]], device=ids.device)
-            guess = _draft(mtp, model, hidden[:, :n + 1], seq_next, P, head_cache, temperature, top_k, top_p,
-                           generator)
-            t_draft += time.perf_counter() - t0
+        tok, first = r.next_token, r.next_guess
         if record:
-            record(tr.round_record(model, rounds, P, drafts, qs if temperature else None, views, logits[0], p,
-                                   n, emit, rollback, dict(draft=t_draft, verify=t_verify, snapshot=t_snap,
-                                                           restore=t_restore, rerun=t_rerun),
-                                   snap_size, before, after_verify, tr.state_view(state, head_cache, record.watch)))
+            views["after"] = tr.state_view(state, head_cache, record.watch)
+            record(tr.round_record(rounds, r, emit, rollback, views))
         yield emit, rounds, hits
 
 

@@ -79,37 +79,42 @@ def _top(probs, cols=None):
     return [[int(i), round(float(v), 5)] for i, v in zip(idx, values)]
 
 
-def _draft_entry(token, view):
-    logits, cols = view
+def _draft_entry(guess):
+    logits, cols = guess.scores
     probs = logits.float().softmax(-1)
-    where = (cols == token).nonzero() if cols is not None else None
-    prob = float(probs[int(where[0, 0])]) if cols is not None and len(where) else \
-        (float(probs[token]) if cols is None else 0.0)
-    return {"token": int(token), "prob": round(prob, 5), "top": _top(probs, cols)}
+    if cols is None:
+        prob = float(probs[guess.token])
+    else:                                                      # FR-Spec: find the token's column
+        where = (cols == guess.token).nonzero()
+        prob = float(probs[int(where[0, 0])]) if len(where) else 0.0
+    return {"token": int(guess.token), "prob": round(prob, 5), "top": _top(probs, cols)}
 
 
-def prefill_record(model, state, head_cache, ids, tok, guess, t_prefill, t_draft, watch=(0, 0)):
+def prefill_record(state, head_cache, ids, tok, first, seconds, watch=(0, 0)):
+    """Round 0: the prompt's pass, its token, and the head's first guess."""
     return {"round": 0, "kind": "prefill", "pos": 0, "prompt_tokens": ids.shape[1],
-            "emitted": [{"token": int(tok), "origin": "main"}], "next_draft": _draft_entry(guess[0], guess[3]),
-            "seconds": {"prefill": t_prefill, "draft": t_draft},
+            "emitted": [{"token": int(tok), "origin": "main"}], "next_draft": _draft_entry(first),
+            "seconds": {"prefill": seconds["prefill"], "draft": seconds["draft"]},
             "states": {"after": state_view(state, head_cache, watch)}}
 
 
-def round_record(model, n_round, pos, drafts, draft_probs, views, main_logits, main_probs, accepted, emitted,
-                 rollback, seconds, snap_bytes, before, after_verify, after):
-    probs = main_probs if main_probs is not None else main_logits.float().softmax(-1)     # (k+1, V)
+def round_record(n_round, r, emitted, rollback, views):
+    """A qwen.mtp.Round as plain data. emitted: [(token, origin)] as yielded; views: state_view()s
+    named before / after_verify / after."""
+    probs = r.p if r.p is not None else r.logits.float().softmax(-1)                   # (k+1, V)
     verify = []
-    for i in range(len(drafts) + 1):
+    for i in range(len(r.drafts) + 1):
         choice = int(probs[i].argmax())
         entry = {"token": choice, "prob": round(float(probs[i, choice]), 5), "top": _top(probs[i])}
-        if i < len(drafts):
-            entry["draft_prob"] = round(float(probs[i, drafts[i]]), 5)
-            entry["match"] = i < accepted
+        if i < len(r.drafts):
+            entry["draft_prob"] = round(float(probs[i, r.drafts[i]]), 5)
+            entry["match"] = i < r.accepted
         verify.append(entry)
-    return {"round": n_round, "kind": "round", "pos": pos, "k": len(drafts),
-            "draft": [_draft_entry(d, v) for d, v in zip(drafts, views)],
-            "verify": verify, "accepted": accepted,
+    return {"round": n_round, "kind": "round", "pos": r.pos, "k": len(r.drafts),
+            "draft": [_draft_entry(g) for g in r.guesses],
+            "verify": verify, "accepted": r.accepted,
             "emitted": [{"token": int(t), "origin": o} for t, o in emitted],
-            "rollback": rollback, "rolled_back": accepted < len(drafts),
-            "seconds": {key: round(v, 6) for key, v in seconds.items()}, "snapshot_bytes": int(snap_bytes),
-            "states": {"before": before, "after_verify": after_verify, "after": after}}
+            "rollback": rollback, "rolled_back": r.accepted < len(r.drafts),
+            "seconds": {key: round(v, 6) for key, v in r.seconds.items()}, "snapshot_bytes": int(r.snapshot_bytes),
+            "states": {"before": views.get("before"), "after_verify": views.get("after_verify"),
+                       "after": views.get("after")}}

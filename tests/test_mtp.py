@@ -110,11 +110,18 @@ def test_select_and_restore_leave_the_state_plain_decoding_has():
         want = State(model)
         model(torch.tensor([prefix + more[:2]]), want)
         assert state.pos == want.pos
-        for got, ref in zip(state.layers, want.layers):
-            for name in ("k", "v", "conv", "S"):
-                a, b = getattr(got, name, None), getattr(ref, name, None)
-                if a is not None:
-                    assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5)
+        assert_same_state(state, want)
+
+
+def assert_same_state(got, want, atol=1e-5):
+    """Same position, same valid KV columns, same conv windows and memories."""
+    assert got.pos == want.pos
+    for a, b in zip(got.attention_layers(), want.attention_layers()):
+        assert a.length() == b.length() == want.pos
+        for x, y in zip(a.valid(), b.valid()):
+            assert x.shape == y.shape and torch.allclose(x, y, atol=atol)
+    for a, b in zip(got.deltanet_layers(), want.deltanet_layers()):
+        assert torch.allclose(a.conv, b.conv, atol=atol) and torch.allclose(a.S, b.S, atol=atol)
 
 
 def test_restore_brings_back_exactly_the_snapshot_and_memory_does_not_grow():
