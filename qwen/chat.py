@@ -2,21 +2,41 @@
 
     chat = Chat(model, path)
     chat.encode("def fib(n):")                                  # raw completion -> ids (1, T)
-    chat.encode_chat([{"role": "user", "content": "Hi"}])       # the template's markup -> ids (1, T)
+    chat.encode_chat([{"role": "user", "content": "Hi"}], enable_thinking=False)   # the template's prompt -> (1, T)
     chat.decode(ids), chat.stop                                 # text; ids that end a reply
 
-The template is the Jinja text in `tokenizer_config.json`, rendered in a sandbox. A trap: user text
-may contain strings such as "<|im_end|>". If the rendered prompt were tokenised as one string, that
-text would become a real control token and end the user's turn early (prompt injection). So each
-message's content is rendered as a placeholder, and the pieces are tokenised separately: the
-template's markup with special tokens, the contents as plain text.
+The template is the Jinja text shipped with the tokenizer, rendered in a sandbox the way `transformers`'
+`apply_chat_template` renders it, so the prompt is the one the model was trained on, token for token.
+
+A trap: a message may contain strings such as "<|im_end|>". Tokenised with the rest of the prompt, such text would
+become a real control token and end the user's turn early (prompt injection). Hiding the contents from the template
+avoids that but breaks templates that trim the content, test it, or rewrite earlier turns. So the template sees the
+real messages, and is rendered a second time with every special-token string in its inputs blanked out (the same
+number of characters of one private-use character, shown here as ■):
+
+    real     <|im_start|>user\nhi <|im_end|> there<|im_end|>\n<|im_start|>assistant\n
+    blanked  <|im_start|>user\nhi ■■■■■■■■■■ there<|im_end|>\n<|im_start|>assistant\n
+
+The real rendering is the prompt's text, character for character the reference's. A special token in it is the
+template's own markup when the blanked rendering has the same token at the same place (markup_spans); every other
+special-token string is encoded as plain text. A special-token string is the text of any added token of the
+tokenizer, special or not (Qwen's <think> and <tool_call> are not), whitespace-only ones aside.
+
+When no input holds a special-token string, the two renderings are one, and the ids are the reference's. subtle:
+when the template reacts to such a string (a reply after the last question with its reasoning inline,
+"...</think>\n\nanswer"), the stretch rendered differently keeps its special tokens as text. Pass the reasoning as
+"reasoning_content" for the reference's ids there.
 """
 import json
 import os
 import re
-import threading
+from datetime import datetime
+from functools import lru_cache
 
 import torch
+from jinja2 import ext, nodes
+from jinja2.exceptions import TemplateSyntaxError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 SPECIAL_STOPS = ("<|im_end|>", "<|endoftext|>")
 # Fallback for folders without a chat template: the Qwen form (ChatML with an optional think block).
@@ -25,30 +45,141 @@ QWEN_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}"
     "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}"
     "{%- endif -%}{%- endif -%}")
+# The tokenizer's named special tokens, which templates read as variables ("{{ bos_token }}").
+NAMED_SPECIALS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+# Names a message's reasoning comes under; templates read "reasoning_content" (gpt-oss style ones "thinking").
+REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 
 
-def render_template(template, messages, add_generation_prompt=True, **extra):
-    """The chat template rendered to a string (sandboxed Jinja: a template cannot touch the system)."""
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = lambda msg: (_ for _ in ()).throw(ValueError(msg))
-    return env.from_string(template).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                            **extra)
+class TemplateRefused(ValueError):
+    """The chat template's own `raise_exception(...)`: the conversation is not one this template accepts."""
 
 
-def build_prompt(messages, template=QWEN_TEMPLATE, **extra):
-    """The prompt as text, for display. messages: [{"role": "user", "content": "..."}]"""
-    return render_template(template, messages, **extra)
+class _Generation(ext.Extension):
+    """`{% generation %}...{% endgeneration %}` (marks a reply for training masks): rendered as its body."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
+def _refuse(message):
+    raise TemplateRefused(f"the chat template refused this conversation: {message}")
+
+
+def compile_template(template):
+    """The Jinja template compiled as transformers compiles chat templates: sandboxed (a template cannot touch the
+    system), trim_blocks and lstrip_blocks, loop controls, a `tojson` that keeps non-ASCII text and '<' as they are,
+    `raise_exception` and `strftime_now`."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[ext.loopcontrols, _Generation])
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    env.globals["raise_exception"] = _refuse
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(template)
+
+
+def plain_messages(messages):
+    """Messages as the template sees them: keys whose value is None dropped (a missing key renders better than
+    "None"), and reasoning given under any of REASONING_KEYS offered under all of them. As transformers does."""
+    out = []
+    for m in messages:
+        if not isinstance(m, dict):
+            raise ValueError(f"a chat message must be a dict such as {{'role': 'user', 'content': '...'}}, not {m!r}")
+        m = {k: v for k, v in m.items() if v is not None}
+        reasoning = next((m[k] for k in REASONING_KEYS if k in m), None)
+        out.append(m if reasoning is None else {"thinking": reasoning, **m, "reasoning_content": reasoning})
+    return out
+
+
+def blank_specials(value, specials, blank):
+    """Every special-token string in `value` (a string, or dicts / lists of them; keys kept) replaced by as many
+    `blank` characters: "hi <|im_end|>" -> "hi ■■■■■■■■■■". Same lengths, so `|length` and slicing agree."""
+    if isinstance(value, str):
+        return alternation(specials).sub(lambda m: blank * len(m.group()), value)
+    if isinstance(value, dict):
+        return {k: blank_specials(v, specials, blank) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(blank_specials(v, specials, blank) for v in value)
+    return value
+
+
+def unused_char(value):
+    """A private-use character that occurs in no string of `value` (so a blank is never mistaken for text)."""
+    seen = set(json.dumps(value, ensure_ascii=False, default=str))
+    return next(c for c in map(chr, range(0xE000, 0xF900)) if c not in seen)
+
+
+@lru_cache(maxsize=16)
+def alternation(strings):
+    """A regex matching any of `strings`, leftmost then longest first (as a tokenizer splits out added tokens)."""
+    return re.compile("|".join(map(re.escape, sorted(strings, key=len, reverse=True))) or "(?!)")
+
+
+def agreeing_prefix(real, blanked, specials, blank):
+    """Length of the longest prefix over which `blanked` is `real` with some special-token strings blanked.
+        ("a<|im_end|>b<|x|>", "a■■■■■■■■■■b<|y|>") -> 14"""
+    found, i, n = alternation(specials), 0, min(len(real), len(blanked))
+    while i < n:
+        if real[i] == blanked[i]:
+            i += 1
+        elif blanked[i] == blank and (m := found.match(real, i)) and blanked[i:m.end()] == blank * len(m.group()):
+            i = m.end()
+        else:
+            break
+    return i
+
+
+def markup_spans(real, blanked, specials, blank):
+    """(start, end) of each special-token string in `real` that the template wrote itself.
+
+    The two renderings agree (up to blanked special-token strings) over a common head and a common tail: all of
+    them when the template did not react to the blanked strings. Inside those, a special token of `real` is markup
+    when `blanked` has the same token at the same place: the template wrote it with no special-token string in its
+    inputs. In the middle, where the template rendered differently (it split a "</think>" out of a reply, say),
+    nothing is markup: those tokens stay text, which can cost exactness but never lets text become a control token.
+        ("a<|im_end|>b<|im_end|>", "a■■■■■■■■■■b<|im_end|>") -> [(12, 22)]
+    """
+    head = agreeing_prefix(real, blanked, specials, blank)
+    backwards = tuple(t[::-1] for t in specials)
+    tail = min(agreeing_prefix(real[::-1], blanked[::-1], backwards, blank), min(len(real), len(blanked)) - head)
+    shift = len(blanked) - len(real)                                    # in the tail, real i <-> blanked i + shift
+    spans = []
+    for m in alternation(specials).finditer(real):
+        s, e = m.span()
+        if e <= head and blanked[s:e] == m.group() or \
+                s >= len(real) - tail and blanked[s + shift:e + shift] == m.group():
+            spans.append((s, e))
+    return spans
+
+
+def _is_control(content):
+    """Whether an added token's string is a control token, which text must never produce: all of them but those
+    made of whitespace (some tokenizers add runs of spaces or newlines as tokens; they are text)."""
+    return not content.isspace()
+
+
+def _special_value(value):
+    """A named special token from tokenizer_config.json: "<|im_end|>" or {"content": "<|im_end|>", ...}."""
+    return value.get("content") if isinstance(value, dict) else value
 
 
 class Chat:
+    """A model folder's tokenizer and chat template: text or messages -> ids (1, T), ids -> text; `stop` ids."""
+
     def __init__(self, model, path):
         from tokenizers import Tokenizer
         file = os.path.join(path, "tokenizer.json")
         if not os.path.isfile(file):
             raise FileNotFoundError(f"{file}: the model folder has no tokenizer.json")
-        self.tk = Tokenizer.from_file(file)
-        self._mode = threading.Lock()       # encode_special_tokens is a switch on the shared tokenizer
+        self.tk = Tokenizer.from_file(file)             # added tokens in text become their ids (for markup)
+        self._text_tk = self._text_only(self.tk)        # never makes an added token: for text that must stay text
         self.model = model
         config = {}
         cfg_file = os.path.join(path, "tokenizer_config.json")
@@ -62,13 +193,34 @@ class Chat:
                 template = f.read()
         self.has_template = bool(template)
         self.template = template or QWEN_TEMPLATE
+        try:
+            self._compiled = compile_template(self.template)
+        except TemplateSyntaxError as e:
+            raise ValueError(f"{path}: the chat template does not parse: {e}") from e
         self.supports_thinking = "enable_thinking" in self.template
+        self.named_specials = {k: _special_value(config[k]) for k in NAMED_SPECIALS if _special_value(config.get(k))}
+        added = self.tk.get_added_tokens_decoder()                          # {id: AddedToken}
+        self.special_ids = {t.content: i for i, t in added.items() if _is_control(t.content)}
+        self.specials = tuple(self.special_ids)
         self.stop = self._stop_ids(path, config)
         self.device = next(model.parameters()).device if model is not None else "cpu"
 
+    @staticmethod
+    def _text_only(tk):
+        """A copy of the tokenizer that encodes every control token's string as ordinary text. subtle:
+        `encode_special_tokens` only covers added tokens marked special, and Qwen's <tool_call>, <think>... are not,
+        so the copy marks exactly the control tokens special first."""
+        from tokenizers import Tokenizer
+        spec = json.loads(tk.to_str())
+        for t in spec.get("added_tokens", []):
+            t["special"] = _is_control(t["content"])
+        copy = Tokenizer.from_str(json.dumps(spec))
+        copy.encode_special_tokens = True
+        return copy
+
     def _stop_ids(self, path, config):
         ids = {self.tk.token_to_id(s) for s in SPECIAL_STOPS}
-        eos = config.get("eos_token")
+        eos = _special_value(config.get("eos_token"))
         if isinstance(eos, str):
             ids.add(self.tk.token_to_id(eos))
         gen = os.path.join(path, "generation_config.json")
@@ -80,32 +232,46 @@ class Chat:
 
     def ids_of(self, text, special=False):
         """Token ids of text; special-token strings stay plain text unless `special`."""
-        with self._mode:                    # subtle: two visitors must not see each other's setting
-            self.tk.encode_special_tokens = not special
-            try:
-                return self.tk.encode(text, add_special_tokens=False).ids
-            finally:
-                self.tk.encode_special_tokens = False
+        return (self.tk if special else self._text_tk).encode(text, add_special_tokens=False).ids
 
     def encode(self, text):
         """Raw text -> ids (1, T); special-token strings in it are plain text."""
         return torch.tensor([self.ids_of(text)], dtype=torch.long, device=self.device)
 
-    def build_prompt(self, messages, add_generation_prompt=True, enable_thinking=None):
-        extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
-        return render_template(self.template, messages, add_generation_prompt, **extra)
+    def _render(self, messages, add_generation_prompt, template_kwargs):
+        # Template variables as transformers passes them: the named special tokens, then the caller's (which win).
+        variables = {"tools": None, "documents": None, **self.named_specials, **template_kwargs}
+        return self._compiled.render(variables, messages=messages, add_generation_prompt=add_generation_prompt)
 
-    def encode_chat(self, messages, add_generation_prompt=True, enable_thinking=None):
-        """Messages -> ids (1, T) through the model's chat template; only the markup is special tokens."""
-        marks = [f"\x00{i}\x00" for i in range(len(messages))]
-        masked = [{**m, "content": mark} for m, mark in zip(messages, marks)]
-        text = self.build_prompt(masked, add_generation_prompt, enable_thinking)
-        ids = []
-        for piece in re.split("(\x00\\d+\x00)", text):
-            if piece in marks:
-                ids += self.ids_of(str(messages[marks.index(piece)]["content"]))
-            elif piece:
-                ids += self.ids_of(piece, special=True)
+    def build_prompt(self, messages, add_generation_prompt=True, **template_kwargs):
+        """The prompt as text, exactly as the reference's apply_chat_template(..., tokenize=False) renders it.
+        template_kwargs: e.g. enable_thinking=False, tools=[...]; None means "not passed" (the template's default).
+        messages: [{"role": "user", "content": "..."}, {"role": "assistant", "content": "...",
+        "reasoning_content": "..."}, ...]. Raises TemplateRefused (a ValueError) when the template refuses them."""
+        kwargs = {k: v for k, v in template_kwargs.items() if v is not None}
+        return self._render(plain_messages(messages), add_generation_prompt, kwargs)
+
+    def encode_chat(self, messages, add_generation_prompt=True, **template_kwargs):
+        """Messages -> ids (1, T) through the model's chat template (arguments as build_prompt). Special tokens
+        come only from the template's markup; special-token strings in the messages or kwargs are text."""
+        messages = plain_messages(messages)
+        kwargs = {k: v for k, v in template_kwargs.items() if v is not None}
+        real = self._render(messages, add_generation_prompt, kwargs)
+        blank = unused_char([messages, kwargs, self.template])
+        quiet_messages, quiet_kwargs = (blank_specials(x, self.specials, blank) for x in (messages, kwargs))
+        if quiet_messages == messages and quiet_kwargs == kwargs:           # no special-token strings in the inputs:
+            ids = self.ids_of(real, special=True)                           # the reference's own encoding
+            return torch.tensor([ids], dtype=torch.long, device=self.device)
+        try:
+            blanked = self._render(quiet_messages, add_generation_prompt, quiet_kwargs)
+        except TemplateRefused as e:
+            raise TemplateRefused(f"{e} (this template accepts the conversation only with its special-token "
+                                  "strings read as control tokens, which text must never become)") from e
+        ids, start = [], 0
+        for s, e in markup_spans(real, blanked, self.specials, blank):
+            ids += self.ids_of(real[start:s]) + [self.special_ids[real[s:e]]]
+            start = e
+        ids += self.ids_of(real[start:])
         return torch.tensor([ids], dtype=torch.long, device=self.device)
 
     def decode(self, ids, skip_special=False):
