@@ -44,11 +44,14 @@ def main(argv=None):
             if args.mtp else None
     except (OSError, ValueError) as e:
         sys.exit(f"error: {e}")
-    if args.chat:
-        ids = chat.encode_chat([{"role": "user", "content": args.prompt}],
-                               enable_thinking=args.think if chat.supports_thinking else None)
-    else:
-        ids = chat.encode(args.prompt)
+    try:
+        if args.chat:
+            ids = chat.encode_chat([{"role": "user", "content": args.prompt}],
+                                   enable_thinking=args.think if chat.supports_thinking else None)
+        else:
+            ids = chat.encode(args.prompt)
+    except ValueError as e:                             # the chat template refused the conversation
+        sys.exit(f"error: {e}")
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                     generator=torch.Generator().manual_seed(args.seed))
     try:
