@@ -5,17 +5,20 @@
     wire_header(demo, shared)         # after the tabs: events of the frame
 
 `shared` holds the components every tab may read or listen to:
-    "model" (Dropdown, value = a ModelStore key), "lang" (Radio "English" / "中文"),
-    "presenter" (Checkbox), "prompt" (the race's prompt Textbox, set by build_race_tab),
+    "model" (Dropdown, value = a ModelStore key), "lang" (Radio "English" / "中文"), "words" (see words()),
+    "presenter" (Checkbox), "prompt", "raw", "k" (the race's controls, set by build_race_tab),
     "i18n" (the demo.i18n module), "store" (the ModelStore), "model_status" (Markdown),
     "compute" (keyword arguments that put an event in the one shared compute queue),
     and, set by app.py: "tabs" (the gr.Tabs), "blocks" (the gr.Blocks), "stepper_tab_id".
 """
+import os
+
 import gradio as gr
 
 from demo import i18n, models, validate
 from demo.i18n import t
 from demo.theme import PRESENTER_JS
+from qwen.weights import ModelNotFound
 
 
 def model_status(loaded, lang=i18n.DEFAULT_LANG):
@@ -23,8 +26,33 @@ def model_status(loaded, lang=i18n.DEFAULT_LANG):
     if loaded is None:
         return ""
     dtype = str(loaded.dtype).replace("torch.", "")
-    return t("model_ready", lang, model=loaded.key, dtype=dtype, context=loaded.context,
+    return t("model_ready", lang, model=model_label(loaded.key, lang), dtype=dtype, context=loaded.context,
              mtp="" if loaded.mtp is not None else t("model_no_mtp", lang))
+
+
+def model_error_text(store, key, error, lang, current=None):
+    """A failed model load in plain words (no exception text, no markup). A hub model that could not be
+    fetched gets one sentence about the hub; other failures name the model and the problem's first line."""
+    current = current or models.EMBEDDED_KEY
+    source = store.sources.get(key, "")
+    chain, cause = [], error
+    while cause is not None and len(chain) < 8:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if source and not os.path.isdir(source) and any(isinstance(c, ModelNotFound) for c in chain):
+        return t("hub_unreachable", lang, model=key, current=model_label(current, lang))
+    detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+    detail = detail if len(detail) <= 300 else detail[:300] + "…"
+    return t("model_failed", lang, error=detail.rstrip(". "), model=model_label(current, lang))
+
+
+def model_label(key, lang):
+    """What the model menu shows for a model key (the embedded model's key reads in the page's language)."""
+    return t("embedded_model", lang) if key == models.EMBEDDED_KEY else key
+
+
+def model_choices(store, lang):
+    return [(model_label(key, lang), key) for key in store.choices]
 
 
 def select_model(store, key, current, lang, progress=None):
@@ -33,7 +61,7 @@ def select_model(store, key, current, lang, progress=None):
     try:
         loaded = store.get(key, progress)
     except models.ModelError as e:
-        message = t("model_failed", lang, error=str(e), model=current)
+        message = model_error_text(store, key, e, lang, current)
         gr.Warning(message)
         return current, current, message
     return key, key, model_status(loaded, lang)
@@ -50,8 +78,8 @@ def build_header(store):
             presenter = gr.Checkbox(False, label=t("presenter", lang0), info=t("presenter_info", lang0),
                                     elem_id="presenter")
     with gr.Row(equal_height=True):
-        model = gr.Dropdown(store.choices, value=store.default, label=t("model", lang0),
-                            info=t("model_info", lang0), elem_id="model", scale=2)
+        model = gr.Dropdown(model_choices(store, lang0), value=store.default, label=t("model", lang0),
+                            info=t("model_info", lang0), elem_id="model", scale=2, min_width=320)
         status = gr.Markdown(model_status(store.peek(store.default), lang0), elem_id="model-status")
     current = gr.State(store.default)
     return {"model": model, "lang": lang, "presenter": presenter, "i18n": i18n, "store": store,
@@ -63,9 +91,26 @@ def _title(lang):
     return f"# {t('title', lang)}\n{t('subtitle', lang)}"
 
 
+def words(shared, component, **props):
+    """Relabel `component` whenever the language changes: each prop (label, info, value, placeholder,
+    choices, headers, samples, ...) names an i18n key, or is a function lang -> value. -> component
+
+        words(shared, gr.Button(t("run", L)), value="run")
+        words(shared, gr.Radio(...), label="rollback", choices=lambda lang: rollback_choices(lang))
+    """
+    shared.setdefault("words", {})[component] = props
+    return component
+
+
+def relabelled(props, lang):
+    """The gr.update that puts one registered component's words into `lang`."""
+    return gr.update(**{prop: key(lang) if callable(key) else t(key, lang) for prop, key in props.items()})
+
+
 def wire_header(demo, shared, tabs=None):
-    """Events of the frame: model choice, language, presenter mode, deep links (?prompt=&lang=&presenter=).
-    tabs: {i18n key of the tab's label: gr.Tab}, relabelled with the language."""
+    """Events of the frame: model choice, language, presenter mode, deep links (?prompt=&raw=&lang=&presenter=).
+    tabs: {i18n key of the tab's label: gr.Tab}. Every component registered with words() (by the frame
+    or a tab) is relabelled by one event when the language changes."""
     tabs = tabs or {}
     store, model, lang, presenter = shared["store"], shared["model"], shared["lang"], shared["presenter"]
     status, current = shared["model_status"], shared["_current_model"]
@@ -76,21 +121,25 @@ def wire_header(demo, shared, tabs=None):
     model.input(on_model, [model, current, lang], [model, current, status], api_name="load_model",
                 concurrency_id="load", concurrency_limit=1, show_progress="full", show_progress_on=[status])
 
-    def relabel(language, key):
-        return (_title(language), gr.update(label=t("language", language)),
-                gr.update(label=t("presenter", language), info=t("presenter_info", language)),
-                gr.update(label=t("model", language), info=t("model_info", language)),
-                model_status(store.peek(key), language),
-                *(gr.update(label=t(name, language)) for name in tabs))
+    words(shared, shared["_title"], value=_title)
+    words(shared, lang, label="language")
+    words(shared, presenter, label="presenter", info="presenter_info")
+    words(shared, model, label="model", info="model_info", choices=lambda language: model_choices(store, language))
+    for name, tab in tabs.items():
+        words(shared, tab, label=name)
+    registered = shared["words"]
 
-    lang.change(relabel, [lang, model], [shared["_title"], lang, presenter, model, status, *tabs.values()],
-                api_name="frame_language", queue=False)
+    def relabel(language):
+        return tuple(relabelled(props, language) for props in registered.values())
+
+    lang.change(relabel, [lang], list(registered), api_name="frame_language", queue=False)
+    lang.change(lambda language, key: model_status(store.peek(key), language), [lang, model], [status],
+                api_name="frame_model_status", queue=False)
     presenter.change(None, [presenter], None, js=PRESENTER_JS, api_name="presenter_mode", queue=False)
 
     def on_load(request: gr.Request):
         values = validate.deep_link(dict(request.query_params) if request else {})
-        return (values.get("prompt", gr.skip()), values.get("lang", gr.skip()), values.get("presenter", gr.skip()))
+        return tuple(values.get(name, gr.skip()) for name in ("prompt", "raw", "lang", "presenter"))
 
-    outputs = [shared["prompt"], lang, presenter] if "prompt" in shared else None
-    if outputs:
-        demo.load(on_load, None, outputs, api_name="deep_link", queue=False)
+    if "prompt" in shared and "raw" in shared:
+        demo.load(on_load, None, [shared["prompt"], shared["raw"], lang, presenter], api_name="deep_link", queue=False)

@@ -15,9 +15,10 @@ STRINGS = {
     # the frame
     "title": ("Speculative decoding, live: Qwen3.5 with its own draft head",
               "投机解码现场演示：Qwen3.5 与它自带的草稿头"),
-    "subtitle": ("The same prompt twice: plain greedy decoding, then MTP speculative decoding. "
-                 "Same tokens, fewer steps.",
-                 "同一个提示词跑两遍：先普通贪心解码，再用 MTP 投机解码。输出相同，步数更少。"),
+    "subtitle": ("The same prompt twice: plain greedy decoding, then MTP speculative decoding. Same tokens, fewer "
+                 "passes of the main model; faster where a pass over a few tokens costs about one step.",
+                 "同一个提示词跑两遍：先普通贪心解码，再用 MTP 投机解码。输出相同，主模型前向更少；"
+                 "在一次处理几个词元的前向约等于一步的机器上才更快。"),
     "language": ("Language", "语言"),
     "presenter": ("Presenter mode", "演示模式"),
     "presenter_info": ("Bigger type, higher contrast", "更大字号，更高对比度"),
@@ -26,8 +27,10 @@ STRINGS = {
     "model_ready": ("**{model}** ready ({dtype}, context {context} tokens{mtp})",
                     "**{model}** 已就绪（{dtype}，上下文 {context} 个词元{mtp}）"),
     "model_no_mtp": (", no draft head: the race needs one", "，没有草稿头：比赛需要它"),
-    "model_failed": ("Could not switch model: {error}. Still using **{model}**.",
-                     "无法切换模型：{error}。仍在使用 **{model}**。"),
+    "model_failed": ("Could not load that model ({error}). Still using {model}.",
+                     "无法加载该模型（{error}）。仍在使用 {model}。"),
+    "hub_unreachable": ("Can't reach the Hugging Face hub to download {model}; {current} keeps working.",
+                        "无法连接 Hugging Face Hub 下载 {model}；{current} 照常可用。"),
     "tab_race": ("The race", "赛跑"),
     "tab_stepper": ("Step through", "逐步查看"),
     # race controls
@@ -50,11 +53,17 @@ STRINGS = {
     "raw": ("Raw completion (no chat template)", "纯续写（不用对话模板）"),
     "thinking": ("Thinking on", "开启思考"),
     "examples": ("Examples", "示例"),
-    "examples_note": ("The embedded model learned Python's reST docs, the King James Bible and classical "
-                      "Chinese poetry: text in those styles is easy to guess (high acceptance); a chat "
-                      "question is not (low acceptance).",
-                      "内置模型学过 Python 文档（reST）、英王钦定本圣经和中国古典诗词：这类文本容易猜中"
-                      "（接受率高）；普通对话问题则不然（接受率低）。"),
+    "examples_note": ("The embedded model is a 4M-parameter toy trained on the King James Bible, Python's docs and "
+                      "classical Chinese poems: it continues text in those styles (and often repeats itself), which "
+                      "its draft head guesses well; it cannot really chat.",
+                      "内置模型是个 4M 参数的小玩具，只学过英王钦定本圣经、Python 文档和中国古典诗词：它会按这些风格"
+                      "续写（常常重复），草稿头也猜得准；它并不会真正对话。"),
+    "kind": ("Kind", "类型"),
+    "kind_bible": ("Bible (KJV) · raw · easy to guess", "圣经（KJV）· 续写 · 好猜"),
+    "kind_docs": ("Python docs · raw · easy to guess", "Python 文档 · 续写 · 好猜"),
+    "kind_poem": ("Classical poem · raw · easy to guess", "古诗 · 续写 · 好猜"),
+    "kind_chat": ("Chat · low acceptance", "对话 · 接受率低"),
+    "embedded_model": ("Embedded demo model (4M, offline)", "内置演示模型（4M，离线）"),
     # the two lanes
     "plain": ("Plain decoding", "普通解码"),
     "plain_sub": ("one forward pass per token", "每个词元一次前向计算"),
@@ -74,15 +83,17 @@ STRINGS = {
     "ended_time": ("time limit ({seconds:.0f} s) reached", "达到时间上限（{seconds:.0f} 秒）"),
     # legend
     "legend": ("Legend", "图例"),
+    "legend_sample": ("Abc", "文字"),
     "origin_main": ("first token (from the prompt pass)", "首个词元（来自提示词前向）"),
     "origin_draft": ("accepted draft (underlined)", "被接受的草稿（下划线）"),
     "origin_correction": ("correction: main model replaced a rejected draft (boxed)",
                           "修正：主模型替换被拒草稿（方框）"),
     "origin_bonus": ("bonus: all drafts accepted, one extra token (bold)", "奖励：草稿全中，多得一个词元（粗体）"),
     # status and verdict
-    "status_ready": ("Ready. Type a prompt and press **Run the race**.", "准备就绪。输入提示词后点 **开始比赛**。"),
+    "status_ready": ("Ready: press **Run the race**, or pick an example.", "准备就绪：点 **开始比赛**，或选一个示例。"),
     "status_plain": ("Running plain decoding…", "正在运行普通解码…"),
-    "status_spec": ("Running speculative decoding…", "正在运行投机解码…"),
+    "status_speculative": ("Running speculative decoding…", "正在运行投机解码…"),
+    "status_measuring": ("Measuring what a round costs on this machine…", "正在测量这台机器上一轮的耗时…"),
     "status_done": ("Done.", "完成。"),
     "status_stopped": ("Stopped. Press **Run the race** to start again.", "已停止。点 **开始比赛** 重新开始。"),
     "status_queued_n": ("Busy: {running} run(s) in progress, you are number {n} in line. Yours starts by itself; "
@@ -107,10 +118,26 @@ STRINGS = {
     "verdict_sampled_same": ("Sampling (temperature {temperature}): this time the texts happen to match. What "
                              "speculative sampling guarantees is the same *distribution*, not the same text.",
                              "采样（温度 {temperature}）：这次文本碰巧相同。投机采样保证的是*分布*相同，而非文本相同。"),
-    "speedup": ("Speculative {spec:.1f} tok/s vs plain {plain:.1f} tok/s: **{speedup:.2f}×**, "
-                "{per_round:.2f} tokens per main-model pass.",
-                "投机 {spec:.1f} 词元/秒 对比 普通 {plain:.1f} 词元/秒：**{speedup:.2f}×**，"
-                "主模型每次前向产出 {per_round:.2f} 个词元。"),
+    "speedup": ("{speedup:.2f}× {faster} — speculative {spec:.1f} tok/s vs plain {plain:.1f} tok/s",
+                "{speedup:.2f}× {faster} —— 投机 {spec:.1f} 词元/秒，普通 {plain:.1f} 词元/秒"),
+    "faster": ("faster", "更快"),
+    "slower": ("(slower)", "（更慢）"),
+    "per_pass_line": ("{per_round:.2f} tokens per main-model pass (plain decoding: 1). This number does not depend "
+                      "on the machine.",
+                      "主模型每次前向产出 {per_round:.2f} 个词元（普通解码：1 个）。这个数字与机器无关。"),
+    "costs_line": ("On this machine, verifying {n} tokens in one pass costs {verify:.2f} plain steps and one draft "
+                   "pass {draft:.2f}{rollback}, so a round costs {round:.2f} steps: predicted {predicted:.2f}×.",
+                   "在这台机器上，一次前向验证 {n} 个词元耗时相当于 {verify:.2f} 个普通步，一次草稿 {draft:.2f} 步"
+                   "{rollback}，所以一轮耗时 {round:.2f} 步：预测加速 {predicted:.2f}×。"),
+    "costs_rollback": (", snapshots and rollbacks {rollback:.2f} a round", "，快照与回滚每轮 {rollback:.2f} 步"),
+    "why_slower": ("Why slower: a round yields {per_round:.2f} tokens but costs {round:.2f} plain steps here. On a GPU "
+                   "a pass over {n} tokens costs about one step; on this CPU it costs {verify:.2f}.",
+                   "为什么更慢：一轮产出 {per_round:.2f} 个词元，在这里却要花 {round:.2f} 个普通步。GPU 上一次处理 "
+                   "{n} 个词元的前向约等于一步；在这台 CPU 上是 {verify:.2f} 步。"),
+    "why_noise": ("The measured speed-up trails the {predicted:.2f}× these costs predict: the two runs were timed "
+                  "once each, on a shared machine, and a tiny model spends much of a step in Python.",
+                  "实测加速比低于这些耗时预测的 {predicted:.2f}×：两次运行各只计时一次，机器是共享的，"
+                  "而且小模型每一步有很多时间花在 Python 上。"),
     "summary_json": ("Summary (what the API returns)", "汇总（API 返回的内容）"),
     "no_mtp": ("{model} has no MTP draft head, so it cannot race. Pick another model.",
                "{model} 没有 MTP 草稿头，无法比赛。请换一个模型。"),
@@ -269,12 +296,13 @@ STRINGS = {
     "proof_needs_model": ("The proof runs the model; load a model first.", "证明需要运行模型；请先加载模型。"),
     # record / replay
     "export": ("Export trace (JSON)", "导出轨迹（JSON）"),
+    "trace_file": ("Trace file", "轨迹文件"),
     "import": ("Load a trace file (JSON, ≤ {mb} MB)", "载入轨迹文件（JSON，≤ {mb} MB）"),
     "import_failed": ("Trace file rejected: {error}", "轨迹文件被拒绝：{error}"),
     "nothing_to_export": ("Nothing to export yet: press Start first.", "还没有可导出的内容：请先按开始。"),
     # figure words
     "fig_layers": ("Layer map: what each state does", "层级图：每种状态在做什么"),
-    "fig_memory": ("DeltaNet memory, layer {layer} head {head}", "DeltaNet 记忆，第 {layer} 层第 {head} 头"),
+    "fig_memory": ("DeltaNet memory S, layer {layer}, value head {head}", "DeltaNet 记忆 S，第 {layer} 层，第 {head} 个 value 头"),
     "fig_conv": ("Conv window, layer {layer}<br><sub>columns = the last {n} tokens, newest right</sub>",
                  "卷积窗口，第 {layer} 层<br><sub>列 = 最近 {n} 个词元，最新在右</sub>"),
     "fig_kv": ("KV cache length", "KV 缓存长度"),
@@ -286,9 +314,34 @@ STRINGS = {
     "after_verify": ("after verify", "验证后"),
     "after": ("after", "回滚后"),
     "after_accept": ("after", "接受后"),
-    "diff_verify": ("after verify − before", "验证后 − 验证前"),
-    "diff_after": ("after − before", "之后 − 验证前"),
-    "diff_removed": ("removed: after verify − after", "被撤销的：验证后 − 之后"),
+    "after_rollback": ("after rollback", "回滚后"),
+    "after_none": ("after (left dirty)", "之后（未恢复）"),
+    "mem_before": ("① before verify", "① 验证前"),
+    "mem_snapshot": ("① snapshot<br>(taken before verify)", "① 快照<br>（验证前拍下）"),
+    "mem_verify": ("② after verify", "② 验证后"),
+    "mem_polluted": ("② after verify: polluted<br>by {r} rejected draft(s) ×", "② 验证后：被 {r} 个<br>被拒草稿污染 ×"),
+    "mem_restored": ("③ restored<br>from the snapshot", "③ 从快照<br>恢复"),
+    "mem_no_restore": ("③ no restore needed<br>(all drafts accepted)", "③ 无需恢复<br>（草稿全中）"),
+    "mem_rerun": ("④ after re-running<br>{n} accepted token(s)", "④ 重算 {n} 个<br>被接受词元之后"),
+    "mem_kept": ("{i} kept as verify<br>left it", "{i} 保持验证后的<br>样子"),
+    "mem_selected": ("③ slot {n} of {m}<br>selected (no re-run)", "③ 选用第 {n}/{m} 个<br>槽位（不重算）"),
+    "mem_dirty": ("③ after: left dirty<br>(restore skipped)", "③ 之后：未恢复<br>（跳过恢复）"),
+    "mem_prefill": ("after prefill", "预填充之后"),
+    "diff_verify": ("② − ①: what verify wrote", "② − ①：验证写入的"),
+    "diff_restore": ("③ − ①: restored − snapshot<br>= 0 everywhere ✓", "③ − ①：恢复 − 快照<br>处处为 0 ✓"),
+    "diff_restore_differs": ("③ − ①: restored − snapshot<br>max |Δ| {d:.2g} ✗", "③ − ①：恢复 − 快照<br>max |Δ| {d:.2g} ✗"),
+    "diff_kept": ("③ − ①: what this round kept", "③ − ①：本轮保留的"),
+    "diff_removed": ("② − {last}: written by the<br>rejected drafts, removed", "② − {last}：被拒草稿写入、<br>已撤销的"),
+    "diff_not_removed": ("② − ③: nothing removed", "② − ③：没有撤销任何东西"),
+    "max_change": ("max |Δ| {d:.2g}", "max |Δ| {d:.2g}"),
+    "key_dim": ("key dim", "key 维"),
+    "value_dim": ("value dim", "value 维"),
+    "fig_memory_sub": ("rows: key dimension, columns: value dimension; one colour scale for the whole run",
+                       "行：key 维，列：value 维；整次运行使用同一色阶"),
+    "slots": ("Per-token states kept during verify (select picks one, no re-run):",
+              "验证时每个词元之后保存的状态（select 直接选一个，不重算）："),
+    "slot_after": ("after {token}", "{token} 之后"),
+    "slot_selected": ("selected", "选中"),
     "not_yet": ("next phase", "下一阶段"),
     "bytes": ("state size (bytes)", "状态大小（字节）"),
     "positions": ("positions", "位置数"),
@@ -310,10 +363,12 @@ STRINGS = {
                        "this run's means; plain step = {plain:.2f} ms ({how})",
                        "加速比 = 每轮词元数 / 以普通步计的每轮耗时；每轮词元数 = (1 − a^(k+1)) / (1 − a)；"
                        "每轮耗时 = 草稿 + 验证 + 快照 + (1 − a^k) × 回滚，取本次均值；普通一步 = {plain:.2f} 毫秒（{how}）"),
-    "plain_timed": ("median of 3 one-token main-model steps, timed when the run was recorded",
-                    "录制时实测 3 次单词元主模型前向的中位数"),
+    "plain_timed": ("median of 5 one-token main-model steps after a warm-up, timed when the run was recorded",
+                    "录制时预热后实测 5 次单词元主模型前向的中位数"),
     "plain_bound": ("not measured: the mean verify time stands in, an upper bound",
                     "未实测：用验证耗时均值代替（上界）"),
+    "plain_step_ms": ("plain step {ms:.2f} ms — {how}", "普通一步 {ms:.2f} 毫秒 —— {how}"),
+    "prefill_ms": ("(prefill {ms:.1f} ms)", "（预填充 {ms:.1f} 毫秒）"),
     "cost_draft": ("draft", "草稿"), "cost_verify": ("verify", "验证"), "cost_snapshot": ("snapshot", "快照"),
     "cost_restore": ("restore", "恢复"), "cost_rerun": ("re-run", "重算"),
     "status_untouched": ("untouched", "未动"),

@@ -23,6 +23,7 @@ import torch
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
 
+from demo import costs
 from demo.validate import Notice, fit_prompt
 
 MAX_PENDING = 8          # tokens that still end in an incomplete character are shown after this many
@@ -73,6 +74,7 @@ class Run:
     seconds: float = 0.0                        # time inside the engine
     rounds: int = 0                             # speculative rounds (main-model verify passes)
     hits: int = 0                               # accepted draft tokens
+    rolled_back: int = 0                        # rounds that rejected a draft (ended in a correction)
     ended: str = ""                             # "" while running | "stop" | "length" | "time"
     started: bool = False
 
@@ -90,6 +92,15 @@ class Run:
         return self.hits / (self.rounds * self.k) if self.rounds and self.k else 0.0
 
     @property
+    def per_round(self):
+        """New tokens per speculative round, the prefill's first token left out (the rounds' yield)."""
+        return (len(self.tokens) - 1) / self.rounds if self.rounds else 0.0
+
+    @property
+    def rolled_back_share(self):
+        return self.rolled_back / self.rounds if self.rounds else 0.0
+
+    @property
     def per_pass(self):
         """New tokens per main-model pass (plain decoding: exactly 1)."""
         passes = self.rounds + 1 if self.kind == "speculative" else len(self.tokens)
@@ -98,10 +109,11 @@ class Run:
 
 @dataclass
 class RaceUpdate:
-    phase: str          # "plain" | "speculative" | "done"
+    phase: str          # "plain" | "speculative" | "measuring" (this host's costs) | "done"
     plain: Run
     spec: Run
     verdict: "Verdict | None" = None
+    costs: "costs.Costs | None" = None       # this host's measured costs (demo.costs), with the verdict
 
 
 @dataclass
@@ -199,13 +211,15 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
         emitted, r.rounds, r.hits = item
         for tok, origin in emitted:
             _add_token(r, tok, detok, origin, stop)
+        r.rolled_back += any(origin == "correction" for _, origin in emitted)
 
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
 
 
-def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter):
+def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter, measure_costs=True):
     """Both runs, one after the other. Yields a RaceUpdate at most every `every` seconds while a run
-    streams, at each change of phase, and at the end (with the verdict)."""
+    streams, at each change of phase, and at the end (with the verdict, and this host's costs of a
+    round measured right after the runs: demo.costs)."""
     plain, spec = Run("plain"), Run("speculative", k=settings.k, rollback=settings.rollback)
     yield RaceUpdate("plain", plain, spec)
     for phase, runner in (("plain", run_plain), ("speculative", run_speculative)):
@@ -217,7 +231,11 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
                 last = clock()
         if phase == "plain":
             yield RaceUpdate("speculative", plain, spec)
-    yield RaceUpdate("done", plain, spec, verdict(plain, spec, settings.temperature))
+    if measure_costs and spec.rounds:
+        yield RaceUpdate("measuring", plain, spec)
+    measured = costs.measure(loaded.model, loaded.mtp, ids, settings.k, settings.rollback) \
+        if measure_costs and spec.rounds else None
+    yield RaceUpdate("done", plain, spec, verdict(plain, spec, settings.temperature), measured)
 
 
 def verdict(plain, spec, temperature=0.0):
@@ -245,7 +263,7 @@ def speedup(plain, spec):
     return spec.tok_s / plain.tok_s if plain.tok_s else 0.0
 
 
-def summary(model_key, plain, spec, settings=None, notices=()):
+def summary(model_key, plain, spec, settings=None, notices=(), measured=None):
     """The race as JSON-ready data (the API's last output)."""
     def common(run):
         return {"text": run.text, "tokens": len(run.tokens), "seconds": round(run.seconds, 4),
@@ -255,10 +273,15 @@ def summary(model_key, plain, spec, settings=None, notices=()):
         "plain": common(plain),
         "speculative": {**common(spec), "rounds": spec.rounds, "hits": spec.hits,
                         "acceptance": round(spec.acceptance, 4), "k": spec.k, "rollback": spec.rollback,
+                        "tokens_per_round": round(spec.per_round, 3), "rolled_back": spec.rolled_back,
                         "origins": list(spec.origins)},
         "identical": plain.tokens == spec.tokens,
         "speedup": round(speedup(plain, spec), 3),
     }
+    if measured is not None:
+        out["costs"] = {**measured.as_dict(), **{f"{key}_per_step": round(v, 3) for key, v in
+                                                 measured.ratios(spec.rolled_back_share).items()}}
+        out["predicted_speedup"] = round(costs.predict(measured, spec.per_round, spec.rolled_back_share), 3)
     if settings is not None:
         out["temperature"], out["seed"] = settings.temperature, settings.seed
         out["max_new_tokens"], out["raw"], out["thinking"] = settings.max_new_tokens, settings.raw, settings.thinking

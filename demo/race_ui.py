@@ -16,6 +16,7 @@ import gradio as gr
 from gradio.context import Context
 
 from demo import models, serving
+from demo.frame import model_error_text, words
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare, race, summary
 from demo.render import legend_html, plain_text_html, spec_text_html, stats_html, verdict_html, waiting_html
@@ -23,15 +24,34 @@ from demo.validate import InputError, race_settings
 
 log = logging.getLogger(__name__)
 
-EXAMPLES = [    # prompt, raw completion, max new tokens
-    ["用一句话介绍一下 Transformer。", False, 120],
-    ["写一段 200 字的短文，介绍长江。", False, 200],
-    [":mod:`json` --- JSON encoder and decoder\n==========================================\n\n", True, 160],
-    ["In the beginning God created the heaven and the earth.", True, 120],
-    ["床前明月光，", True, 60],
-    ["Explain the :func:`os.path.join` function.", False, 120],
-    ["My favourite pizza topping is", True, 80],
+# The embedded model continues text of its corpus kinds well (KJV, Python's reST docs, classical Chinese
+# poems) and chats badly, so raw continuations lead and the chat prompts are labelled as hard.
+# kind (an i18n key), prompt, raw completion, max new tokens
+EXAMPLES = [
+    ("kind_bible", "1 In the beginning God created the heaven and the earth.\n2 And the earth was without form, "
+                   "and void;", True, 120),
+    ("kind_docs", ".. class:: Counter([iterable-or-mapping])\n\n   ", True, 120),
+    ("kind_poem", "床前明月光，", True, 60),
+    ("kind_bible", "The LORD is my shepherd;", True, 120),
+    ("kind_docs", "The :mod:`os` module provides", True, 120),
+    ("kind_chat", "用一句话介绍一下 Transformer。", False, 120),
+    ("kind_chat", "Explain the :func:`os.path.join` function.", False, 120),
 ]
+DEFAULT_EXAMPLE = EXAMPLES[0]
+
+
+def example_samples(lang):
+    """The examples table's rows in `lang`: [kind, prompt shown on one line]."""
+    return [[t(kind, lang), prompt.replace("\n", " ↵ ")] for kind, prompt, _, _ in EXAMPLES]
+
+
+def example_values(index):
+    """(prompt, raw, max new tokens) of example `index` (the table's row), or None when out of range."""
+    try:
+        _, prompt, raw, max_new = EXAMPLES[int(index)]
+    except (TypeError, ValueError, IndexError):
+        return None
+    return prompt, raw, max_new
 
 
 def _status(key, lang, notices=(), **params):
@@ -66,68 +86,92 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
             plain_now = (len(u.plain.tokens), u.plain.ended)
             same_plain = plain_now == sent_plain and not final
             sent_plain = plain_now
-            yield (_status({"plain": "status_plain", "speculative": "status_spec", "done": "status_done"}[u.phase],
-                           lang, notices),
+            yield (_status(f"status_{u.phase}", lang, notices),
                    gr.skip() if same_plain else stats_html(u.plain, lang, max_seconds),
                    gr.skip() if same_plain else plain_text_html(u.plain, lang),
                    stats_html(u.spec, lang, max_seconds), spec_text_html(u.spec, lang),
-                   verdict_html(u.verdict, u.plain, u.spec, lang),
-                   summary(loaded.key, u.plain, u.spec, settings, [notice_text(n, "English") for n in notices])
-                   if final else gr.skip())
+                   verdict_html(u.verdict, u.plain, u.spec, lang, u.costs),
+                   summary(loaded.key, u.plain, u.spec, settings, [notice_text(n, "English") for n in notices],
+                           u.costs) if final else gr.skip())
     except InputError as e:
         gr.Warning(notice_text(e, lang))
         yield _failed(notice_text(e, lang))
     except models.ModelError as e:
-        gr.Warning(str(e))
-        yield _failed(str(e))
+        message = model_error_text(store, model or store.default, e, lang)
+        gr.Warning(message)
+        yield _failed(message)
     except Exception as e:        # the engine failed: say so, keep serving
         log.exception("race failed")
         yield _failed(t("status_error", lang, error=f"{type(e).__name__}: {str(e)[:200]}"))
 
 
 def build_race_tab(shared):
-    """The race's components and events. Sets shared["prompt"]; returns the components by name."""
+    """The race's components and events. Sets shared["prompt"], ["raw"], ["k"], ["examples"];
+    returns the components by name."""
     store, model, lang = shared["store"], shared["model"], shared["lang"]
     L = DEFAULT_LANG
+    say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
     described = store.describe(store.default) or {}
-    with gr.Row(equal_height=False):
-        prompt = gr.Textbox(label=t("prompt", L), placeholder=t("prompt_placeholder", L), lines=3, max_lines=12,
-                            elem_id="race-prompt", scale=5)
-        with gr.Column(scale=1, min_width=200):
-            run = gr.Button(t("run", L), variant="primary", elem_id="race-run", elem_classes="run-button")
-            stop = gr.Button(t("stop", L), variant="stop", elem_id="race-stop")
-    with gr.Accordion(t("settings", L), open=True, elem_id="race-settings") as settings_box:
+    _, prompt0, raw0, max0 = DEFAULT_EXAMPLE
+    # first screen: the prompt (filled in) with Run under it, the examples beside it; settings folded away
+    with gr.Row(equal_height=False, elem_id="race-top"):
+        with gr.Column(scale=3, min_width=300):
+            prompt = say(gr.Textbox(prompt0, label=t("prompt", L), placeholder=t("prompt_placeholder", L), lines=3,
+                                    max_lines=12, elem_id="race-prompt"), label="prompt", placeholder="prompt_placeholder")
+            with gr.Row(equal_height=True):
+                run = say(gr.Button(t("run", L), variant="primary", elem_id="race-run", elem_classes="run-button",
+                                    scale=3), value="run")
+                stop = say(gr.Button(t("stop", L), variant="stop", elem_id="race-stop", scale=1, min_width=80),
+                           value="stop")
+        with gr.Column(scale=2, min_width=300):
+            say(gr.Markdown(t("examples_note", L), elem_id="race-examples-note"), value="examples_note")
+            examples = say(gr.Dataset(components=["textbox", "textbox"], samples=example_samples(L),
+                                      headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
+                                      samples_per_page=len(EXAMPLES), elem_id="race-examples"),
+                           label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)],
+                           samples=example_samples)
+    with gr.Accordion(t("settings", L), open=False, elem_id="race-settings") as settings_box:
         with gr.Row():
-            k = gr.Slider(1, 4, value=2, step=1, label=t("k", L), info=t("k_info", L), elem_id="race-k")
-            max_new = gr.Slider(1, 512, value=120, step=1, label=t("max_new_tokens", L), elem_id="race-max-new")
-            temperature = gr.Slider(0, 2, value=0, step=0.05, label=t("temperature", L), elem_id="race-temperature")
-            seed = gr.Number(0, precision=0, minimum=0, label=t("seed", L), elem_id="race-seed")
+            k = say(gr.Slider(1, 4, value=2, step=1, label=t("k", L), info=t("k_info", L), elem_id="race-k"),
+                    label="k", info="k_info")
+            max_new = say(gr.Slider(1, 512, value=max0, step=1, label=t("max_new_tokens", L), elem_id="race-max-new"),
+                          label="max_new_tokens")
+            temperature = say(gr.Slider(0, 2, value=0, step=0.05, label=t("temperature", L),
+                                        elem_id="race-temperature"), label="temperature")
+            seed = say(gr.Number(0, precision=0, minimum=0, label=t("seed", L), elem_id="race-seed"), label="seed")
         with gr.Row():
-            rollback = gr.Radio(_rollback_choices(L), value="select", label=t("rollback", L), elem_id="race-rollback",
-                                scale=3)
+            rollback = say(gr.Radio(rollback_choices(L), value="select", label=t("rollback", L),
+                                    elem_id="race-rollback", scale=3), label="rollback", choices=rollback_choices)
             with gr.Column(scale=1, min_width=200):
-                raw = gr.Checkbox(False, label=t("raw", L), elem_id="race-raw")
-                thinking = gr.Checkbox(False, label=t("thinking", L), elem_id="race-thinking",
-                                       visible=described.get("supports_thinking", True))
+                raw = say(gr.Checkbox(raw0, label=t("raw", L), elem_id="race-raw"), label="raw")
+                thinking = say(gr.Checkbox(False, label=t("thinking", L), elem_id="race-thinking",
+                                           visible=described.get("supports_thinking", True)), label="thinking")
+    say(settings_box, label="settings")
     status = gr.Markdown(t("status_ready", L), elem_id="race-status", label="status", show_label=False)
     with gr.Row(equal_height=False):
         with gr.Column():
-            plain_title = gr.Markdown(_lane_title("plain", L), elem_classes="lane-title")
+            say(gr.Markdown(_lane_title("plain", L), elem_classes="lane-title"), value=lambda lang: _lane_title("plain", lang))
             plain_stats = gr.HTML(stats_html(None), elem_id="race-plain-stats", label="plain_stats", show_label=False)
             plain_text = gr.HTML(waiting_html(L), elem_id="race-plain", label="plain_text", show_label=False)
         with gr.Column():
-            spec_title = gr.Markdown(_lane_title("spec", L), elem_classes="lane-title")
+            say(gr.Markdown(_lane_title("spec", L), elem_classes="lane-title"), value=lambda lang: _lane_title("spec", lang))
             spec_stats = gr.HTML(stats_html(None), elem_id="race-spec-stats", label="speculative_stats",
                                  show_label=False)
             spec_text = gr.HTML(waiting_html(L), elem_id="race-spec", label="speculative_text", show_label=False)
-            legend = gr.HTML(legend_html(L), elem_id="race-legend", show_label=False)
+            say(gr.HTML(legend_html(L), elem_id="race-legend", show_label=False), value=legend_html)
     verdict = gr.HTML(verdict_html(None), elem_id="race-verdict", label="verdict", show_label=False)
     with gr.Accordion(t("summary_json", L), open=False) as json_box:
         result = gr.JSON(label="summary", elem_id="race-summary")
-    examples_note = gr.Markdown(t("examples_note", L))
-    gr.Examples(EXAMPLES, [prompt, raw, max_new], cache_examples=False, label="Examples · 示例",
-                api_name="race_example")
-    shared["prompt"] = prompt
+    say(json_box, label="summary_json")
+    shared.update(prompt=prompt, raw=raw, k=k, examples=examples, max_new=max_new)
+
+    def pick_example(index):
+        values = example_values(index)
+        return values if values else (gr.skip(),) * 3
+
+    # own table, not gr.Examples: a click sets the values only, so the labels stay in the page's language
+    examples.click(pick_example, [examples], [prompt, raw, max_new], api_name="race_example", queue=False,
+                   show_progress="hidden")
 
     def run_race(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
                  thinking=False, model=store.default, lang=DEFAULT_LANG, progress=gr.Progress(track_tqdm=True)):
@@ -163,20 +207,15 @@ def build_race_tab(shared):
 
     model.change(model_controls, [model], [thinking], api_name="race_model_controls", queue=False)
 
-    def relabel(language):
-        return (gr.update(label=t("prompt", language), placeholder=t("prompt_placeholder", language)),
-                gr.update(value=t("run", language)), gr.update(value=t("stop", language)),
-                gr.update(label=t("settings", language)),
-                gr.update(label=t("k", language), info=t("k_info", language)),
-                gr.update(label=t("max_new_tokens", language)), gr.update(label=t("temperature", language)),
-                gr.update(label=t("seed", language)),
-                gr.update(label=t("rollback", language), choices=_rollback_choices(language)),
-                gr.update(label=t("raw", language)), gr.update(label=t("thinking", language)),
-                _lane_title("plain", language), _lane_title("spec", language), legend_html(language),
-                gr.update(label=t("summary_json", language)), t("examples_note", language))
+    def relabel(language, status_now, plain_now, spec_now):
+        """What the words map cannot say alone: messages that are only swapped while they are the idle ones."""
+        idle = {t("status_ready", other) for other in LANGS}
+        waiting = {waiting_html(other) for other in LANGS}
+        return (t("status_ready", language) if status_now in idle else gr.skip(),
+                waiting_html(language) if plain_now in waiting else gr.skip(),
+                waiting_html(language) if spec_now in waiting else gr.skip())
 
-    lang.change(relabel, [lang], [prompt, run, stop, settings_box, k, max_new, temperature, seed, rollback, raw,
-                                  thinking, plain_title, spec_title, legend, json_box, examples_note],
+    lang.change(relabel, [lang, status, plain_text, spec_text], [status, plain_text, spec_text],
                 api_name="race_language", queue=False)
     return {"prompt": prompt, "run": run, "stop": stop, "status": status, "result": result, "events": events}
 
@@ -186,5 +225,5 @@ def _lane_title(lane, lang):
     return f"### {t(lane, lang)}\n{sub}"
 
 
-def _rollback_choices(lang):
+def rollback_choices(lang):
     return [(t("rollback_select", lang), "select"), (t("rollback_recompute", lang), "recompute")]

@@ -13,6 +13,7 @@ whole characters only. A token's origin is shown by colour AND by a mark that ne
 """
 from html import escape
 
+from demo import costs
 from demo.i18n import t
 
 ORIGINS = ("main", "draft", "correction", "bonus")
@@ -55,7 +56,8 @@ def spec_text_html(run, lang="English"):
 
 
 def legend_html(lang="English"):
-    items = "".join(f'<span><span class="tok tok-{o}">Abc</span> '
+    sample = escape(t("legend_sample", lang))
+    items = "".join(f'<span><span class="tok tok-{o}">{sample}</span> '
                     f'{escape(t(f"origin_{o}", lang))}</span>' for o in ORIGINS)
     return f'<div class="legend" aria-label="{escape(t("legend", lang))}">{items}</div>'
 
@@ -81,8 +83,8 @@ def stats_html(run, lang="English", max_seconds=120.0):
     return f'<div class="race-stats">{"".join(parts)}</div>'
 
 
-def verdict_html(verdict, plain=None, spec=None, lang="English"):
-    """The verdict in words, with the speed-up line when both runs have a speed."""
+def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None):
+    """The verdict in words, then the speed-up with what explains it (speed_html)."""
     if verdict is None:
         return '<div class="verdict"></div>'
     tone = "ok" if verdict.key in ("verdict_identical", "verdict_prefix") else (
@@ -90,12 +92,35 @@ def verdict_html(verdict, plain=None, spec=None, lang="English"):
     # markup first, then the (escaped) values: model text may hold "*" or "<"
     params = {k: escape(v) if isinstance(v, str) else v for k, v in verdict.params.items()}
     body = _markup(escape(t(verdict.key, lang))).format(**params)
-    speed = ""
-    if plain is not None and spec is not None and plain.tok_s and spec.tok_s:
-        line = t("speedup", lang, spec=spec.tok_s, plain=plain.tok_s, speedup=spec.tok_s / plain.tok_s,
-                 per_round=spec.per_pass)
-        speed = f'<span class="speedup">{_markup(escape(line))}</span>'
-    return f'<div class="verdict {tone}" role="status">{body}{speed}</div>'
+    return f'<div class="verdict {tone}" role="status">{body}{speed_html(plain, spec, lang, measured)}</div>'
+
+
+def speed_html(plain, spec, lang="English", measured=None):
+    """The measured speed-up, tokens per main-model pass (which no machine changes), this host's costs
+    of a round in plain steps (demo.costs) and the speed-up they predict; when speculative came out
+    slower, one sentence says why in those numbers."""
+    if plain is None or spec is None or not plain.tok_s or not spec.tok_s:
+        return ""
+    ratio = spec.tok_s / plain.tok_s
+    head = t("speedup", lang, spec=spec.tok_s, plain=plain.tok_s, speedup=ratio,
+             faster=t("faster" if ratio >= 1 else "slower", lang))
+    lines = [f'<span class="speedup {"up" if ratio >= 1 else "down"}">{escape(head)}</span>']
+    if spec.rounds:
+        lines.append(escape(t("per_pass_line", lang, per_round=spec.per_round)))
+    if measured is not None and spec.rounds:
+        share = spec.rolled_back_share
+        r = measured.ratios(share)
+        predicted = costs.predict(measured, spec.per_round, share)
+        extra = t("costs_rollback", lang, rollback=r["rollback"]) if r["rollback"] >= 0.005 else ""
+        n = spec.k + 1
+        lines.append(escape(t("costs_line", lang, n=n, verify=r["verify"], draft=r["draft"], rollback=extra,
+                              round=r["round"], predicted=predicted)))
+        if ratio < 1 and predicted < 1:
+            lines.append(escape(t("why_slower", lang, per_round=spec.per_round, round=r["round"], n=n,
+                                  verify=r["verify"])))
+        elif ratio < 0.9 * predicted:
+            lines.append(escape(t("why_noise", lang, predicted=predicted)))
+    return "".join(f'<span class="speed-line">{line}</span>' if i else line for i, line in enumerate(lines))
 
 
 def _markup(text):

@@ -6,15 +6,14 @@
 Both run speculative decoding (qwen.mtp.generate_mtp_stream) with a qwen.trace.Trace; the proof also
 runs plain greedy decoding and, once more, rollback="none" (KV truncated, DeltaNet memory left dirty).
 """
-import statistics
 import time
 from dataclasses import dataclass, field
 
 import torch
 
+from demo.costs import time_plain_step
 from demo.race import token_pieces
 from demo.stepper import MAX_ROUNDS, Run
-from qwen.cache import State
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
 from qwen.trace import Trace
@@ -65,20 +64,6 @@ def record_ids(records):
             ids.update(t for t, _ in e.get("top", []))
         ids.update(e["token"] for e in rec["emitted"])
     return ids
-
-
-def time_plain_step(model, ids, repeats=3):
-    """Median seconds of one plain decoding step (one token through the main model, batch 1).
-    Context length barely matters at these lengths, so a one-token prefix stands in for the prompt."""
-    state = State(model)
-    times = []
-    with torch.inference_mode():
-        model(ids[:, :1], state, last_only=True)
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            model(ids[:, -1:], state, last_only=True)
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _sampling(settings):

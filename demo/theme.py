@@ -76,25 +76,39 @@ CSS = """
 .verdict:empty { display: none; }
 
 .run-button { min-height: 3.2em; font-size: var(--text-lg) !important; }
+.verdict .speed-line { display: block; margin-top: 0.25em; font-size: 1rem; }
+.verdict .speedup.down { color: #D55E00; }
+.dark .verdict .speedup.down { color: #E69F00; }
 
-/* presenter mode: bigger type, stronger contrast (projector distance, bright rooms).
+/* a phone: a compact header, so the prompt and Run fit the first screen */
+@media (max-width: 700px) {
+  .app-header h1 { font-size: 1.3rem; line-height: 1.25; }
+  .app-header p { font-size: 0.85rem; }
+  #presenter .info-text, #model .info-text, #race-examples-note { display: none; }
+  #model-status { font-size: 0.85rem; }
+}
+
+/* presenter mode: bigger type, stronger contrast (projector distance, bright rooms). Its sizes are
+   !important: Gradio scopes the rules above under .gradio-container, which outranks `body.presenter`.
    :root raises the specificity above the theme's own `:root .dark { ... }` variables. */
 :root body.presenter, :root body.presenter .dark {
   --text-xxs: 13px; --text-xs: 15px; --text-sm: 18px; --text-md: 21px; --text-lg: 26px; --text-xl: 31px;
   --text-xxl: 36px; --body-text-color-subdued: var(--body-text-color);
 }
-body.presenter .race-text { font-size: 1.75rem; line-height: 1.8; color: #000; background: #fff;
-  border: 2px solid #000; max-height: 30em; }
-body.presenter.dark .race-text, body.presenter .dark .race-text { color: #fff; background: #000; border-color: #fff; }
-body.presenter .race-stats .num { font-size: 2.4rem; }
+body.presenter .race-text { font-size: 2rem !important; line-height: 1.8 !important; color: #000 !important;
+  background: #fff !important; border: 2px solid #000 !important; max-height: 30em !important; }
+body.presenter.dark .race-text, body.presenter .dark .race-text { color: #fff !important; background: #000 !important;
+  border-color: #fff !important; }
+body.presenter .race-stats .num { font-size: 2.6rem !important; }
 body.presenter .race-stats .lbl, body.presenter .lane-title p { opacity: 1; }
-body.presenter .verdict { font-size: 1.7rem; }
+body.presenter .verdict { font-size: 1.9rem !important; }
+body.presenter .verdict .speed-line { font-size: 1.45rem !important; }
 body.presenter .tok-draft { background: rgba(86, 180, 233, 0.45); text-decoration-thickness: 0.16em; }
 body.presenter .tok-correction { background: rgba(213, 94, 0, 0.35); outline-width: 3px; }
 body.presenter .tok-bonus { background: rgba(0, 158, 115, 0.45); }
-body.presenter .app-header h1 { font-size: 2.6rem; }
-body.presenter .legend, body.presenter .verdict .speedup { font-size: 1.35rem; }
-body.presenter .race-stats .lbl, body.presenter .race-stats .ended { font-size: 1.1rem; }
+body.presenter .app-header h1 { font-size: 2.6rem !important; }
+body.presenter .legend, body.presenter .verdict .speedup { font-size: 1.5rem !important; }
+body.presenter .race-stats .lbl, body.presenter .race-stats .ended { font-size: 1.1rem !important; }
 """
 
 HEAD = '<meta name="color-scheme" content="light dark">'

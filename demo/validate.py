@@ -172,7 +172,7 @@ def fit_prompt(text, count, text_ids, ids_text, budget):
 
 
 def deep_link(params):
-    """Values a shared link may prefill, from its query string (a dict of str): prompt, lang, presenter.
+    """Values a shared link may prefill, from its query string (a dict of str): prompt, raw, lang, presenter.
     Unknown keys are ignored; the prompt is cleaned like a typed one (empty -> not prefilled)."""
     out = {}
     try:
@@ -186,4 +186,6 @@ def deep_link(params):
         out["lang"] = "English"
     if "presenter" in params:
         out["presenter"] = as_bool(params["presenter"])
+    if "raw" in params:
+        out["raw"] = as_bool(params["raw"])
     return out

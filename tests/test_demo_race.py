@@ -255,8 +255,24 @@ def test_a_corrupt_checkpoint_fails_with_a_message_and_the_current_model_stays(t
     store = models.ModelStore([str(bad)])
     value, current, message = frame.select_model(store, "local: broken", models.EMBEDDED_KEY, "English")
     assert value == current == models.EMBEDDED_KEY
-    assert "local: broken" in message and "Embedded demo checkpoint" in message
-    assert store.peek("local: broken") is None
+    assert "local: broken" in message and frame.model_label(models.EMBEDDED_KEY, "English") in message
+    assert "**" not in message and store.peek("local: broken") is None
+
+
+def test_an_unreachable_hub_is_one_plain_sentence_without_the_exception():
+    from qwen.weights import ModelNotFound
+    store = models.ModelStore()
+    try:
+        try:
+            raise OSError("LocalEntryNotFoundError: [Errno -2] Name or service not known")
+        except OSError as e:
+            raise models.ModelError("Qwen/Qwen3.5-0.8B: could not download") from ModelNotFound(str(e))
+    except models.ModelError as error:
+        for lang in LANGS:
+            message = frame.model_error_text(store, "Qwen/Qwen3.5-0.8B", error, lang)
+            assert "Errno" not in message and "LocalEntryNotFound" not in message and "**" not in message
+            assert ("Can't reach the Hugging Face hub" in message) == (lang == "English")
+            assert "Hugging Face Hub" in message or lang == "English"
 
 
 @pytest.mark.parametrize("env, expected", [({}, 1), ({"CPU_CORES": "16"}, 2), ({"CPU_CORES": "x"}, 1),

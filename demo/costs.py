@@ -1,0 +1,113 @@
+"""What a speculative round costs on this host, in plain decoding steps, and the speed-up that predicts.
+
+    costs = measure(model, mtp, ids, k=2, rollback="select")    # a short traced run + timed plain steps
+    costs.ratios()        -> {"verify": 1.17, "draft": 0.11, ...}   each ÷ one plain step
+    predict(costs, tokens_per_round=2.4, rolled_back=0.4)         -> 2.4 / (1.17 + 2 × 0.11 + ...) = 1.7
+
+A round runs the draft head k times, the main model once over k+1 tokens, and (recompute) takes a
+snapshot and, after a rejection, restores it and re-runs the accepted tokens. Plain decoding runs
+the main model once per token. So the speed-up is tokens per round ÷ round cost in plain steps: on
+a GPU, where a pass over 3 tokens costs about one step, 2.4 tokens per round is nearly 2.4x; on a
+CPU whose matrix kernels pay per row, a pass over 3 tokens can cost 2 steps and the gain vanishes.
+
+The costs come from the engine's own per-round timings (qwen.trace records `seconds`), medians over
+a few rounds after a warm-up one, so one slow round does not move them.
+"""
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from qwen.cache import State
+from qwen.mtp import generate_mtp_stream
+from qwen.trace import Trace
+
+ROUNDS = 6                  # rounds timed by measure() (after one warm-up round)
+
+
+@dataclass
+class Costs:
+    """Seconds on this host. Per round: draft (k head passes), verify (one pass over k+1 tokens),
+    snapshot; back / keep: restore + re-run of a round that rolled back / that did not."""
+    k: int
+    rollback: str
+    step: float                 # one plain decoding step (one token through the main model)
+    draft: float
+    verify: float
+    snapshot: float = 0.0
+    back: float = 0.0
+    keep: float = 0.0
+
+    def round_seconds(self, rolled_back=0.0):
+        """Mean seconds of a round when a share `rolled_back` of rounds reject a draft."""
+        return self.draft + self.verify + self.snapshot + rolled_back * self.back + (1 - rolled_back) * self.keep
+
+    def ratios(self, rolled_back=0.0):
+        """Each cost ÷ one plain step: verify, draft (per head pass), draft_round (all k), rollback, round."""
+        step = max(self.step, 1e-12)
+        return {"verify": self.verify / step, "draft": self.draft / self.k / step, "draft_round": self.draft / step,
+                "rollback": (self.snapshot + rolled_back * self.back + (1 - rolled_back) * self.keep) / step,
+                "round": self.round_seconds(rolled_back) / step}
+
+    def as_dict(self):
+        return {key: (round(v, 7) if isinstance(v, float) else v) for key, v in asdict(self).items()}
+
+
+def predict(costs, tokens_per_round, rolled_back=0.0):
+    """Speed-up over plain decoding that these costs predict for rounds yielding `tokens_per_round`
+    tokens, a share `rolled_back` of which rejected a draft. Prefill is left out of both sides."""
+    return tokens_per_round / max(costs.ratios(rolled_back)["round"], 1e-12)
+
+
+def time_plain_step(model, ids, repeats=5):
+    """Median seconds of one plain decoding step after the prompt (one token, batch 1), after a
+    warm-up step. ids: (1, T)."""
+    state = State(model)
+    times = []
+    with torch.inference_mode():
+        model(ids, state, last_only=True)
+        token = ids[:, -1:]
+        for i in range(repeats + 1):
+            t0 = time.perf_counter()
+            model(token, state, last_only=True)
+            if i:                                   # the first step warms up
+                times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def from_records(records, k, rollback, step):
+    """Costs from a trace's round records: medians per round, the first round left out as a warm-up
+    when there are more."""
+    rounds = [r for r in records if r.get("kind") == "round"]
+    rounds = rounds[1:] if len(rounds) > 1 else rounds
+    if not rounds:
+        return Costs(k, rollback, step, 0.0, step)
+
+    def median(key, rows):
+        return statistics.median(r["seconds"].get(key, 0.0) for r in rows) if rows else 0.0
+
+    def undo(rows):
+        return statistics.median(r["seconds"].get("restore", 0.0) + r["seconds"].get("rerun", 0.0)
+                                 for r in rows) if rows else None
+    back, keep = undo([r for r in rounds if r["rolled_back"]]), undo([r for r in rounds if not r["rolled_back"]])
+    back = back if back is not None else (keep or 0.0)
+    keep = keep if keep is not None else 0.0
+    return Costs(k, rollback, step, median("draft", rounds), median("verify", rounds), median("snapshot", rounds),
+                 back, keep)
+
+
+def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS):
+    """Time a short speculative run of `rounds` rounds (+1 warm-up) on the prompt `ids` (1, T), and
+    plain steps. It ignores stop tokens, so it always runs its rounds."""
+    trace = Trace(max_rounds=rounds + 2)
+    limit = model.cfg.max_position_embeddings - ids.shape[1] - k - 2
+    stream = generate_mtp_stream(model, mtp, ids, max(2, min((rounds + 1) * (k + 1) + 1, limit)), (), k, rollback,
+                                 trace=trace)
+    try:
+        for _ in stream:
+            if len(trace) > rounds + 1:
+                break
+    finally:
+        stream.close()
+    return from_records(list(trace), k, rollback, time_plain_step(model, ids))

@@ -1,0 +1,74 @@
+"""This host's costs of a speculative round and the speed-up they predict (demo.costs), and how the
+race's verdict reports them: tokens per main-model pass, verify ÷ step, draft ÷ step, predicted vs measured."""
+import pytest
+
+from demo import costs
+from demo.race import Run
+from demo.render import speed_html, verdict_html
+from demo.race import Verdict
+
+
+def round_record(draft, verify, rolled_back, restore=0.0, rerun=0.0, snapshot=0.0):
+    return {"kind": "round", "rolled_back": rolled_back,
+            "seconds": {"draft": draft, "verify": verify, "snapshot": snapshot, "restore": restore, "rerun": rerun}}
+
+
+def test_predicted_speedup_is_tokens_per_round_over_round_cost_in_plain_steps():
+    c = costs.Costs(k=2, rollback="select", step=0.010, draft=0.002, verify=0.012)
+    r = c.ratios()
+    assert r["verify"] == pytest.approx(1.2) and r["draft"] == pytest.approx(0.1) and r["round"] == pytest.approx(1.4)
+    assert costs.predict(c, tokens_per_round=2.8) == pytest.approx(2.0)
+    # a CPU whose verify pass over 3 tokens costs 2.5 steps: the same acceptance is slower than plain
+    slow = costs.Costs(k=2, rollback="select", step=0.010, draft=0.002, verify=0.025)
+    assert costs.predict(slow, tokens_per_round=2.4) < 1
+
+
+def test_recompute_pays_its_rollbacks_only_in_rounds_that_reject():
+    c = costs.Costs(k=1, rollback="recompute", step=0.01, draft=0.0, verify=0.01, snapshot=0.001, back=0.011)
+    assert c.ratios(0.0)["round"] == pytest.approx(1.1)
+    assert c.ratios(0.5)["round"] == pytest.approx(1.65)
+    assert costs.predict(c, 1.5, 0.5) == pytest.approx(1.5 / 1.65)
+
+
+def test_costs_from_records_are_medians_after_the_warm_up_round():
+    records = [{"kind": "prefill", "seconds": {}}, round_record(1.0, 9.0, True, 5.0),     # warm-up: left out
+               round_record(0.1, 0.3, False), round_record(0.2, 0.2, True, 0.05, 0.1), round_record(0.3, 0.4, False)]
+    c = costs.from_records(records, k=1, rollback="recompute", step=0.2)
+    assert (c.draft, c.verify) == (0.2, 0.3)
+    assert c.back == pytest.approx(0.15) and c.keep == 0.0
+
+
+def test_measured_costs_come_from_the_real_engine(tiny):
+    model, mtp, ids = tiny
+    c = costs.measure(model, mtp, ids, k=2, rollback="recompute", rounds=3)
+    assert c.step > 0 and c.verify > 0 and c.draft > 0 and c.snapshot > 0
+    assert 0 < costs.predict(c, 2.0) < 50
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    import torch
+    from stepper_models import random_model
+    model, mtp = random_model()
+    return model, mtp, torch.tensor([[3, 4, 5]])
+
+
+def spec_run(tokens, rounds, rolled_back, seconds):
+    run = Run("speculative", k=2, rollback="select", tokens=list(range(tokens)), rounds=rounds, started=True,
+              seconds=seconds, ended="length")
+    run.rolled_back = rolled_back
+    return run
+
+
+def test_the_verdict_says_why_speculative_was_slower_in_measured_numbers():
+    plain = Run("plain", tokens=list(range(41)), seconds=1.0, started=True, ended="length")
+    spec = spec_run(41, 20, 10, 1.25)                       # 2 tokens a round, slower than plain
+    slow = costs.Costs(k=2, rollback="select", step=0.010, draft=0.002, verify=0.025)
+    html = verdict_html(Verdict(True, "verdict_identical", {"n": 41}), plain, spec, "English", slow)
+    assert "0.80× (slower)" in html and "2.00 tokens per main-model pass" in html
+    assert "verifying 3 tokens in one pass costs 2.50 plain steps" in html and "one draft pass 0.10" in html
+    assert "predicted 0.74×" in html and "Why slower" in html
+    zh = speed_html(plain, spec, "中文", slow)
+    assert "为什么更慢" in zh and "Why" not in zh
+    fast = costs.Costs(k=2, rollback="select", step=0.010, draft=0.001, verify=0.011)
+    assert "Why slower" not in speed_html(plain, spec_run(41, 20, 10, 0.8), "English", fast)
