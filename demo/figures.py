@@ -9,13 +9,13 @@ it reads for colour-blind viewers too; categories are also named in text, never 
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from demo import stepper
 from demo.i18n import t
-from demo.theme import OKABE_ITO, plotly_template
+from demo.theme import OKABE_ITO, PLOTLY_DARK, PLOTLY_LIGHT
 
 DIVERGING = "RdBu_r"                  # negative blue, zero white, positive red
+TEMPLATES = {False: PLOTLY_LIGHT.to_plotly_json(), True: PLOTLY_DARK.to_plotly_json()}
 STATE_ORDER = ("before", "after_verify", "after")
 SHOWN = {"prefill": ("after",), "guess": ("before",), "verify": ("before", "after_verify"),
          "accept": STATE_ORDER}
@@ -35,21 +35,43 @@ class Look:
     lang: str = "English"
     dark: bool = False
     presenter: bool = False
+    narrow: bool = False                # a phone-sized screen: panels two to a row
 
     @property
     def font(self):
         return 20 if self.presenter else 14
 
+    @classmethod
+    def from_client(cls, lang, client="", presenter=False):
+        """From what the browser reports (stepper_html.LOOK_JS): "dark", "narrow", both or neither."""
+        words = str(client or "").split()
+        return cls(lang=lang, dark="dark" in words, presenter=bool(presenter), narrow="narrow" in words)
 
-def _frame(fig, look, title, height):
+
+MARGIN = {"l": 60, "r": 70, "t": 96, "b": 40}
+
+
+def _figure(data=(), layout=None):
+    """A plotly figure from plain dicts, without plotly's per-property checks (they cost 20-100 ms a
+    figure, most of a step's time); the dicts are written here, not taken from visitors."""
+    return go.Figure({"data": list(data), "layout": layout or {}}, _validate=False)
+
+
+def _frame(fig, look, title, height, fixed=False):
+    """Template, title, font and size; `fixed`: the figure placed its own axes and margins (no automargin,
+    so it keeps its height from phase to phase)."""
     if fig.layout.legend.orientation is None:          # default: one row above the plot, right-aligned
         fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0})
-    fig.update_layout(template=plotly_template(look.dark), title={"text": title, "x": 0.01},
-                      height=int(height * (1.25 if look.presenter else 1)), font={"size": look.font},
-                      margin={"l": 60, "r": 30, "t": 90, "b": 50})
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    fig.update_annotations(font_size=look.font)
+    scale = 1 if fixed else (1.25 if look.presenter else 1)
+    fig.layout.template = TEMPLATES[look.dark]      # assigned, not merged into plotly's default (6 KB more a figure)
+    fig.update_layout(title={"text": title, "x": 0.01, "y": 0.985, "yanchor": "top"},
+                      height=int(height * scale), font={"size": look.font}, margin=dict(MARGIN))
+    if not fixed:
+        fig.update_xaxes(automargin=True)
+        fig.update_yaxes(automargin=True)
+    for note in fig.layout.annotations:
+        if note.font.size is None:
+            note.font.size = look.font
     return fig
 
 
@@ -57,11 +79,6 @@ def _symmetric(grids):
     """The largest |value| over several grids (never 0, so a colour scale stays defined)."""
     top = max((abs(v) for g in grids if g for row in g for v in row), default=0.0)
     return top or 1e-9
-
-
-def _axis(letter, n):
-    """Plotly's name for subplot n's axis domain: "x domain", "x2 domain", ..."""
-    return f"{letter}{n if n > 1 else ''} domain"
 
 
 def subtract(a, b):
@@ -86,7 +103,7 @@ def layer_map(record, phase, look=Look()):
         kinds.append(kind)
     names.append(f"{t('mtp_head', look.lang)} · KV {state['head_kv']}")
     sizes.append(stepper.head_bytes(state))
-    fig = go.Figure()
+    fig = _figure()
     for key in stepper.STATUSES:                    # one trace per status: the legend names them
         rows = [i for i, s in enumerate(status) if s == key]
         if not rows:
@@ -104,41 +121,176 @@ def layer_map(record, phase, look=Look()):
 
 # --- the recurrent memory and the conv window -----------------------------------------------------------
 
-def memory_heatmaps(record, phase, look=Look()):
-    """Six heatmaps of the watched DeltaNet layer/head memory: before / after verify / after, then
-    after verify − before, after − before, and what the rollback removed (after verify − after; exactly
-    zero when nothing was rolled back, or when the restore was skipped). Not yet reached: hidden."""
+def run_scales(records):
+    """One colour scale per run: the largest |S| over every recorded memory, a difference scale (the
+    95th percentile of each round's largest change, so one outlier does not wash out the rest) and the
+    largest |conv window| value. -> {"memory", "diff", "conv"}"""
+    top, changes, conv = 0.0, [], 0.0
+    for rec in records:
+        conv = max([conv] + [abs(v) for st in rec["states"].values() for row in st.get("conv") or [] for v in row])
+        grids = {name: st["memory"] for name, st in rec["states"].items() if st.get("memory")}
+        top = max([top] + [abs(v) for g in grids.values() for row in g for v in row])
+        for a, b in (("after_verify", "before"), ("after_verify", "after"), ("after", "before")):
+            if a in grids and b in grids:
+                changes.append(max((abs(x - y) for ra, rb in zip(grids[a], grids[b]) for x, y in zip(ra, rb)),
+                                   default=0.0))
+    changes = sorted(c for c in changes if c > 0)
+    diff = changes[min(len(changes) - 1, int(0.95 * len(changes)))] if changes else 0.0
+    return {"memory": top or 1e-9, "diff": diff or 1e-9, "conv": conv or 1e-9}
+
+
+def _max_abs(grid):
+    return max((abs(v) for row in grid for v in row), default=0.0)
+
+
+def memory_panels(record, phase, lang="English", mode=None):
+    """What the memory figure shows for a round and phase, per rollback mode: the states in the first
+    row, their differences in the second. -> (states, diffs), each [(name, title, grid or None)];
+    None: not reached yet at this phase (drawn as an empty panel, so nothing moves between phases).
+
+    recompute: ① snapshot (= the state before verify) ② after verify, polluted by the rejected drafts
+               ③ restored from the snapshot (the same values: restore copies them back) ④ after re-running
+               the accepted tokens; differences ② − ①, ③ − ① (zero), ② − ④ (what the rejected drafts wrote)
+    select:    ① before ② after verify ③ the slot kept after the last accepted token; ② − ①, ③ − ①, ② − ③
+    none:      ① before ② after verify ③ after, left dirty; ② − ①, ③ − ①, ② − ③ (nothing removed)
+    The prefill shows its one state in the grid of the run's `mode`, so the figure keeps its size."""
+    states = record["states"]
+    if record.get("kind") == "prefill" or phase == "prefill":
+        empty = [(f"empty{i}", "", None) for i in range(4 if mode == "recompute" else 3)]
+        return [("after", t("mem_prefill", lang), states["after"]["memory"])] + empty[1:], empty[:3]
+    shown = SHOWN[phase]
+    grid = lambda name: states[name]["memory"] if name in shown else None       # noqa: E731
+    mode, back = record["rollback"], record["rolled_back"]
+    k, n = record["k"], record["accepted"]
+    before, verify, after = grid("before"), grid("after_verify"), grid("after")
+    polluted = t("mem_polluted", lang, r=k - n) if back and phase == "accept" else t("mem_verify", lang)
+
+    def diff(a, b):
+        return subtract(a, b) if a is not None and b is not None else None
+    if mode == "recompute":
+        restored = before if after is not None else None           # restore copies the snapshot back, bit for bit
+        rows = [("before", t("mem_snapshot", lang), before), ("after_verify", polluted, verify),
+                ("restored", t("mem_restored" if back else "mem_no_restore", lang), restored if back else None),
+                ("after", t("mem_rerun", lang, n=n + 1) if back else t("mem_kept", lang, i="④"), after)]
+        restore_diff = diff(restored, before) if back else None
+        restore_title = t("diff_restore", lang) if not restore_diff or not _max_abs(restore_diff) else \
+            t("diff_restore_differs", lang, d=_max_abs(restore_diff))
+        diffs = [("diff_verify", t("diff_verify", lang), diff(verify, before)),
+                 ("diff_restore", restore_title, restore_diff),
+                 ("diff_removed", t("diff_removed", lang, last="④"), diff(verify, after))]
+        return rows, diffs
+    third = {"select": t("mem_selected", lang, n=n + 1, m=k + 1) if back else t("mem_kept", lang, i="③"),
+             "none": t("mem_dirty", lang) if back else t("mem_kept", lang, i="③")}[mode]
+    removed = t("diff_removed", lang, last="③") if mode != "none" else t("diff_not_removed", lang)
+    rows = [("before", t("mem_before", lang), before), ("after_verify", polluted, verify), ("after", third, after)]
+    diffs = [("diff_verify", t("diff_verify", lang), diff(verify, before)),
+             ("diff_after", t("diff_kept", lang), diff(after, before)),
+             ("diff_removed", removed, diff(verify, after))]
+    return rows, diffs
+
+
+def _grid_layout(rows, cols, height, panel_px, title_px=52, axis_px=40):
+    """Axis domains of a grid of heatmap panels, placed in pixels so titles never reach the row above
+    (no make_subplots: its checks cost ~100 ms a figure). -> (layout axes dict, [(xname, yname)])"""
+    axes, refs = {}, []
+    plot_h = height - MARGIN["t"] - MARGIN["b"]
+    gap = 0.06 if cols > 2 else 0.1
+    width = (1 - gap * (cols - 1)) / cols
+    y_top = plot_h
+    for r, count in enumerate(rows):
+        y_top -= title_px
+        y0, y1 = (y_top - panel_px) / plot_h, y_top / plot_h
+        for c in range(count):
+            i = len(refs) + 1
+            x0 = c * (width + gap)
+            axes[f"xaxis{i if i > 1 else ''}"] = {"domain": [x0, x0 + width], "anchor": f"y{i if i > 1 else ''}"}
+            axes[f"yaxis{i if i > 1 else ''}"] = {"domain": [max(0, y0), y1], "anchor": f"x{i if i > 1 else ''}"}
+            refs.append((f"x{i if i > 1 else ''}", f"y{i if i > 1 else ''}"))
+        y_top -= panel_px + axis_px
+    return axes, refs
+
+
+def _wrap_rows(panels, cols):
+    """Panels laid out `cols` to a row: [[p1, p2], [p3]] (narrow screens get two columns)."""
+    return [panels[i:i + cols] for i in range(0, len(panels), cols)]
+
+
+def memory_heatmaps(record, phase, look=None, scales=None, mode=None):
+    """The watched DeltaNet layer/head memory at this phase (memory_panels): states in one colour scale,
+    differences in another, both fixed for the whole run when `scales` (run_scales(records)) is given. Cells
+    where the rejected drafts wrote the most are marked × on the polluted memory. mode: the run's
+    rollback (the prefill record does not say it)."""
+    look = look or Look()
     states = record["states"]
     watch = (states.get("after") or states["before"])["watch"]
-    shown = SHOWN[phase]
-    titles = [t(s if s != "after" or record.get("rolled_back") else "after_accept", look.lang)
-              for s in STATE_ORDER] + [t(d[0], look.lang) for d in DIFFS]
-    fig = make_subplots(rows=2, cols=3, subplot_titles=titles, horizontal_spacing=0.04, vertical_spacing=0.12)
-    grids = {s: states[s]["memory"] for s in STATE_ORDER if s in shown}
-    diffs = {name: subtract(grids[a], grids[b]) for name, a, b in DIFFS if a in grids and b in grids}
-    for i, s in enumerate(STATE_ORDER):
-        z = grids.get(s)
-        fig.add_heatmap(z=z or [[0.0]], coloraxis="coloraxis", visible=z is not None, name=s, row=1, col=i + 1,
-                        hovertemplate="key %{y}, value %{x}: %{z:.4f}<extra>" + titles[i] + "</extra>")
-    for i, (name, _, _) in enumerate(DIFFS):
-        z = diffs.get(name)
-        fig.add_heatmap(z=z or [[0.0]], coloraxis="coloraxis2", visible=z is not None, name=name, row=2, col=i + 1,
-                        hovertemplate="key %{y}, value %{x}: %{z:.2e}<extra>" + titles[3 + i] + "</extra>")
-    for i, ok in enumerate([s in grids for s in STATE_ORDER] + [d[0] in diffs for d in DIFFS]):
-        if not ok:
-            fig.add_annotation(text=t("not_yet", look.lang), showarrow=False, opacity=0.6,
-                               xref=_axis("x", i + 1), yref=_axis("y", i + 1), x=0.5, y=0.5)
-    top, dtop = _symmetric(grids.values()), _symmetric(diffs.values())
-    bar = {"thickness": 14, "len": 0.42}
-    fig.update_layout(
-        coloraxis={"colorscale": DIVERGING, "cmin": -top, "cmax": top, "cmid": 0,
-                   "colorbar": {**bar, "y": 0.79, "title": {"text": "S"}}},
-        coloraxis2={"colorscale": DIVERGING, "cmin": -dtop, "cmax": dtop, "cmid": 0,
-                    "colorbar": {**bar, "y": 0.21, "title": {"text": "Δ"}}})
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, autorange="reversed")
-    title = t("fig_memory", look.lang, layer=watch["layer"], head=watch["head"])
-    return _frame(fig, look, title, 560)
+    rows, diffs = memory_panels(record, phase, look.lang, mode or record.get("rollback"))
+    s_top, d_top = (scales["memory"], scales["diff"]) if scales else \
+        (_symmetric([g for _, _, g in rows]), _symmetric([g for _, _, g in diffs]))
+    cols = 2 if look.narrow else max(3, len(rows))
+    groups = _wrap_rows(rows, cols) + _wrap_rows(diffs, cols)
+    panel_px = 150 if look.narrow else (190 if cols > 3 else 230)
+    title_px, axis_px = (60, 44) if not look.presenter else (78, 54)
+    height = MARGIN["t"] + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
+    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px)
+    data, notes = [], []
+    panels = [p + ("coloraxis",) for p in rows] + [p + ("coloraxis2",) for p in diffs]
+    for (name, title, grid, scale), (xref, yref) in zip(panels, refs):
+        empty = grid is None
+        z = grid if not empty else [[0.0]]
+        if not empty and scale == "coloraxis2" and name != "diff_restore":
+            title += f"<br><span style='font-size:0.85em'>{t('max_change', look.lang, d=_max_abs(grid))}</span>"
+        data.append({"type": "heatmap", "z": z, "coloraxis": scale, "name": name, "xaxis": xref, "yaxis": yref,
+                     "visible": not empty, "hovertemplate": f"{t('key_dim', look.lang)} %{{y}}, "
+                     f"{t('value_dim', look.lang)} %{{x}}: %{{z:.4f}}<extra>{name}</extra>"})
+        axis_x, axis_y = axes[_axis_key("x", xref)], axes[_axis_key("y", yref)]
+        last = len(z) - 1
+        axis_x.update(showticklabels=not empty, tickvals=[0, len(z[0]) - 1], title={"text": t("value_dim", look.lang),
+                      "standoff": 2, "font": {"size": look.font - 3}}, showgrid=False, zeroline=False)
+        axis_y.update(showticklabels=not empty, tickvals=[0, last], autorange="reversed", showgrid=False,
+                      zeroline=False, title={"text": t("key_dim", look.lang), "standoff": 2,
+                                             "font": {"size": look.font - 3}})
+        domain_x, domain_y = axis_x["domain"], axis_y["domain"]
+        notes.append({"text": title, "showarrow": False, "xref": "paper", "yref": "paper", "x": sum(domain_x) / 2,
+                      "y": domain_y[1], "yanchor": "bottom", "yshift": 4, "xanchor": "center",
+                      "font": {"size": look.font - 1}, "name": "panel-title"})
+        if empty:
+            notes.append({"text": t("not_yet", look.lang), "showarrow": False, "opacity": 0.6,
+                          "xref": f"{xref} domain", "yref": f"{yref} domain", "x": 0.5, "y": 0.5})
+    marks = _rejected_marks(record, phase, rows)
+    if marks:
+        xref, yref = refs[[p[0] for p in rows].index("after_verify")]
+        data.append({"type": "scatter", "x": marks[1], "y": marks[0], "mode": "markers", "xaxis": xref,
+                     "yaxis": yref, "name": "rejected", "hoverinfo": "skip", "showlegend": False,
+                     "marker": {"symbol": "x-thin", "size": 9, "line": {"width": 2, "color": "#000000"}}})
+    bar = {"thickness": 12, "len": 0.4, "x": 1.01}
+    layout = {**axes, "annotations": notes,
+              "coloraxis": {"colorscale": DIVERGING, "cmin": -s_top, "cmax": s_top, "cmid": 0,
+                            "colorbar": {**bar, "y": 0.78, "title": {"text": "S"}}},
+              "coloraxis2": {"colorscale": DIVERGING, "cmin": -d_top, "cmax": d_top, "cmid": 0,
+                             "colorbar": {**bar, "y": 0.22, "title": {"text": "Δ"}}}}
+    title = t("fig_memory", look.lang, layer=watch["layer"], head=watch["head"]) + \
+        f"<br><sub>{t('fig_memory_sub', look.lang)}</sub>"
+    return _frame(_figure(data, layout), look, title, height, fixed=True)
+
+
+def _axis_key(letter, ref):
+    """"x3" -> "xaxis3", "y" -> "yaxis"."""
+    return f"{letter}axis{ref[1:]}"
+
+
+def _rejected_marks(record, phase, rows, top=12):
+    """Cells (rows, cols) of the watched memory where the rejected drafts wrote the most (after verify −
+    after, the largest |Δ| cells above half the largest), at the accept phase of a rolled-back round."""
+    names = [p[0] for p in rows]
+    if phase != "accept" or not record.get("rolled_back") or record.get("rollback") == "none" \
+            or "after_verify" not in names:
+        return None
+    delta = subtract(record["states"]["after_verify"]["memory"], record["states"]["after"]["memory"])
+    cells = sorted(((abs(v), i, j) for i, row in enumerate(delta) for j, v in enumerate(row)), reverse=True)
+    if not cells or cells[0][0] == 0:
+        return None
+    keep = [(i, j) for v, i, j in cells[:top] if v >= 0.5 * cells[0][0]]
+    return [i for i, _ in keep], [j for _, j in keep]
 
 
 def conv_labels(run, record, which, columns):
@@ -157,33 +309,48 @@ def conv_labels(run, record, which, columns):
     return labels
 
 
-def conv_strip(record, phase, labels=None, look=Look()):
+def conv_strip(record, phase, labels=None, look=None, scale=None):
     """The conv window (channels, averaged, x K-1 columns; the right column is the newest token) before
     verify, after verify and after: it shifts by a column per token and snaps back on a rejection.
-    labels: {state: [column tick labels]} (see conv_labels)."""
+    labels: {state: [column tick labels]} (see conv_labels); scale: one colour scale for the whole run."""
+    look = look or Look()
     states = record["states"]
     shown = SHOWN[phase]
     any_state = states.get("after") or states["before"]
     columns = len(any_state["conv"][0])
-    titles = [t(s if s != "after" or record.get("rolled_back") else "after_accept", look.lang) for s in STATE_ORDER]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06)
+    after_key = {"select": "after_rollback", "recompute": "after_rollback", "none": "after_none"}.get(
+        record.get("rollback"), "after_rollback") if record.get("rolled_back") else "after_accept"
+    titles = [t(s if s != "after" else after_key, look.lang) for s in STATE_ORDER]
     grids = {s: states[s]["conv"] for s in STATE_ORDER if s in shown}
-    for i, s in enumerate(STATE_ORDER):
+    cols = 2 if look.narrow else 3
+    groups = _wrap_rows(list(STATE_ORDER), cols)
+    panel_px, title_px, axis_px = (120, 40, 56) if not look.presenter else (140, 52, 70)
+    height = MARGIN["t"] + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
+    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px)
+    data, notes = [], []
+    for s, title, (xref, yref) in zip(STATE_ORDER, titles, refs):
         z = grids.get(s)
-        fig.add_heatmap(z=z or [[0.0] * columns], coloraxis="coloraxis", visible=z is not None, name=s,
-                        row=1, col=i + 1, hovertemplate="channel %{y}, column %{x}: %{z:.3f}<extra></extra>")
+        data.append({"type": "heatmap", "z": z or [[0.0] * columns], "coloraxis": "coloraxis", "name": s,
+                     "visible": z is not None, "xaxis": xref, "yaxis": yref,
+                     "hovertemplate": "%{y}, %{x}: %{z:.3f}<extra></extra>"})
         ticks = (labels or {}).get(s) or [str(c) for c in range(columns)]
-        fig.update_xaxes(tickvals=list(range(columns)), ticktext=ticks, tickangle=0, showticklabels=z is not None,
-                         row=1, col=i + 1)
+        axes[_axis_key("x", xref)].update(tickvals=list(range(columns)), ticktext=ticks, tickangle=0,
+                                          showticklabels=z is not None, showgrid=False, zeroline=False,
+                                          tickfont={"size": look.font - 3})
+        axes[_axis_key("y", yref)].update(showticklabels=False, showgrid=False, zeroline=False)
+        domain_x, domain_y = axes[_axis_key("x", xref)]["domain"], axes[_axis_key("y", yref)]["domain"]
+        notes.append({"text": title, "showarrow": False, "xref": "paper", "yref": "paper", "x": sum(domain_x) / 2,
+                      "y": domain_y[1], "yanchor": "bottom", "yshift": 4, "xanchor": "center", "name": "panel-title",
+                      "font": {"size": look.font - 1}})
         if z is None:
-            fig.add_annotation(text=t("not_yet", look.lang), showarrow=False, opacity=0.6,
-                               xref=_axis("x", i + 1), yref=_axis("y", i + 1), x=0.5, y=0.5)
-    top = _symmetric(grids.values())
-    fig.update_layout(coloraxis={"colorscale": DIVERGING, "cmin": -top, "cmax": top, "cmid": 0,
-                                 "colorbar": {"thickness": 14}})
-    fig.update_yaxes(showticklabels=False)
+            notes.append({"text": t("not_yet", look.lang), "showarrow": False, "opacity": 0.6,
+                          "xref": f"{xref} domain", "yref": f"{yref} domain", "x": 0.5, "y": 0.5})
+    top = scale or _symmetric(grids.values())
+    layout = {**axes, "annotations": notes,
+              "coloraxis": {"colorscale": DIVERGING, "cmin": -top, "cmax": top, "cmid": 0,
+                            "colorbar": {"thickness": 12, "x": 1.01}}}
     title = t("fig_conv", look.lang, layer=any_state["watch"]["layer"], n=columns)
-    return _frame(fig, look, title, 330)
+    return _frame(_figure(data, layout), look, title, height, fixed=True)
 
 
 # --- KV caches -------------------------------------------------------------------------------------------
@@ -195,7 +362,7 @@ def kv_lengths(record, phase, look=Look()):
     any_state = states.get("after") or states["before"]
     names = [f"L{la['index']}" for la in any_state["layers"] if la["kind"] == "attention"] + \
         [t("mtp_head", look.lang)]
-    fig = go.Figure()
+    fig = _figure()
     colours = {"before": "#999999", "after_verify": OKABE_ITO["orange"], "after": OKABE_ITO["blue"]}
     for s in STATE_ORDER:
         if s not in states:
@@ -227,7 +394,7 @@ def cost_stack(records, current=None, look=Look()):
     """Per round, stacked milliseconds: draft, verify, snapshot, restore, re-run."""
     rounds = _rounds(records)
     x = [r["round"] for r in rounds]
-    fig = go.Figure()
+    fig = _figure()
     for key, colour in COST_COLOURS.items():
         fig.add_bar(x=x, y=[r["seconds"].get(key, 0.0) * 1000 for r in rounds], name=t(f"cost_{key}", look.lang),
                     marker_color=colour)
@@ -236,7 +403,7 @@ def cost_stack(records, current=None, look=Look()):
     fig.update_layout(barmode="stack", legend_traceorder="normal")
     fig.update_xaxes(title=t("round", look.lang))
     fig.update_yaxes(title=t("ms", look.lang))
-    title = f"{t('fig_cost', look.lang)} <sub>(prefill {prefill:.1f} ms)</sub>"
+    title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>"
     return _frame(fig, look, title, 330)
 
 
@@ -244,17 +411,18 @@ def acceptance_over_run(records, current=None, look=Look()):
     """Per round, how many guesses were accepted (bars), and the acceptance rate so far (line)."""
     rounds = _rounds(records)
     x = [r["round"] for r in rounds]
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig = _figure()
     fig.add_bar(x=x, y=[r["accepted"] for r in rounds], name=t("accepted_per_round", look.lang),
-                marker_color=OKABE_ITO["sky_blue"], secondary_y=False)
+                marker_color=OKABE_ITO["sky_blue"])
     rate = [stepper.acceptance(rounds[:i + 1])[0] for i in range(len(rounds))]
-    fig.add_scatter(x=x, y=rate, name=t("acceptance_rate", look.lang), mode="lines",
-                    line={"color": OKABE_ITO["vermillion"], "width": 3}, secondary_y=True)
+    fig.add_scatter(x=x, y=rate, name=t("acceptance_rate", look.lang), mode="lines", yaxis="y2",
+                    line={"color": OKABE_ITO["vermillion"], "width": 3})
     _mark_round(fig, current)
     k = rounds[0]["k"] if rounds else 1
-    fig.update_yaxes(range=[0, k * 1.1], dtick=1, title=t("accepted_per_round", look.lang), secondary_y=False)
-    fig.update_yaxes(range=[0, 1.1], tickformat=".0%", title=None, secondary_y=True, showgrid=False)
-    fig.update_xaxes(title=t("round", look.lang))
+    fig.update_layout(yaxis={"range": [0, k * 1.1], "dtick": 1, "title": {"text": t("accepted_per_round", look.lang)}},
+                      yaxis2={"range": [0, 1.1], "tickformat": ".0%", "overlaying": "y", "side": "right",
+                              "showgrid": False},
+                      xaxis={"title": {"text": t("round", look.lang)}})
     return _frame(fig, look, t("fig_acceptance", look.lang), 330)
 
 
@@ -302,7 +470,7 @@ def what_if(records, plain_step_seconds=None, look=Look()):
     """Speed-up against the acceptance rate a (0..1) for this run's k and measured costs, with the
     break-even point and this run's measured acceptance (model and measured speed-up) marked."""
     rounds = _rounds(records)
-    fig = go.Figure()
+    fig = _figure()
     if not rounds:                                       # a one-token run: nothing was speculated
         fig.add_annotation(text="—", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
         return _frame(fig, look, t("fig_whatif", look.lang), 380)
@@ -333,7 +501,7 @@ def what_if(records, plain_step_seconds=None, look=Look()):
     fig.update_xaxes(title=t("rate_a", look.lang), range=[0, 1])
     fig.update_yaxes(title=t("axis_speedup", look.lang), rangemode="tozero")
     fig.update_layout(legend={"yanchor": "bottom", "y": 0.02, "xanchor": "right", "x": 0.99, "orientation": "v"})
-    title = f"{t('fig_whatif', look.lang)}<br><sub>plain step {plain * 1000:.2f} ms — {how}</sub>"
+    title = f"{t('fig_whatif', look.lang)}<br><sub>{t('plain_step_ms', look.lang, ms=plain * 1000, how=how)}</sub>"
     if even is None:
         fig.add_annotation(text=t("no_break_even", look.lang), showarrow=False, xref="paper", yref="paper",
                            x=0.02, y=0.95, xanchor="left")
@@ -348,7 +516,7 @@ def whatif_caption(records, plain_step_seconds=None, lang="English"):
 def drift(proof_drift, first_diff_round=None, look=Look()):
     """Per round of the restore-skipped run: how far its watched memory is from the correct run's."""
     x = list(range(1, len(proof_drift) + 1))
-    fig = go.Figure()
+    fig = _figure()
     fig.add_scatter(x=x, y=proof_drift, mode="lines+markers", name=t("max_abs_diff", look.lang),
                     line={"color": OKABE_ITO["reddish_purple"], "width": 3}, connectgaps=False)
     if first_diff_round:

@@ -13,23 +13,59 @@ from demo import stepper
 from demo.i18n import t
 from demo.render import token_spans
 
-# every event that draws figures passes the page's light/dark mode as its last input (plotly needs a template)
-DARK_JS = ("(...a) => { a[a.length - 1] = !!(document.body.classList.contains('dark') || "
-           "document.documentElement.classList.contains('dark') || document.querySelector('.gradio-container.dark'));"
-           " return a; }")
+# every event that draws figures passes what the browser knows as its last input: "dark" (plotly needs
+# a template) and "narrow" (a phone: panels two to a row); see figures.Look.from_client
+LOOK_JS = ("(...a) => { const dark = document.body.classList.contains('dark') || "
+           "document.documentElement.classList.contains('dark') || !!document.querySelector('.gradio-container.dark');"
+           " a[a.length - 1] = (dark ? 'dark ' : '') + (window.innerWidth < 700 ? 'narrow' : ''); return a; }")
+# Keys, and presses that arrive while a step is being drawn: they wait in a queue and are sent one at a
+# time, each after the phase heading shows the previous one (Gradio ignores a click on a button whose
+# event is still running). Mouse clicks on Back / Next take the same queue. window.__stepLatency keeps
+# the milliseconds from each press being sent to its heading being painted (the browser test prints them).
 KEYS_JS = """
 if (!window.__stepperKeys) {
   window.__stepperKeys = true;
+  window.__stepLatency = [];
+  const queue = [];
+  let busy = false, sending = false;
   const typing = (el) => !!el && (['input', 'textarea', 'select'].includes((el.tagName || '').toLowerCase())
                                   || el.isContentEditable);
   const shown = () => { const p = document.getElementById('stepper-panel'); return !!p && p.offsetParent !== null; };
-  const press = (id) => { const el = document.getElementById(id);
-    const b = el && (el.tagName === 'BUTTON' ? el : el.querySelector('button')); if (b) b.click(); };
+  const button = (id) => { const el = document.getElementById(id);
+    return el && (el.tagName === 'BUTTON' ? el : el.querySelector('button')); };
+  const phase = () => document.querySelector('#stepper-phase .step-phase');
+  const stamp = () => { const p = phase(); return p ? `${p.dataset.step}|${p.dataset.round}|${p.dataset.phase}` : ''; };
+  const pump = () => {
+    if (busy || !queue.length) return;
+    const id = queue.shift(), p = phase();
+    if (p && ((id === 'stepper-next' && p.dataset.done === 'true') || (id === 'stepper-prev' && p.dataset.step === '0'))) {
+      pump(); return;                                   // nothing to move to: the press is used up
+    }
+    const b = button(id);
+    if (!b || !p || p.dataset.phase === 'none') { queue.length = 0; return; }
+    busy = true;
+    const before = stamp(), t0 = performance.now();
+    sending = true; b.click(); sending = false;
+    const wait = () => {
+      if (stamp() !== before || performance.now() - t0 > 15000) {
+        window.__stepLatency.push(performance.now() - t0);
+        busy = false; pump();
+      } else { setTimeout(wait, 15); }
+    };
+    setTimeout(wait, 15);
+  };
+  const push = (id) => { queue.push(id); pump(); };
+  document.addEventListener('click', (e) => {
+    const b = e.target.closest && e.target.closest('#stepper-next, #stepper-prev');
+    if (!b || sending) return;
+    e.stopPropagation(); e.preventDefault();
+    push(b.id || b.closest('[id]').id);
+  }, true);
   document.addEventListener('keydown', (e) => {
     if (e.ctrlKey || e.metaKey || e.altKey || typing(e.target) || !shown()) return;
-    if (e.key === 'ArrowRight') { e.preventDefault(); press('stepper-next'); }
-    else if (e.key === 'ArrowLeft') { e.preventDefault(); press('stepper-prev'); }
-    else if (e.key === ' ') { e.preventDefault(); if (!e.repeat) press('stepper-play'); }
+    if (e.key === 'ArrowRight' || e.key === 'PageDown') { e.preventDefault(); push('stepper-next'); }
+    else if (e.key === 'ArrowLeft' || e.key === 'PageUp') { e.preventDefault(); push('stepper-prev'); }
+    else if (e.key === ' ') { e.preventDefault(); if (!e.repeat) { const b = button('stepper-play'); if (b) b.click(); } }
   });
   document.addEventListener('keyup', (e) => { if (e.key === ' ' && !typing(e.target) && shown()) e.preventDefault(); });
 }
@@ -38,8 +74,19 @@ CSS = """<style>
 #stepper-panel .step-phase { font-size: 1.25rem; padding: 0.4em 0.7em; border-left: 6px solid #0072B2;
   background: var(--background-fill-secondary); border-radius: 6px; }
 #stepper-panel .step-done { color: #D55E00; font-weight: 700; }
-#stepper-panel .step-text { min-height: 4em; max-height: 16em; }
-#stepper-panel .step-current { outline: 2px solid #E69F00; outline-offset: 1px; border-radius: 3px; }
+#stepper-panel .step-text { height: 9em; min-height: 9em; max-height: 9em; overflow-y: auto; }
+/* the current round's tokens: a frame drawn inside the span, so it never covers the word before it */
+#stepper-panel .step-current { box-shadow: inset 0 0 0 2px #E69F00; border-radius: 3px; padding: 0 2px; }
+/* room reserved for the longest phase, so nothing moves under the presenter between phases */
+#stepper-table { min-height: 14em; }
+#stepper-explain { min-height: 10em; }
+#stepper-panel .step-slots { display: flex; flex-wrap: wrap; gap: 0.3em; margin-top: 0.3em; }
+#stepper-panel .step-slot { border: 2px solid var(--border-color-primary); border-radius: 6px; padding: 0.1em 0.4em;
+  opacity: 0.65; }
+#stepper-panel .step-slot.picked { border-color: #009E73; opacity: 1; font-weight: 700; }
+#stepper-panel .step-slot.rejected { border-style: dashed; border-color: #D55E00; }
+/* plotly's toolbar would cover the figure titles; zoom and pan are not needed here */
+#stepper-panel .modebar-container { display: none !important; }
 #stepper-panel .step-chip { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: pre;
   padding: 0 0.3em; border: 1px solid var(--border-color-primary); border-radius: 4px; }
 #stepper-panel .step-guess { border-style: dashed; border-color: #E69F00; }
@@ -62,6 +109,8 @@ body.presenter #stepper-panel .step-phase { font-size: 1.8rem; border-left-width
 body.presenter #stepper-panel .step-table { font-size: 1.35rem; }
 body.presenter #stepper-panel .step-text { font-size: 1.6rem; }
 body.presenter #stepper-panel .prose { font-size: 1.3rem; }
+body.presenter #stepper-legend .legend, body.presenter #stepper-keys-help, body.presenter #stepper-keys-help p {
+  font-size: 1.4rem; }
 @media (max-width: 900px) { #stepper-panel .step-proof { grid-template-columns: 1fr; } }
 </style>"""
 
@@ -69,9 +118,12 @@ ORIGIN_CLASS = {"main": "tok tok-main", "draft": "tok tok-draft", "correction": 
                 "bonus": "tok tok-bonus"}
 
 
+def _raw_label(run, token):
+    return run.labels.get(token, f"#{token}").replace("\n", "↵").replace("\t", "⇥")
+
+
 def _label(run, token):
-    text = run.labels.get(token, f"#{token}")
-    return escape(text.replace("\n", "↵").replace("\t", "⇥"))
+    return escape(_raw_label(run, token))
 
 
 def _chip(run, token, cls="", title=""):
@@ -95,7 +147,8 @@ def phase_heading(run, step, lang):
     parts.append(t("step_of", lang, s=step + 1, n=stepper.n_steps(run)))
     done = stepper.at_end(run, step)
     tail = f' <span class="step-done">— {escape(t("done", lang))}</span>' if done else ""
-    return (f'<div class="step-phase" data-phase="{phase}" data-round="{r}" data-done="{str(done).lower()}">'
+    return (f'<div class="step-phase" data-phase="{phase}" data-round="{r}" data-step="{step}" '
+            f'data-done="{str(done).lower()}">'
             f'<b>{escape(parts[0])}</b> · {" · ".join(escape(p) for p in parts[1:])}{tail}</div>')
 
 
@@ -180,7 +233,7 @@ def phase_panel(run, step, lang):
                         f"<td>{_pct(d['prob'])}</td><td class='step-alts'>{_top_list(run, others)}</td></tr>")
         return f"<h4>{escape(t('draft_head_guesses', lang))}</h4>" + _table(rows)
     if phase == "verify":
-        return _verify_table(run, rec, lang)
+        return _verify_table(run, rec, lang) + (slots_html(run, rec, lang) if rec["rollback"] == "select" else "")
     return _accept_panel(run, r, lang)
 
 
@@ -208,6 +261,21 @@ def _verify_table(run, rec, lang):
         rows.append(f"<tr class='{cls}'><td>{_chip(run, prev[i])}</td><td>{_chip(run, v['token'], 'tok-main')}</td>"
                     f"<td>{_pct(v['prob'])}</td>{guess_cells}<td class='step-mark'>{mark}</td></tr>")
     return _table(rows)
+
+
+def slots_html(run, rec, lang, picked=False):
+    """select's k+1 slots: the state kept after each token of the verify pass (tok, d1..dk); at the accept
+    phase the slot after the last accepted token is marked as the one taken, the later ones as dropped."""
+    tokens = [stepper.token_at(run, rec["pos"])] + [d["token"] for d in rec["draft"]]
+    n = rec["accepted"]
+    cells = []
+    for i, token in enumerate(tokens):
+        cls = "" if not picked else (" picked" if i == n else " rejected" if i > n else "")
+        mark = f" ✓ {escape(t('slot_selected', lang))}" if picked and i == n else (" ✗" if picked and i > n else "")
+        cells.append(f'<span class="step-slot{cls}" data-slot="{i}">{i + 1}: '
+                     f'{escape(t("slot_after", lang, token=_raw_label(run, token)))}{mark}</span>')
+    return f'<div class="step-slots" title="{escape(t("slots", lang))}"><small>{escape(t("slots", lang))}</small>' \
+        f'{"".join(cells)}</div>'
 
 
 def _kb(n):
@@ -239,7 +307,8 @@ def _accept_panel(run, r, lang):
     head = t("head_cut", lang, n=n + 1) + f" ({st['before']['head_kv']} → {st['after']['head_kv']})"
     rows = [f"<tr><td>{escape(t('emitted', lang))}</td><td>{chips}</td></tr>",
             f"<tr><td>{escape(t('state_kv', lang, n=n_attn))}</td><td>{escape(kv_text)}</td></tr>",
-            f"<tr><td>{escape(t('state_memory', lang, n=n_delta))}</td><td>{escape(mem)}</td></tr>",
+            f"<tr><td>{escape(t('state_memory', lang, n=n_delta))}</td><td>{escape(mem)}"
+            f"{slots_html(run, rec, lang, picked=True) if rec['rollback'] == 'select' else ''}</td></tr>",
             f"<tr><td>{escape(t('state_head', lang))}</td><td>{escape(head)}</td></tr>"]
     return _table(rows)
 

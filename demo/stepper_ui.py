@@ -5,26 +5,31 @@
 
 Start records a whole run with the real engine (demo.stepper_run.record_run); Next / Back / Play / Reset
 then walk the recorded trace with no compute. The position lives in the visitor's gr.State, never in a
-global. Keys: → next, ← back, space play/pause (ignored while typing). Every event has an api_name:
-step_start, step_next, step_prev, step_reset, step_play, step_tick, step_speed, step_skip_restore,
-trace_export, trace_import, step_language, step_presenter, step_prompt_from_race, step_deep_link.
+global. A step sends only what changed (render_changes): the run-wide figures once, a round's figures
+once per phase. Keys: → / PageDown next, ← / PageUp back, space play/pause (ignored while typing);
+presses made during a step wait their turn in the browser. Every event has an api_name: step_start,
+step_next, step_prev, step_reset, step_play, step_tick, step_speed, step_skip_restore, trace_export,
+trace_import (which also sets the controls to the trace's settings), step_language, step_presenter,
+step_example, step_{prompt,raw,k}_from_race, step_deep_link.
 """
+import itertools
 import logging
 
 import gradio as gr
 from gradio.context import Context
 
-from demo import figures, models, serving, stepper, stepper_run, traceio
+from demo import figures, models, race_ui, serving, stepper, stepper_run, traceio
 from demo import stepper_html as H
 from demo.figures import Look
-from demo.i18n import DEFAULT_LANG, notice_text, t
+from demo.frame import model_error_text, words
+from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare
 from demo.render import legend_html
 from demo.validate import InputError, RaceSettings, as_bool, choose, clamp_number, clean_prompt
 
 log = logging.getLogger(__name__)
 
-LIMITS = {"k": (1, 4, 1), "max_new_tokens": (1, stepper.MAX_NEW_TOKENS, 48), "temperature": (0.0, 2.0, 0.0),
+LIMITS = {"k": (1, 4, 2), "max_new_tokens": (1, stepper.MAX_NEW_TOKENS, 48), "temperature": (0.0, 2.0, 0.0),
           "seed": (0, 2**31 - 1, 0), "watch_layer": (0, 255, 0), "watch_head": (0, 255, 0)}
 ROLLBACKS = ("select", "recompute")
 SESSION_SECONDS = serving.session_ttl()     # a visitor's recorded run is dropped this long after its last change
@@ -54,26 +59,85 @@ def encode(loaded, settings):
     return ids, notices
 
 
-def render(session, lang, dark=False, presenter=False):
-    """Everything the view shows for the session's run at its current step (a tuple, in VIEW order)."""
-    run = session and session.get("run")
-    step = session["step"] if run else 0
-    look = Look(lang=lang, dark=bool(dark), presenter=bool(presenter))
-    if run is None:
-        return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", t("no_run", lang),
-                None, None, None, None, None, None, None, "")
+VIEW = ("heading", "text", "panel", "explain", "layers", "memory", "conv", "kv", "cost", "acceptance", "whatif",
+        "caption")
+
+
+def _parts(session, look):
+    """Per output of the view: (what decides it, a function drawing it). An output whose deciding key
+    has not changed since it was last sent need not be sent again (render_changes)."""
+    run, step, lang = session["run"], session["step"], look.lang
     r, phase = stepper.where(run, step)
     rec = run.records[r]
-    columns = len((rec["states"].get("after") or rec["states"]["before"])["conv"][0])
-    labels = {w: figures.conv_labels(run, rec, w, columns) for w in rec["states"]}
-    current = r if r else None
-    return (H.phase_heading(run, step, lang), H.text_so_far(run, step, lang), H.phase_panel(run, step, lang),
-            H.explanation(run, step, lang), figures.layer_map(rec, phase, look),
-            figures.memory_heatmaps(rec, phase, look), figures.conv_strip(rec, phase, labels, look),
-            figures.kv_lengths(rec, phase, look), figures.cost_stack(run.records, current, look),
-            figures.acceptance_over_run(run.records, current, look),
-            figures.what_if(run.records, run.plain_step_seconds, look),
-            figures.whatif_caption(run.records, run.plain_step_seconds, lang))
+    run_key = (session.get("id"), look)
+    scales = session.get("scales") or figures.run_scales(run.records)
+
+    def conv():
+        columns = len((rec["states"].get("after") or rec["states"]["before"])["conv"][0])
+        labels = {w: figures.conv_labels(run, rec, w, columns) for w in rec["states"]}
+        return figures.conv_strip(rec, phase, labels, look, scales["conv"])
+    here = (run_key, r, phase)
+    return {
+        "heading": (None, lambda: H.phase_heading(run, step, lang)),
+        "text": (None, lambda: H.text_so_far(run, step, lang)),
+        "panel": (None, lambda: H.phase_panel(run, step, lang)),
+        "explain": (None, lambda: H.explanation(run, step, lang)),
+        "layers": (here, lambda: figures.layer_map(rec, phase, look)),
+        "memory": (here, lambda: figures.memory_heatmaps(rec, phase, look, scales, run.settings.rollback)),
+        "conv": (here, conv),
+        "kv": (here, lambda: figures.kv_lengths(rec, phase, look)),
+        "cost": ((run_key, r), lambda: figures.cost_stack(run.records, r or None, look)),
+        "acceptance": ((run_key, r), lambda: figures.acceptance_over_run(run.records, r or None, look)),
+        "whatif": (run_key, lambda: figures.what_if(run.records, run.plain_step_seconds, look)),
+        "caption": (run_key, lambda: figures.whatif_caption(run.records, run.plain_step_seconds, lang)),
+    }
+
+
+def _empty_view(lang):
+    return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", t("no_run", lang),
+            None, None, None, None, None, None, None, "")
+
+
+def render(session, lang, dark=False, presenter=False, narrow=False):
+    """Everything the view shows for the session's run at its current step (a tuple, in VIEW order)."""
+    if not (session and session.get("run")):
+        return _empty_view(lang)
+    parts = _parts(session, Look(lang=lang, dark=bool(dark), presenter=bool(presenter), narrow=bool(narrow)))
+    return tuple(parts[name][1]() for name in VIEW)
+
+
+def render_changes(session, look):
+    """Like render, but outputs the browser already shows come back as gr.skip() (a step then sends
+    two or three small figures instead of seven). -> (session recording what is shown, outputs)"""
+    if not (session and session.get("run")):
+        return session, _empty_view(look.lang)
+    session = {**session, "scales": session.get("scales") or figures.run_scales(session["run"].records)}
+    shown, parts, out = dict(session.get("shown") or {}), _parts(session, look), []
+    for name in VIEW:
+        key, draw = parts[name]
+        if key is not None and shown.get(name) == key:
+            out.append(gr.skip())
+        else:
+            out.append(draw())
+            shown[name] = key
+    return {**session, "shown": shown}, tuple(out)
+
+
+def new_session(run):
+    """A fresh session for a recorded or loaded run (its own id: nothing of an earlier run is reused)."""
+    return {"run": run, "step": 0, "proof": None, "id": next(_RUN_IDS), "shown": {},
+            "scales": figures.run_scales(run.records)}
+
+
+_RUN_IDS = itertools.count(1)
+
+
+def controls_of(run):
+    """The control values that reproduce a run (set when a trace is loaded): prompt, k, rollback, max new
+    tokens, temperature, seed, watched layer and head, raw."""
+    s = run.settings
+    return (s.prompt, s.k, s.rollback if s.rollback in ROLLBACKS else gr.skip(), s.max_new_tokens, s.temperature,
+            s.seed, s.watch_layer, s.watch_head, s.raw)
 
 
 def _seconds(value):
@@ -98,7 +162,7 @@ def moved(session, how):
 
 
 def apply_deep_link(request):
-    """Values a link such as ?view=step&prompt=…&k=2&rollback=recompute&max_new=64&temperature=0&layer=1&head=0
+    """Values a link such as ?view=step&prompt=…&raw=1&k=2&rollback=recompute&max_new=64&temperature=0&layer=1&head=0
     prefills (a dict; only keys present and valid). "view": "step" asks for this tab to be selected."""
     params = dict(request.query_params) if request is not None and hasattr(request, "query_params") else {}
     out = {}
@@ -115,6 +179,8 @@ def apply_deep_link(request):
             out[name] = clamp_number(params[key], lo, hi, default, name, integer=name != "temperature")[0]
     if params.get("rollback") in ROLLBACKS:
         out["rollback"] = params["rollback"]
+    if "raw" in params:
+        out["raw"] = as_bool(params["raw"])
     if str(params.get("view", "")).lower() in ("step", "stepper"):
         out["view"] = "step"
     return out
@@ -128,41 +194,58 @@ def build_stepper_tab(shared):
     lang, presenter = shared["lang"], shared["presenter"]
     compute = shared.get("compute", {})
     L = DEFAULT_LANG
+    say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
+    race_prompt, race_raw, race_k = shared.get("prompt"), shared.get("raw"), shared.get("k")
     with gr.Column(elem_id="stepper-panel"):
         gr.HTML(H.CSS, js_on_load=H.KEYS_JS, elem_id="stepper-keys", padding=False)
-        summary = gr.Markdown(t("summary", L), elem_id="stepper-summary")
+        say(gr.Markdown(t("summary", L), elem_id="stepper-summary"), value="summary")
         with gr.Row(equal_height=False):
-            prompt = gr.Textbox(shared["prompt"].value if "prompt" in shared else "", label=t("prompt", L), lines=2,
-                                max_lines=8, elem_id="stepper-prompt", scale=4)
-            start = gr.Button(t("start", L), variant="primary", elem_id="stepper-start", scale=1,
-                              elem_classes="run-button")
-        with gr.Row():
-            k = gr.Slider(1, 4, value=1, step=1, label=t("k", L), elem_id="stepper-k")
-            rollback = gr.Radio(list(ROLLBACKS), value="select", label=t("step_rollback", L), elem_id="stepper-rollback")
-            max_new = gr.Slider(1, stepper.MAX_NEW_TOKENS, value=48, step=1, label=t("max_new", L),
-                                elem_id="stepper-max-new")
-            temperature = gr.Slider(0, 2, value=0, step=0.05, label=t("temperature", L),
-                                    elem_id="stepper-temperature")
-        with gr.Row():
-            layer = gr.Number(0, precision=0, minimum=0, maximum=255, label=t("watch_layer", L),
-                              elem_id="stepper-layer")
-            head = gr.Number(0, precision=0, minimum=0, maximum=255, label=t("watch_head", L),
-                             elem_id="stepper-head")
-            seed = gr.Number(0, precision=0, minimum=0, label=t("step_seed", L), elem_id="stepper-seed")
-            raw = gr.Checkbox(False, label=t("raw", L), elem_id="stepper-raw")
+            with gr.Column(scale=3, min_width=300):
+                prompt = say(gr.Textbox(race_prompt.value if race_prompt else "", label=t("prompt", L), lines=2,
+                                        max_lines=8, elem_id="stepper-prompt"), label="prompt")
+                start = say(gr.Button(t("start", L), variant="primary", elem_id="stepper-start",
+                                      elem_classes="run-button"), value="start")
+            with gr.Column(scale=2, min_width=300):
+                examples = say(gr.Dataset(components=["textbox", "textbox"], samples=race_ui.example_samples(L),
+                                          headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
+                                          samples_per_page=len(race_ui.EXAMPLES), elem_id="stepper-examples"),
+                               label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)],
+                               samples=race_ui.example_samples)
+        with gr.Accordion(t("settings", L), open=False, elem_id="stepper-settings") as settings_box:
+            with gr.Row():
+                k = say(gr.Slider(1, 4, value=race_k.value if race_k else 2, step=1, label=t("k", L),
+                                  elem_id="stepper-k"), label="k")
+                rollback = say(gr.Radio(race_ui.rollback_choices(L), value="select", label=t("step_rollback", L),
+                                        elem_id="stepper-rollback"), label="step_rollback",
+                               choices=race_ui.rollback_choices)
+                max_new = say(gr.Slider(1, stepper.MAX_NEW_TOKENS, value=48, step=1, label=t("max_new", L),
+                                        elem_id="stepper-max-new"), label="max_new")
+                temperature = say(gr.Slider(0, 2, value=0, step=0.05, label=t("temperature", L),
+                                            elem_id="stepper-temperature"), label="temperature")
+            with gr.Row():
+                layer = say(gr.Number(0, precision=0, minimum=0, maximum=255, label=t("watch_layer", L),
+                                      elem_id="stepper-layer"), label="watch_layer")
+                head = say(gr.Number(0, precision=0, minimum=0, maximum=255, label=t("watch_head", L),
+                                     elem_id="stepper-head"), label="watch_head")
+                seed = say(gr.Number(0, precision=0, minimum=0, label=t("step_seed", L), elem_id="stepper-seed"),
+                           label="step_seed")
+                raw = say(gr.Checkbox(race_raw.value if race_raw else True, label=t("raw", L), elem_id="stepper-raw"),
+                          label="raw")
+        say(settings_box, label="settings")
         status = gr.Markdown(t("no_run", L), elem_id="stepper-status")
-        with gr.Row(equal_height=True):
-            prev = gr.Button(t("prev", L), elem_id="stepper-prev", size="lg")
-            nxt = gr.Button(t("next", L), variant="primary", elem_id="stepper-next", size="lg")
+        with gr.Row(equal_height=True, elem_id="stepper-controls"):
+            prev = say(gr.Button(t("prev", L), elem_id="stepper-prev", size="lg"), value="prev")
+            nxt = say(gr.Button(t("next", L), variant="primary", elem_id="stepper-next", size="lg"), value="next")
             play = gr.Button(t("play", L), elem_id="stepper-play", size="lg")
-            reset = gr.Button(t("reset", L), elem_id="stepper-reset", size="lg")
-            speed = gr.Slider(0.3, 5, value=1.5, step=0.1, label=t("step_speed", L), elem_id="stepper-speed")
-        keys = gr.Markdown(t("keys", L), elem_id="stepper-keys-help")
+            reset = say(gr.Button(t("reset", L), elem_id="stepper-reset", size="lg"), value="reset")
+            speed = say(gr.Slider(0.3, 5, value=1.5, step=0.1, label=t("step_speed", L), elem_id="stepper-speed"),
+                        label="step_speed")
+        say(gr.Markdown(t("keys", L), elem_id="stepper-keys-help"), value="keys")
         heading = gr.HTML(H.phase_heading(None, 0, L), elem_id="stepper-phase")
         with gr.Row(equal_height=False):
-            with gr.Column(scale=2):
+            with gr.Column(scale=2, elem_id="stepper-left"):
                 text = gr.HTML(H.text_so_far(None, 0, L), elem_id="stepper-text")
-                legend = gr.HTML(legend_html(L), elem_id="stepper-legend")
+                say(gr.HTML(legend_html(L), elem_id="stepper-legend"), value=legend_html)
                 panel = gr.HTML("", elem_id="stepper-table")
                 explain = gr.Markdown(t("no_run", L), elem_id="stepper-explain")
             with gr.Column(scale=3):
@@ -177,27 +260,33 @@ def build_stepper_tab(shared):
         whatif_fig = gr.Plot(label="what-if", elem_id="stepper-whatif", show_label=False)
         whatif_caption = gr.Markdown("", elem_id="stepper-whatif-caption")
         with gr.Accordion(t("skip_restore", L), open=False) as proof_box:
-            skip = gr.Checkbox(False, label=t("skip_restore", L), elem_id="stepper-skip-restore")
+            skip = say(gr.Checkbox(False, label=t("skip_restore", L), elem_id="stepper-skip-restore"),
+                       label="skip_restore")
             proof_html = gr.HTML("", elem_id="stepper-proof")
             drift_fig = gr.Plot(label="drift", elem_id="stepper-drift", show_label=False, visible=False)
+        say(proof_box, label="skip_restore")
         with gr.Row(equal_height=False):
-            export = gr.Button(t("export", L), elem_id="stepper-export")
-            export_file = gr.File(label="trace.json", interactive=False, elem_id="stepper-export-file")
-            upload = gr.File(label=t("import", L, mb=traceio.MAX_BYTES // 2**20), file_types=[".json"],
-                             type="filepath", elem_id="stepper-import")
-    dark = gr.Checkbox(False, visible=False, label="dark")   # set in the browser by H.DARK_JS on each event
+            export = say(gr.Button(t("export", L), elem_id="stepper-export"), value="export")
+            export_file = say(gr.File(label=t("trace_file", L), interactive=False, elem_id="stepper-export-file"),
+                              label="trace_file")
+            # an UploadButton, not a drop zone: its words are ours, so they follow the page's language
+            upload = say(gr.UploadButton(t("import", L, mb=traceio.MAX_BYTES // 2**20), file_types=[".json"],
+                                         type="filepath", elem_id="stepper-import"),
+                         label=lambda lang: t("import", lang, mb=traceio.MAX_BYTES // 2**20))
+    look = gr.Textbox("", visible=False, label="look")      # "dark narrow": set in the browser on each event
     model = shared.get("model") or gr.State(store.default)
     session, playing = gr.State(None, time_to_live=SESSION_SECONDS), gr.State(False)
     timer = gr.Timer(1.5, active=False)
     view = [heading, text, panel, explain, layer_fig, memory_fig, conv_fig, kv_fig, cost_fig, acc_fig,
             whatif_fig, whatif_caption]
-    nav = dict(show_progress="hidden", js=H.DARK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+    controls = [prompt, k, rollback, max_new, temperature, seed, layer, head, raw]
+    nav = dict(show_progress="hidden", js=H.LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
 
     def failed(message):
         return (gr.skip(), message, *(gr.skip(),) * len(view), False, gr.Timer(active=False))
 
     def on_start(model_key, text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in, raw_in, language,
-                 presenter_on, dark_on, progress=gr.Progress()):
+                 presenter_on, client, progress=gr.Progress()):
         try:
             settings, notices = read_settings(text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in,
                                               raw_in)
@@ -208,14 +297,16 @@ def build_stepper_tab(shared):
             run = stepper_run.record_run(
                 loaded.model, loaded.mtp, loaded.chat, ids, settings, loaded.key, max_seconds=models.max_seconds(),
                 progress=lambda done, total: progress(done / max(total, 1), desc=t("recording", language)))
-        except (InputError, models.ModelError) as e:
-            return failed(t("error", language, error=str(e)))
+        except InputError as e:
+            return failed(t("error", language, error=notice_text(e, language)))
+        except models.ModelError as e:
+            return failed(t("error", language, error=model_error_text(store, model_key, e, language)))
         except Exception as e:      # the engine failed: say so, keep serving
             log.exception("stepper run failed")
             return failed(t("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"))
-        new = {"run": run, "step": 0, "proof": None}
+        new, out = render_changes(new_session(run), Look.from_client(language, client, presenter_on))
         message = " ".join([run_summary(run, language)] + [notice_text(n, language) for n in notices + more])
-        return (new, message, *render(new, language, dark_on, presenter_on), False, gr.Timer(active=False))
+        return (new, message, *out, False, gr.Timer(active=False))
 
     blocks = shared.get("blocks") or Context.root_block
 
@@ -226,18 +317,20 @@ def build_stepper_tab(shared):
 
     start.click(queued, [lang], [status], queue=False, api_name="step_start_queued", api_visibility="private",
                 show_progress="hidden").then(
-        on_start, [model, prompt, k, rollback, max_new, temperature, seed, layer, head, raw, lang, presenter, dark],
-        [session, status, *view, playing, timer], api_name="step_start", js=H.DARK_JS, show_progress="minimal",
-        show_progress_on=[status], preprocess=False, **compute)      # values reach read_settings as sent
+        on_start, [model, *controls, lang, presenter, look], [session, status, *view, playing, timer],
+        api_name="step_start", js=H.LOOK_JS, show_progress="minimal", show_progress_on=[status], preprocess=False,
+        **compute)      # values reach read_settings as sent
 
     def step_event(how):
-        def fn(state, language, presenter_on, dark_on):
-            new = moved(state, how)
-            return (new, *render(new, language, dark_on, presenter_on))
+        def fn(state, language, presenter_on, client):
+            new, out = render_changes(moved(state, how), Look.from_client(language, client, presenter_on))
+            return (new, *out)
         return fn
 
+    # presses made while a step is in flight wait in the browser's queue (H.KEYS_JS), so none is lost
     for button, how in ((nxt, "next"), (prev, "prev"), (reset, "reset")):
-        button.click(step_event(how), [session, lang, presenter, dark], [session, *view], api_name=f"step_{how}", **nav)
+        button.click(step_event(how), [session, lang, presenter, look], [session, *view], api_name=f"step_{how}",
+                     **nav)
 
     def on_play(is_playing, state, seconds, language):
         on = not is_playing and bool(state and state.get("run")) and not stepper.at_end(state["run"], state["step"])
@@ -246,17 +339,17 @@ def build_stepper_tab(shared):
     play.click(on_play, [playing, session, speed, lang], [playing, timer, play], api_name="step_play",
                show_progress="hidden", queue=False)
 
-    def on_tick(state, language, presenter_on, dark_on):
-        new = moved(state, "next")
+    def on_tick(state, language, presenter_on, client):
+        new, out = render_changes(moved(state, "next"), Look.from_client(language, client, presenter_on))
         done = not new or not new.get("run") or stepper.at_end(new["run"], new["step"])
         stop = (False, gr.Timer(active=False), t("play", language)) if done else (gr.skip(),) * 3
-        return (new, *render(new, language, dark_on, presenter_on), *stop)
+        return (new, *out, *stop)
 
-    timer.tick(on_tick, [session, lang, presenter, dark], [session, *view, playing, timer, play], api_name="step_tick",
-               **nav)
+    timer.tick(on_tick, [session, lang, presenter, look], [session, *view, playing, timer, play],
+               api_name="step_tick", **nav)
     speed.change(lambda s: gr.Timer(value=_seconds(s)), [speed], [timer], api_name="step_speed", queue=False)
 
-    def on_skip(on, state, model_key, language, presenter_on, dark_on):
+    def on_skip(on, state, model_key, language, presenter_on, client):
         if not on:
             return "", gr.update(visible=False), state
         run = state and state.get("run")
@@ -271,13 +364,13 @@ def build_stepper_tab(shared):
         except Exception as e:
             log.exception("skip-restore proof failed")
             return t("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"), gr.update(visible=False), state
-        look = Look(lang=language, dark=bool(dark_on), presenter=bool(presenter_on))
+        look_now = Look.from_client(language, client, presenter_on)
         return (H.proof_html(proof, language, settings.rollback),
-                gr.update(value=figures.drift(proof.drift, proof.first_diff_round, look), visible=True),
+                gr.update(value=figures.drift(proof.drift, proof.first_diff_round, look_now), visible=True),
                 {**state, "proof": proof})
 
-    skip.input(on_skip, [skip, session, model, lang, presenter, dark],
-               [proof_html, drift_fig, session], api_name="step_skip_restore", js=H.DARK_JS, show_progress="minimal",
+    skip.input(on_skip, [skip, session, model, lang, presenter, look],
+               [proof_html, drift_fig, session], api_name="step_skip_restore", js=H.LOOK_JS, show_progress="minimal",
                **compute)
 
     def on_export(state, language):
@@ -289,50 +382,57 @@ def build_stepper_tab(shared):
     export.click(on_export, [session, lang], [export_file, status], api_name="trace_export",
                  concurrency_limit=4, concurrency_id="stepper_view")
 
-    def on_import(path, language, presenter_on, dark_on):
+    def on_import(path, language, presenter_on, client):
+        keep = (gr.skip(),) * (2 + len(view) + len(controls))
         if not path:
-            return (gr.skip(), gr.skip(), *(gr.skip(),) * len(view))
+            return keep
         try:
             run = traceio.read_trace(path)
-            new = {"run": run, "step": 0, "proof": None}
-            return (new, run_summary(run, language), *render(new, language, dark_on, presenter_on))
+            new, out = render_changes(new_session(run), Look.from_client(language, client, presenter_on))
+            return (new, run_summary(run, language), *out, *controls_of(run))
         except traceio.TraceError as e:
-            return (gr.skip(), t("import_failed", language, error=str(e)), *(gr.skip(),) * len(view))
+            return (gr.skip(), t("import_failed", language, error=str(e)), *keep[2:])
         except Exception as e:      # a file that passed the checks but cannot be drawn: say so, keep serving
             log.exception("trace import failed")
-            return (gr.skip(), t("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}"),
-                    *(gr.skip(),) * len(view))
+            return (gr.skip(), t("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}"), *keep[2:])
 
-    upload.upload(on_import, [upload, lang, presenter, dark], [session, status, *view], api_name="trace_import",
-                  js=H.DARK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+    upload.upload(on_import, [upload, lang, presenter, look], [session, status, *view, *controls],
+                  api_name="trace_import", js=H.LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
 
-    def relabel(language, state, is_playing, presenter_on, dark_on):
-        u = gr.update
-        return (t("summary", language), u(label=t("prompt", language)), u(value=t("start", language)),
-                u(label=t("k", language)), u(label=t("step_rollback", language)), u(label=t("max_new", language)),
-                u(label=t("temperature", language)), u(label=t("watch_layer", language)),
-                u(label=t("watch_head", language)), u(label=t("step_seed", language)), u(label=t("raw", language)),
-                u(value=t("prev", language)), u(value=t("next", language)),
-                u(value=t("pause" if is_playing else "play", language)), u(value=t("reset", language)),
-                u(label=t("step_speed", language)), t("keys", language), legend_html(language),
-                u(label=t("skip_restore", language)), u(label=t("skip_restore", language)),
-                u(value=t("export", language)), u(label=t("import", language, mb=traceio.MAX_BYTES // 2**20)),
-                *render(state, language, dark_on, presenter_on))
+    def relabel(language, state, is_playing, presenter_on, status_now, client):
+        new, out = render_changes(state, Look.from_client(language, client, presenter_on))
+        idle = {t("no_run", other) for other in LANGS}
+        run = state and state.get("run")
+        status_new = t("no_run", language) if status_now in idle else (run_summary(run, language) if run else gr.skip())
+        return (new, status_new, gr.update(value=t("pause" if is_playing else "play", language)), *out)
 
-    lang.change(relabel, [lang, session, playing, presenter, dark],
-                [summary, prompt, start, k, rollback, max_new, temperature, layer, head, seed, raw, prev, nxt, play,
-                 reset, speed, keys, legend, proof_box, skip, export, upload, *view],
+    lang.change(relabel, [lang, session, playing, presenter, status, look], [session, status, play, *view],
                 api_name="step_language", **nav)
-    presenter.change(lambda state, language, on, d: render(state, language, d, on), [session, lang, presenter, dark],
-                     view, api_name="step_presenter", **nav)
-    if "prompt" in shared:
-        shared["prompt"].change(lambda p: p, [shared["prompt"]], [prompt], api_name="step_prompt_from_race",
-                                queue=False, show_progress="hidden")
+
+    def on_presenter(state, language, on, client):
+        new, out = render_changes(state, Look.from_client(language, client, on))
+        return (new, *out)
+
+    presenter.change(on_presenter, [session, lang, presenter, look], [session, *view], api_name="step_presenter",
+                     **nav)
+
+    def pick_example(index):
+        values = race_ui.example_values(index)
+        return values if values else (gr.skip(),) * 3
+
+    examples.click(pick_example, [examples], [prompt, raw, max_new], api_name="step_example", queue=False,
+                   show_progress="hidden")
+    # the race's prompt, raw switch and k carry over to this tab
+    for source, target, name in ((race_prompt, prompt, "prompt"), (race_raw, raw, "raw"), (race_k, k, "k")):
+        if source is not None:
+            source.change(lambda value: value, [source], [target], api_name=f"step_{name}_from_race", queue=False,
+                          show_progress="hidden")
     _wire_deep_link(shared, {"prompt": prompt, "k": k, "rollback": rollback, "max_new_tokens": max_new,
-                             "temperature": temperature, "seed": seed, "watch_layer": layer, "watch_head": head})
+                             "temperature": temperature, "seed": seed, "watch_layer": layer, "watch_head": head,
+                             "raw": raw})
     return {"prompt": prompt, "start": start, "next": nxt, "prev": prev, "play": play, "reset": reset,
             "session": session, "timer": timer, "status": status, "view": view, "skip": skip, "export": export,
-            "upload": upload}
+            "upload": upload, "controls": controls}
 
 
 def _wire_deep_link(shared, controls):

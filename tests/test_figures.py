@@ -45,7 +45,11 @@ def rejected_round(run):
     return next(r for r in run.records[1:] if r["rolled_back"])
 
 
-def test_memory_figure_has_six_heatmaps_revealed_phase_by_phase(runs):
+def by_name(fig, name):
+    return next(t for t in heatmaps(fig) if t.name == name)
+
+
+def test_memory_figure_reveals_its_panels_phase_by_phase(runs):
     rec = runs["select"].records[1]
     visible = {}
     for phase in ("guess", "verify", "accept"):
@@ -55,10 +59,53 @@ def test_memory_figure_has_six_heatmaps_revealed_phase_by_phase(runs):
     assert visible == {"guess": ["before"], "verify": ["before", "after_verify", "diff_verify"],
                        "accept": ["before", "after_verify", "after", "diff_verify", "diff_after", "diff_removed"]}
     titles = [a.text for a in fig.layout.annotations]
-    assert "after verify − before" in titles and "removed: after verify − after" in titles
+    assert any(x.startswith("② − ①: what verify wrote") for x in titles)
     watch = rec["states"]["after"]["watch"]
-    assert f"layer {watch['layer']} head {watch['head']}" in fig.layout.title.text
-    assert fig.layout.coloraxis.cmid == 0 and fig.layout.coloraxis.colorscale[0][1] != "rgb(255,255,255)"
+    assert f"layer {watch['layer']}, value head {watch['head']}" in fig.layout.title.text
+    assert fig.layout.coloraxis.cmid == 0 and fig.layout.coloraxis.colorscale == "RdBu_r"
+    assert fig.layout.xaxis.title.text == "value dim" and fig.layout.yaxis.title.text == "key dim"
+
+
+def test_recompute_shows_snapshot_polluted_and_restored_memories_equal_to_the_engine_states(runs):
+    rec = rejected_round(runs["recompute"])
+    fig = figures.memory_heatmaps(rec, "accept")
+    states = rec["states"]
+    assert [t.name for t in heatmaps(fig)] == ["before", "after_verify", "restored", "after", "diff_verify",
+                                               "diff_restore", "diff_removed"]
+    assert [list(r) for r in by_name(fig, "before").z] == states["before"]["memory"]      # the snapshot
+    assert [list(r) for r in by_name(fig, "after_verify").z] == states["after_verify"]["memory"]   # polluted
+    assert [list(r) for r in by_name(fig, "restored").z] == states["before"]["memory"]    # restore = snapshot
+    assert [list(r) for r in by_name(fig, "after").z] == states["after"]["memory"]        # after the re-run
+    assert all(v == 0 for row in by_name(fig, "diff_restore").z for v in row)              # restored − snapshot
+    titles = " ".join(a.text for a in fig.layout.annotations)
+    assert "snapshot" in titles and "polluted" in titles and "= 0 everywhere ✓" in titles
+    assert any(t.type == "scatter" and t.name == "rejected" and len(t.x) >= 1 for t in fig.data)   # marked ×
+
+
+def test_select_shows_the_kept_slots_and_the_one_selected(runs):
+    from demo import stepper_html
+    run = runs["select"]
+    rec = rejected_round(run)
+    r = run.records.index(rec)
+    fig = figures.memory_heatmaps(rec, "accept")
+    assert [list(row) for row in by_name(fig, "after").z] == rec["states"]["after"]["memory"]
+    title = " ".join(a.text for a in fig.layout.annotations)
+    assert f"slot {rec['accepted'] + 1} of {rec['k'] + 1}" in title
+    html = stepper_html.phase_panel(run, 3 * r, "English")
+    assert html.count('data-slot=') == rec["k"] + 1
+    assert f'picked" data-slot="{rec["accepted"]}"' in html
+
+
+def test_the_colour_scales_are_fixed_for_the_whole_run(runs):
+    run = runs["recompute"]
+    scales = figures.run_scales(run.records)
+    ranges = {(figures.memory_heatmaps(rec, "accept", scales=scales).layout.coloraxis.cmax,
+               figures.memory_heatmaps(rec, "accept", scales=scales).layout.coloraxis2.cmax) for rec in run.records[1:]}
+    assert ranges == {(scales["memory"], scales["diff"])}
+    top = max(abs(v) for rec in run.records for st in rec["states"].values() for row in st["memory"] for v in row)
+    assert scales["memory"] == top
+    own = {figures.memory_heatmaps(rec, "accept").layout.coloraxis.cmax for rec in run.records[1:]}
+    assert len(own) > 1                                 # without the run's scale each round would rescale
 
 
 def test_a_later_deltanet_layer_can_be_watched(runs):
@@ -68,12 +115,12 @@ def test_a_later_deltanet_layer_can_be_watched(runs):
 def test_the_rollback_removes_the_rejected_drafts_write_only_when_restoring(runs, all_accepted):
     for rollback in ("select", "recompute"):
         rec = rejected_round(runs[rollback])
-        removed = heatmaps(figures.memory_heatmaps(rec, "accept"))[5].z
+        removed = by_name(figures.memory_heatmaps(rec, "accept"), "diff_removed").z
         assert any(v != 0 for row in removed for v in row), rollback          # the rejected write is gone
-    dirty = heatmaps(figures.memory_heatmaps(rejected_round(runs["none"]), "accept"))[5].z
+    dirty = by_name(figures.memory_heatmaps(rejected_round(runs["none"]), "accept"), "diff_removed").z
     assert all(v == 0 for row in dirty for v in row)                          # skip the restore: still there
     for rec in all_accepted.records[1:]:                                      # nothing rejected: nothing removed
-        removed = heatmaps(figures.memory_heatmaps(rec, "accept"))[5].z
+        removed = by_name(figures.memory_heatmaps(rec, "accept"), "diff_removed").z
         assert all(v == 0 for row in removed for v in row)
 
 
@@ -145,7 +192,7 @@ def test_what_if_formula_break_even_and_measured_point(runs):
     fig = figures.what_if(run.records, run.plain_step_seconds)
     curve = fig.data[0]
     assert curve.x[0] == 0 and curve.x[-1] == 1 and curve.y[-1] > curve.y[0]
-    assert "median of 3" in fig.layout.title.text
+    assert "median of 5" in fig.layout.title.text
     assert any(t.name.startswith("this run: a = ") for t in fig.data)
     assert "verify time stands in" in figures.whatif_caption(run.records, None)
 

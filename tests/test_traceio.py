@@ -45,6 +45,30 @@ def test_export_then_import_gives_the_same_run_with_no_model(run, tmp_path):
     assert 'data-phase="accept"' in out[0] and out[5] is not None
 
 
+def test_a_loaded_trace_sets_the_controls_to_its_settings(tmp_path):
+    model, mtp = random_model()
+    settings = Settings("another prompt", k=3, rollback="recompute", max_new_tokens=5, temperature=0.0, seed=7,
+                        watch_layer=1, watch_head=1, raw=True)
+    run = stepper_run.record_run(model, mtp, FakeChat(), torch.tensor([[1, 2, 3]]), settings, "tiny")
+    back = traceio.read_trace(traceio.write_trace(run, str(tmp_path)))
+    assert stepper_ui.controls_of(back) == ("another prompt", 3, "recompute", 5, 0.0, 7, 1, 1, True)
+    session, out = stepper_ui.render_changes(stepper_ui.new_session(back), stepper_ui.Look())
+    assert session["step"] == 0 and 'data-phase="prefill"' in out[0]
+
+
+def test_a_step_sends_only_the_figures_that_changed(run):
+    session, first = stepper_ui.render_changes(stepper_ui.new_session(run), stepper_ui.Look())
+    assert all(x is not None and not isinstance(x, dict) for x in first[4:11])      # everything at the start
+    session, guess = stepper_ui.render_changes(stepper_ui.moved(session, "next"), stepper_ui.Look())
+    sent = [name for name, x in zip(stepper_ui.VIEW, guess) if not isinstance(x, dict)]
+    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "conv", "kv", "cost", "acceptance"]
+    session, verify = stepper_ui.render_changes(stepper_ui.moved(session, "next"), stepper_ui.Look())
+    sent = [name for name, x in zip(stepper_ui.VIEW, verify) if not isinstance(x, dict)]
+    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "conv", "kv"]     # same round
+    _, dark = stepper_ui.render_changes(session, stepper_ui.Look(dark=True))
+    assert not any(isinstance(x, dict) for x in dark)                                  # a new look: all again
+
+
 @pytest.mark.parametrize("data, words", [
     (b"\x80\x04\x95 not json", "UTF-8"),
     (pickle.dumps({"format": "qwen-mtp-trace"}), "UTF-8"),
