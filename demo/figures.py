@@ -9,12 +9,16 @@ it reads for colour-blind viewers too; categories are also named in text, never 
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
+from plotly import colors
+from plotly.colors import make_colorscale
 
 from demo import stepper
 from demo.i18n import t
 from demo.theme import OKABE_ITO, PLOTLY_DARK, PLOTLY_LIGHT
 
-DIVERGING = "RdBu_r"                  # negative blue, zero white, positive red
+# negative blue, zero white, positive red (ColorBrewer RdBu, reversed), spelled out: plotly.js's own "RdBu"
+# has a grey middle, and these figures skip the checks that would translate the name
+DIVERGING = make_colorscale(list(reversed(colors.diverging.RdBu)))
 TEMPLATES = {False: PLOTLY_LIGHT.to_plotly_json(), True: PLOTLY_DARK.to_plotly_json()}
 STATE_ORDER = ("before", "after_verify", "after")
 SHOWN = {"prefill": ("after",), "guess": ("before",), "verify": ("before", "after_verify"),
@@ -35,7 +39,7 @@ class Look:
     lang: str = "English"
     dark: bool = False
     presenter: bool = False
-    narrow: bool = False                # a phone-sized screen: panels two to a row
+    narrow: bool = False                # a phone-sized screen: heatmap panels one to a row
 
     @property
     def font(self):
@@ -64,8 +68,9 @@ def _frame(fig, look, title, height, fixed=False):
         fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0})
     scale = 1 if fixed else (1.25 if look.presenter else 1)
     fig.layout.template = TEMPLATES[look.dark]      # assigned, not merged into plotly's default (6 KB more a figure)
-    fig.update_layout(title={"text": title, "x": 0.01, "y": 0.985, "yanchor": "top"},
-                      height=int(height * scale), font={"size": look.font}, margin=dict(MARGIN))
+    fig.update_layout(title={"text": title, "x": 0.01},
+                      height=int(height * scale), font={"size": look.font},
+                      margin={**MARGIN, "l": 40, "r": 56} if look.narrow else dict(MARGIN))
     if not fixed:
         fig.update_xaxes(automargin=True)
         fig.update_yaxes(automargin=True)
@@ -177,11 +182,13 @@ def memory_panels(record, phase, lang="English", mode=None):
             t("diff_restore_differs", lang, d=_max_abs(restore_diff))
         diffs = [("diff_verify", t("diff_verify", lang), diff(verify, before)),
                  ("diff_restore", restore_title, restore_diff),
-                 ("diff_removed", t("diff_removed", lang, last="④"), diff(verify, after))]
+                 ("diff_removed", t("diff_removed" if back else "diff_none_rejected", lang, last="④"),
+                  diff(verify, after))]
         return rows, diffs
     third = {"select": t("mem_selected", lang, n=n + 1, m=k + 1) if back else t("mem_kept", lang, i="③"),
              "none": t("mem_dirty", lang) if back else t("mem_kept", lang, i="③")}[mode]
-    removed = t("diff_removed", lang, last="③") if mode != "none" else t("diff_not_removed", lang)
+    removed = t("diff_not_removed", lang) if mode == "none" else \
+        t("diff_removed" if back else "diff_none_rejected", lang, last="③")
     rows = [("before", t("mem_before", lang), before), ("after_verify", polluted, verify), ("after", third, after)]
     diffs = [("diff_verify", t("diff_verify", lang), diff(verify, before)),
              ("diff_after", t("diff_kept", lang), diff(after, before)),
@@ -211,7 +218,7 @@ def _grid_layout(rows, cols, height, panel_px, title_px=52, axis_px=40):
 
 
 def _wrap_rows(panels, cols):
-    """Panels laid out `cols` to a row: [[p1, p2], [p3]] (narrow screens get two columns)."""
+    """Panels laid out `cols` to a row: [[p1, p2], [p3]] (narrow screens get one column)."""
     return [panels[i:i + cols] for i in range(0, len(panels), cols)]
 
 
@@ -226,9 +233,9 @@ def memory_heatmaps(record, phase, look=None, scales=None, mode=None):
     rows, diffs = memory_panels(record, phase, look.lang, mode or record.get("rollback"))
     s_top, d_top = (scales["memory"], scales["diff"]) if scales else \
         (_symmetric([g for _, _, g in rows]), _symmetric([g for _, _, g in diffs]))
-    cols = 2 if look.narrow else max(3, len(rows))
+    cols = 1 if look.narrow else max(3, len(rows))
     groups = _wrap_rows(rows, cols) + _wrap_rows(diffs, cols)
-    panel_px = 150 if look.narrow else (190 if cols > 3 else 230)
+    panel_px = 130 if look.narrow else (190 if cols > 3 else 230)
     title_px, axis_px = (60, 44) if not look.presenter else (78, 54)
     height = MARGIN["t"] + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
     axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px)
@@ -254,7 +261,8 @@ def memory_heatmaps(record, phase, look=None, scales=None, mode=None):
                       "y": domain_y[1], "yanchor": "bottom", "yshift": 4, "xanchor": "center",
                       "font": {"size": look.font - 1}, "name": "panel-title"})
         if empty:
-            notes.append({"text": t("not_yet", look.lang), "showarrow": False, "opacity": 0.6,
+            why = "not_needed" if phase == "accept" else "not_yet"
+            notes.append({"text": t(why, look.lang), "showarrow": False, "opacity": 0.6,
                           "xref": f"{xref} domain", "yref": f"{yref} domain", "x": 0.5, "y": 0.5})
     marks = _rejected_marks(record, phase, rows)
     if marks:
@@ -322,7 +330,7 @@ def conv_strip(record, phase, labels=None, look=None, scale=None):
         record.get("rollback"), "after_rollback") if record.get("rolled_back") else "after_accept"
     titles = [t(s if s != "after" else after_key, look.lang) for s in STATE_ORDER]
     grids = {s: states[s]["conv"] for s in STATE_ORDER if s in shown}
-    cols = 2 if look.narrow else 3
+    cols = 1 if look.narrow else 3
     groups = _wrap_rows(list(STATE_ORDER), cols)
     panel_px, title_px, axis_px = (120, 40, 56) if not look.presenter else (140, 52, 70)
     height = MARGIN["t"] + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)

@@ -333,6 +333,8 @@ STRINGS = {
     "diff_kept": ("③ − ①: what this round kept", "③ − ①：本轮保留的"),
     "diff_removed": ("② − {last}: written by the<br>rejected drafts, removed", "② − {last}：被拒草稿写入、<br>已撤销的"),
     "diff_not_removed": ("② − ③: nothing removed", "② − ③：没有撤销任何东西"),
+    "diff_none_rejected": ("② − {last}: no draft rejected,<br>nothing to remove", "② − {last}：没有被拒草稿，<br>无需撤销"),
+    "not_needed": ("not needed", "不需要"),
     "max_change": ("max |Δ| {d:.2g}", "max |Δ| {d:.2g}"),
     "key_dim": ("key dim", "key 维"),
     "value_dim": ("value dim", "value 维"),

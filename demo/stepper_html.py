@@ -14,7 +14,7 @@ from demo.i18n import t
 from demo.render import token_spans
 
 # every event that draws figures passes what the browser knows as its last input: "dark" (plotly needs
-# a template) and "narrow" (a phone: panels two to a row); see figures.Look.from_client
+# a template) and "narrow" (a phone: heatmaps one to a row); see figures.Look.from_client
 LOOK_JS = ("(...a) => { const dark = document.body.classList.contains('dark') || "
            "document.documentElement.classList.contains('dark') || !!document.querySelector('.gradio-container.dark');"
            " a[a.length - 1] = (dark ? 'dark ' : '') + (window.innerWidth < 700 ? 'narrow' : ''); return a; }")
@@ -78,8 +78,8 @@ CSS = """<style>
 /* the current round's tokens: a frame drawn inside the span, so it never covers the word before it */
 #stepper-panel .step-current { box-shadow: inset 0 0 0 2px #E69F00; border-radius: 3px; padding: 0 2px; }
 /* room reserved for the longest phase, so nothing moves under the presenter between phases */
-#stepper-table { min-height: 14em; }
-#stepper-explain { min-height: 10em; }
+#stepper-table { height: 17em; overflow-y: auto; }
+#stepper-explain { height: 11em; overflow-y: auto; }
 #stepper-panel .step-slots { display: flex; flex-wrap: wrap; gap: 0.3em; margin-top: 0.3em; }
 #stepper-panel .step-slot { border: 2px solid var(--border-color-primary); border-radius: 6px; padding: 0.1em 0.4em;
   opacity: 0.65; }

@@ -21,7 +21,7 @@ from gradio.context import Context
 from demo import figures, models, race_ui, serving, stepper, stepper_run, traceio
 from demo import stepper_html as H
 from demo.figures import Look
-from demo.frame import model_error_text, words
+from demo.frame import model_error_text, model_label, words
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare
 from demo.render import legend_html
@@ -149,7 +149,8 @@ def run_summary(run, lang):
     rounds, tokens = len(run.records) - 1, len(run.output_ids)
     ended = t(f"step_ended_{run.ended}", lang) if run.ended else ""
     key = "replayed" if run.replay else "recorded"
-    return t(key, lang, tokens=tokens, rounds=rounds, model=run.model_name or "?", ended=ended)
+    return t(key, lang, tokens=tokens, rounds=rounds, model=model_label(run.model_name, lang) if run.model_name else "?",
+             ended=ended)
 
 
 def moved(session, how):

@@ -85,7 +85,7 @@ CSS = """
   .app-header h1 { font-size: 1.3rem; line-height: 1.25; }
   .app-header p { font-size: 0.85rem; }
   #presenter .info-text, #model .info-text, #race-examples-note { display: none; }
-  #model-status { font-size: 0.85rem; }
+  #model-status { display: none; }          /* a failed load still shows as a toast */
 }
 
 /* presenter mode: bigger type, stronger contrast (projector distance, bright rooms). Its sizes are

@@ -39,7 +39,15 @@ def _tokens(page, lane):
     return int(page.inner_text(f"#race-{lane}-stats .stat:nth-child(2) .num"))
 
 
+def open_settings(page):
+    """Unfold the race's settings (they start folded)."""
+    if not page.locator("#race-max-new input").first.is_visible():
+        page.locator("#race-settings > button.label-wrap").click()
+        page.locator("#race-max-new input").first.wait_for(state="visible", timeout=30_000)
+
+
 def _race(page, prompt, max_new):
+    open_settings(page)
     page.fill("#race-prompt textarea", prompt)
     page.fill("#race-max-new input[type=number]", str(max_new))
     page.press("#race-max-new input[type=number]", "Tab")
@@ -47,7 +55,7 @@ def _race(page, prompt, max_new):
 
 
 def test_a_race_shows_both_texts_and_the_verdict(page):
-    _race(page, "用一句话介绍一下 Transformer。", 40)
+    _race(page, "The LORD is my shepherd;", 40)                            # raw (the default): scripture
     page.wait_for_selector(VERDICT, timeout=60_000)
     plain = page.inner_text("#race-plain .race-text")
     spec = page.inner_text("#race-spec .race-text")
@@ -60,6 +68,7 @@ def test_a_race_shows_both_texts_and_the_verdict(page):
 
 
 def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
+    open_settings(page)
     page.fill("#race-k input[type=number]", "4")
     page.check("#race-raw input[type=checkbox]")                           # raw docs text: a long run
     _race(page, ":mod:`json` --- JSON encoder and decoder\n=======================================\n\n", 512)

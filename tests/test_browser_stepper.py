@@ -59,6 +59,7 @@ def test_step_three_rounds_with_the_keyboard(page_url):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(page_url, wait_until="domcontentloaded")
             page.wait_for_selector("#stepper-start", timeout=30_000)
+            page.locator("#stepper-settings > button.label-wrap").click()      # settings start folded
             page.fill("#stepper-max-new input[type=number]", "24")
             page.check("#stepper-raw input")                   # raw completion: no early end of a chat turn
             page.click("#stepper-start")
@@ -77,7 +78,7 @@ def test_step_three_rounds_with_the_keyboard(page_url):
                     label = page.inner_text(".step-phase")
                     assert any(word in label for word in EXPECTED[phase])
                     page.wait_for_function(f"() => ({HEATMAPS})() && ({HEATMAPS})().length === "
-                                           f"{ {'guess': 1, 'verify': 3, 'accept': 6}[phase] }", timeout=20_000)
+                                           f"{ {'guess': 1, 'verify': 3, 'accept': 6}[phase] }", timeout=60_000)
                     seen[(r, phase)] = page.evaluate(HEATMAPS)
             # each round starts from a different memory, and verify writes into it
             assert len({seen[(r, "guess")][0] for r in (1, 2, 3)}) == 3

@@ -62,7 +62,8 @@ def test_memory_figure_reveals_its_panels_phase_by_phase(runs):
     assert any(x.startswith("② − ①: what verify wrote") for x in titles)
     watch = rec["states"]["after"]["watch"]
     assert f"layer {watch['layer']}, value head {watch['head']}" in fig.layout.title.text
-    assert fig.layout.coloraxis.cmid == 0 and fig.layout.coloraxis.colorscale == "RdBu_r"
+    scale = fig.layout.coloraxis.colorscale
+    assert fig.layout.coloraxis.cmid == 0 and scale[len(scale) // 2][1] == "rgb(247,247,247)"   # white at zero
     assert fig.layout.xaxis.title.text == "value dim" and fig.layout.yaxis.title.text == "key dim"
 
 
