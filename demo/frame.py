@@ -27,7 +27,22 @@ def model_status(loaded, lang=i18n.DEFAULT_LANG):
         return ""
     dtype = str(loaded.dtype).replace("torch.", "")
     return t("model_ready", lang, model=model_label(loaded.key, lang), dtype=dtype, context=loaded.context,
-             mtp="" if loaded.mtp is not None else t("model_no_mtp", lang))
+             mtp="" if loaded.mtp is not None else t("model_no_mtp", lang)) + compile_note(loaded, lang)
+
+
+def compile_note(loaded, lang):
+    """" · compiling…", " · compiled", " · eager (reason)" or "" when compiling was not asked for."""
+    status = loaded.compile_status()
+    if status == "eager":
+        return ""
+    if status.startswith("eager: "):
+        return t("model_eager", lang, reason=status[len("eager: "):])
+    return t("model_compiled" if status == "compiled" else "model_compiling", lang)
+
+
+def compile_settled(loaded):
+    """Whether the compile status can still change (so the page stops asking)."""
+    return loaded is None or loaded.compile_status() not in ("compiling", "compiles on first use")
 
 
 def model_error_text(store, key, error, lang, current=None):
@@ -115,10 +130,13 @@ def wire_header(demo, shared, tabs=None):
     store, model, lang, presenter = shared["store"], shared["model"], shared["lang"], shared["presenter"]
     status, current = shared["model_status"], shared["_current_model"]
 
-    def on_model(key, last_good, language, progress=gr.Progress(track_tqdm=True)):
-        return select_model(store, key, last_good, language, progress)
+    timer = gr.Timer(3, active=not compile_settled(store.peek(store.default)))
 
-    model.input(on_model, [model, current, lang], [model, current, status], api_name="load_model",
+    def on_model(key, last_good, language, progress=gr.Progress(track_tqdm=True)):
+        chosen, good, line = select_model(store, key, last_good, language, progress)
+        return chosen, good, line, gr.Timer(active=not compile_settled(store.peek(good)))
+
+    model.input(on_model, [model, current, lang], [model, current, status, timer], api_name="load_model",
                 concurrency_id="load", concurrency_limit=1, show_progress="full", show_progress_on=[status])
 
     words(shared, shared["_title"], value=_title)
@@ -135,6 +153,12 @@ def wire_header(demo, shared, tabs=None):
     lang.change(relabel, [lang], list(registered), api_name="frame_language", queue=False)
     lang.change(lambda language, key: model_status(store.peek(key), language), [lang, model], [status],
                 api_name="frame_model_status", queue=False)
+
+    def poll_compiling(language, key):            # "compiling…" turns into "compiled" without a reload
+        loaded = store.peek(key)
+        return model_status(loaded, language), gr.Timer(active=not compile_settled(loaded))
+    timer.tick(poll_compiling, [lang, model], [status, timer], api_visibility="private", queue=False,
+               show_progress="hidden")
     presenter.change(None, [presenter], None, js=PRESENTER_JS, api_name="presenter_mode", queue=False)
 
     def on_load(request: gr.Request):

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from qwen.chat import Chat
+from qwen.compile import compile_head, compile_model, default_dtype, warm_up
 from qwen.model import Model
 from qwen.mtp import MTP
 from qwen.weights import EMBEDDED, ModelNotFound, find_model, list_tensors, weight_files
@@ -60,6 +61,10 @@ class Loaded:
     @property
     def context(self):
         return self.model.cfg.max_position_embeddings
+
+    def compile_status(self):
+        """"compiling", "compiled", "eager: <reason>", or "eager" when compiling was not asked for."""
+        return self.model.compiled.status if self.model.compiled is not None else "eager"
 
 
 def parse_args(argv):
@@ -208,12 +213,39 @@ def cached_hub_folder(repo_id):
 
 
 def checkpoint_dtype(path, environ=os.environ):
-    """float32, or bfloat16 for big checkpoints; $QWEN_DTYPE ("float32" / "bfloat16") overrides."""
+    """-> (dtype, reason). $QWEN_DTYPE ("float32" / "bfloat16") decides when set; else bfloat16 where
+    this host multiplies it natively (qwen.compile.default_dtype), or for a checkpoint too big to hold
+    in float32; float32 otherwise."""
     name = environ.get("QWEN_DTYPE", "").strip().lower()
     if name in ("float32", "bfloat16"):
-        return getattr(torch, name)
+        return getattr(torch, name), "QWEN_DTYPE"
+    dtype, reason = default_dtype()
     size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".safetensors"))
-    return torch.bfloat16 if size > BIG_CHECKPOINT_BYTES else torch.float32
+    if dtype == torch.float32 and size > BIG_CHECKPOINT_BYTES:
+        return torch.bfloat16, f"checkpoint of {size / 1e9:.1f} GB: too big for float32 ({reason})"
+    return dtype, reason
+
+
+def compile_wanted(environ=os.environ):
+    """Compile the decoding steps in the background after loading ($QWEN_COMPILE, default 1; 0 = eager)."""
+    return environ.get("QWEN_COMPILE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def start_compiling(loaded, ks=(2,)):
+    """Compile the model's and head's decoding steps in a background thread; the model serves eagerly
+    meanwhile and loaded.compile_status() says how it went. -> the thread"""
+    compile_model(loaded.model, ks)
+    if loaded.mtp is not None:
+        compile_head(loaded.mtp, ks)
+    loaded.model.compiled.status = "compiling"
+
+    def work():
+        report = warm_up(loaded.model, loaded.mtp, ks)
+        log.info("%s: %s (%.0f s of compiling, decode step %sx eager)", loaded.key, report["status"],
+                 report["seconds"], f"{report['step_speedup']:.2f}" if report["step_speedup"] else "?")
+    thread = threading.Thread(target=work, name=f"compile {loaded.key}", daemon=True)
+    thread.start()
+    return thread
 
 
 def load_model(key, source, progress=None):
@@ -229,7 +261,8 @@ def load_model(key, source, progress=None):
         progress(0.95, desc=f"Loading {key}…")
     folder = os.path.basename(path.rstrip("/"))
     try:
-        dtype = checkpoint_dtype(path)
+        dtype, reason = checkpoint_dtype(path)
+        log.info("%s: %s (%s)", key, str(dtype).replace("torch.", ""), reason)
         model = Model.from_pretrained(path, dtype=dtype)
         chat = Chat(model, path)
         has_head = any(name.startswith("mtp.") for name in list_tensors(path))
@@ -244,7 +277,10 @@ def load_model(key, source, progress=None):
                          f"loaded ({type(e).__name__}: {detail})") from e
     if mtp is None:
         log.warning("%s: the checkpoint has no mtp.* tensors (no draft head)", key)
-    return Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0)
+    loaded = Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0)
+    if compile_wanted():
+        start_compiling(loaded)
+    return loaded
 
 
 def check_finite(path, model, mtp=None, chunk=1 << 22):

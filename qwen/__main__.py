@@ -4,7 +4,9 @@
     python -m qwen --chat "Explain the json module."            # through the model's chat template
     python -m qwen --model Qwen/Qwen3.5-0.8B --chat --mtp 2 "用一句话介绍一下 Transformer。"
 
-Ends with the number of tokens, seconds and tok/s (and, with --mtp, rounds and acceptance).
+Ends with the number of tokens, seconds and tok/s (and, with --mtp, rounds and acceptance). The
+decoding steps are compiled first (qwen.compile; --no-compile stays eager), from a disk cache after
+the first run.
 """
 import argparse
 import sys
@@ -13,6 +15,7 @@ import time
 import torch
 
 from qwen.chat import Chat
+from qwen.compile import default_dtype, warm_up
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp_stream
 from qwen.sample import generate_stream
@@ -33,17 +36,26 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mtp", type=int, default=0, metavar="K", help="speculative decoding with K draft tokens")
     ap.add_argument("--rollback", default="select", choices=["select", "recompute"])
-    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                    help="default: bfloat16 where the hardware multiplies it natively, else float32")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                    help="compile the decoding steps first (default; falls back to eager, saying why)")
     args = ap.parse_args(argv)
+    dtype, reason = (getattr(torch, args.dtype), "--dtype") if args.dtype else default_dtype(args.device)
+    print(f"[{str(dtype).replace('torch.', '')}: {reason}]", file=sys.stderr)
     try:
         path = find_model(args.model)
-        model = Model.from_pretrained(path, dtype=getattr(torch, args.dtype), device=args.device)
+        model = Model.from_pretrained(path, dtype=dtype, device=args.device)
         chat = Chat(model, path)
-        head = MTP.from_pretrained(model.cfg, path, dtype=getattr(torch, args.dtype), device=args.device) \
-            if args.mtp else None
+        head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=args.device) if args.mtp else None
     except (OSError, ValueError) as e:
         sys.exit(f"error: {e}")
+    if args.compile:
+        print("[compiling the decoding steps (cached on disk for the next run)…]", file=sys.stderr, flush=True)
+        report = warm_up(model, head, ks=(args.mtp,) if args.mtp else (), rollbacks=(args.rollback,))
+        speed = f", decode step {report['step_speedup']:.2f}x eager" if report["step_speedup"] else ""
+        print(f"[{report['status']} in {report['seconds']:.0f} s{speed}]", file=sys.stderr)
     try:
         if args.chat:
             ids = chat.encode_chat([{"role": "user", "content": args.prompt}],

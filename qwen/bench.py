@@ -1,10 +1,12 @@
 """Benchmarks, measured as ratios within one run (these machines are noisy; never from timed tests).
 
-    python -m qwen.bench engine [--dtype float32|bfloat16]
+    python -m qwen.bench engine [--dtype float32|bfloat16] [--compile]
         random weights of the real Qwen3.5-0.8B shape: batch-1 greedy decode tok/s (64-token prompt,
         128 new tokens; steps after the first token, so prefill is not counted) of this engine and of
         transformers' generate on the same weights, their ratio,
-        the weight-matmul floor, prefill tok/s for a 1024-token prompt, peak memory.
+        the weight-matmul floor, prefill tok/s for a 1024-token prompt, peak memory. With --compile
+        also the compiled engine (qwen.compile): compile seconds, decode tok/s, its ratio to eager and
+        to transformers, verify of 1+k tokens (k in --ks) / one step, peak memory after compiling.
     python -m qwen.bench spec --scripted [--dtype bfloat16]
         the same shape, drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9
         (qwen.scripted): speed-up over plain per k and rollback, plus the cost of verifying 1+k
@@ -12,7 +14,12 @@
     python -m qwen.bench spec [--model PATH_OR_ID]
         a real checkpoint (default: the embedded demo): per prompt, plain vs speculative tokens,
         seconds, tok/s, rounds, hits, acceptance, identical? — for each rollback and k.
-Every mode runs on CUDA when there is one (timings synchronise the device).
+    python -m qwen.bench compile [--model PATH_OR_ID | --shape 0.8b] [--ks 2]
+        seconds to compile every pass of k-draft decoding, in a fresh process with an empty cache
+        ("first") and again in another fresh process with that cache ("cached").
+--compile works in every mode (--no-compile, the default, stays eager). Every table is printed with
+the CPU capability torch uses here (AVX2, AVX512, ...): speed claims depend on it. Every mode runs
+on CUDA when there is one (timings synchronise the device).
 """
 import argparse
 import json
@@ -22,7 +29,8 @@ import time
 
 import torch
 
-from qwen.cache import State, restore_state, snapshot_bytes, snapshot_state
+from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_bytes, snapshot_state
+from qwen.compile import warm_up
 from qwen.config import Config
 from qwen.model import Model, load_into
 from qwen.mtp import MTP, generate_mtp
@@ -34,6 +42,7 @@ QWEN35_08B = dict(vocab_size=248320, hidden_size=1024, intermediate_size=3584, n
                   linear_conv_kernel_dim=4, rms_norm_eps=1e-6, tie_word_embeddings=True,
                   max_position_embeddings=32768)
 DRAFT_VOCAB = 32768          # FR-Spec subset size for the draft's output layer
+ROLLBACKS_RUN = ["select", "recompute"]
 
 PROMPTS = [   # held-out style prompts for the embedded model (Python docs, KJV, classical poetry)
     ":mod:`json` --- JSON encoder and decoder\n=======================================\n\n",
@@ -146,7 +155,40 @@ def bench_engine(args):
     with torch.inference_mode():
         _, t_pre = timed(model, long, State(model), last_only=True)
     rows.update(prefill_tok_s=1024 / t_pre, peak_memory_gb=peak_gb())
+    if args.compile:
+        ks = [int(k) for k in args.ks.split(",")]
+        report = warm_up(model, ks=ks, keep_if_faster=False)
+        rows.update(compile_s=report["seconds"], compile_status=report["status"])
+        compiled, stamps = [], Stamps()
+        for tok in generate_stream(model, ids, max_new_tokens=args.new_tokens):
+            stamps.put(tok)
+            compiled.append(tok)
+        rows.update(compiled_tok_s=stamps.decode_rate(skip=0), compiled_same_tokens=compiled == ours)
+        rows["compiled_vs_eager"] = rows["compiled_tok_s"] / rows["engine_tok_s"]
+        if "reference_tok_s" in rows:
+            rows["compiled_vs_reference"] = rows["compiled_tok_s"] / rows["reference_tok_s"]
+        rows.update({f"compiled_{key}": v for key, v in verify_costs(model, ks).items()})
+        rows["peak_memory_compiled_gb"] = peak_gb()
     return rows
+
+
+def verify_costs(model, ks, reps=5):
+    """Median seconds of one decode step, and a verify pass of 1+k tokens (keeping step states, as
+    `select` does) relative to it."""
+    with torch.inference_mode():
+        state = State(model)
+        model(torch.randint(0, 1000, (1, 64), device=DEVICE), state, last_only=True)
+
+        def med(T):
+            times = []
+            for _ in range(reps):
+                state.pos = 64
+                keep_step_states(state, T, on=T > 1)
+                times.append(timed(model, torch.arange(1, T + 1, device=DEVICE)[None], state)[1])
+            keep_step_states(state, T, on=False)
+            return statistics.median(times)
+        step = med(1)
+        return {"step_s": step, **{f"verify_{1 + k}_vs_step": med(1 + k) / step for k in ks}}
 
 
 def step_costs(model, head, ks, reps=5):
@@ -162,18 +204,15 @@ def step_costs(model, head, ks, reps=5):
                 restore_state(state, snap)
                 times.append(timed(fn)[1])
             return statistics.median(times)
-        step = med(lambda: model(torch.tensor([[5]], device=DEVICE), state))
-        out = {"step_s": step}
-        for k in ks:
-            out[f"verify_{1 + k}_vs_step"] = med(lambda: model(torch.arange(1, k + 2, device=DEVICE)[None], state)) / step
-        h = torch.randn(1, 1, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype, device=DEVICE)
-        from qwen.cache import AttentionState
+        out = verify_costs(model, ks)
+        step = out["step_s"]
+        h = torch.randn(1, 64, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype, device=DEVICE)
         cache = AttentionState()
-        head(model.embed_tokens(torch.arange(64, device=DEVICE)[None]), h.expand(1, 64, -1), 0, cache)
+        head(model.embed_tokens(torch.arange(64, device=DEVICE)[None]), h, 0, cache)
 
-        def draft():
-            c = AttentionState(cache.k, cache.v)
-            head.draft_logits(head(model.embed_tokens(torch.tensor([[7]], device=DEVICE)), h, 64, c)[:, -1], model.lm_head)
+        def draft():            # one head pass and its (FR-Spec) output layer, as generate_mtp pays it
+            cache.truncate(64)
+            head.draft(model, h[:, :1], torch.tensor([[7]], device=DEVICE), 64, cache)
         out["draft_vs_step"] = med(draft) / step
         out["snapshot_s"] = statistics.median(timed(snapshot_state, state)[1] for _ in range(reps))
         out["restore_s"] = statistics.median(timed(restore_state, state, snap)[1] for _ in range(reps))
@@ -188,14 +227,15 @@ def bench_scripted(args):
     head = MTP(model.cfg).to(DEVICE, dtype).eval().requires_grad_(False)
     head.set_draft_vocab(list(range(DRAFT_VOCAB)), model.lm_head)        # random weights: any subset will do
     ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    ks = [int(k) for k in args.ks.split(",")]
+    compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False) if args.compile else {}
     generate(model, ids, max_new_tokens=4)
     plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)
     transcript = ids[0].tolist() + plain
-    ks = [int(k) for k in args.ks.split(",")]
     rows = []
     for rate in [float(r) for r in args.rates.split(",")]:
         for k in ks:
-            for rollback in (["select", "recompute"] if k == 1 else ["select"]):
+            for rollback in (ROLLBACKS_RUN if k == 1 else ["select"]):
                 scripted = ScriptedHead(head, transcript, rate, seed=3)
                 (out, rounds, hits), t = timed(generate_mtp, model, scripted, ids, args.new_tokens, k=k,
                                                rollback=rollback)
@@ -203,7 +243,8 @@ def bench_scripted(args):
                              "acceptance": hits / max(1, rounds * k), "tokens_per_round": len(out) / max(1, rounds),
                              "tok_s": len(out) / t, "speedup": (len(out) / t) / (len(plain) / t_plain)})
     return {"dtype": args.dtype, "plain_tok_s": len(plain) / t_plain, "runs": rows,
-            "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb()}
+            "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
+            "compile_s": compiling.get("seconds"), "compile_status": compiling.get("status", "eager")}
 
 
 def bench_model(args):
@@ -214,6 +255,8 @@ def bench_model(args):
     model = Model.from_pretrained(path, dtype=dtype, device=DEVICE)
     head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=DEVICE)
     chat = Chat(model, path)
+    ks = [int(k) for k in args.ks.split(",")]
+    compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False) if args.compile else {}
     prompts = PROMPTS if not args.prompts else [p for p in open(args.prompts, encoding="utf-8").read().split("\n\n") if p]
     rows = []
     for prompt in prompts:
@@ -222,7 +265,7 @@ def bench_model(args):
         generate(model, ids, max_new_tokens=2)
         plain, t_plain = timed(generate, model, ids, args.max_new_tokens, chat.stop)
         for rollback in ("recompute", "select"):
-            for k in [int(k) for k in args.ks.split(",")]:
+            for k in ks:
                 (spec, rounds, hits), t = timed(generate_mtp, model, head, ids, args.max_new_tokens, chat.stop,
                                                 k=k, rollback=rollback)
                 rows.append({"prompt": prompt[:40], "rollback": rollback, "k": k, "tokens": len(spec),
@@ -237,7 +280,45 @@ def bench_model(args):
         s["identical"] &= r["identical"]
     summary = {key: {"mean_acceptance": statistics.mean(v["acceptance"]), "mean_speedup": statistics.mean(v["speedup"]),
                      "all_identical": v["identical"]} for key, v in summary.items()}
-    return {"model": path, "dtype": args.dtype, "rows": rows, "summary": summary}
+    return {"model": path, "dtype": args.dtype, "rows": rows, "summary": summary,
+            "compile_s": compiling.get("seconds"), "compile_status": compiling.get("status", "eager")}
+
+
+def bench_compile(args):
+    """Compile seconds in a fresh process with an empty cache, then in another one with that cache."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    cache = tempfile.mkdtemp(prefix="qwen-compile-")
+    code = ("import json, sys, torch; from qwen.bench import load_for_compile; from qwen.compile import warm_up; "
+            f"model, head = load_for_compile({args.model!r}, {args.shape!r}, {args.dtype!r}); "
+            f"print(json.dumps(warm_up(model, head, ks={[int(k) for k in args.ks.split(',')]}, keep_if_faster=False)))")
+    env = dict(os.environ, QWEN_COMPILE_CACHE=cache, TORCHINDUCTOR_CACHE_DIR=cache)
+    if args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    rows = []
+    for run in ("first", "cached"):
+        t = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(out.stderr[-2000:])
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append({"run": run, "compile_s": report["seconds"], "process_s": time.perf_counter() - t,
+                     "status": report["status"], "step_speedup": report["step_speedup"]})
+    return {"model": args.model or args.shape or "embedded", "ks": args.ks, "cache": cache, "rows": rows}
+
+
+def load_for_compile(model, shape, dtype):
+    """The model and head bench_compile compiles: a checkpoint, or random weights of the 0.8B shape."""
+    dtype = getattr(torch, dtype or "float32")
+    if shape == "0.8b":
+        m, _ = random_model(dtype)
+        return m, MTP(m.cfg).to(DEVICE, dtype).eval().requires_grad_(False)
+    from qwen.weights import find_model
+    path = find_model(model)
+    m = Model.from_pretrained(path, dtype=dtype, device=DEVICE)
+    return m, MTP.from_pretrained(m.cfg, path, dtype=dtype, device=DEVICE)
 
 
 def print_table(rows):
@@ -253,7 +334,10 @@ def print_table(rows):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m qwen.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["engine", "spec"])
+    ap.add_argument("mode", choices=["engine", "spec", "compile"])
+    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+                    help="also (engine) or only (spec) measure the compiled engine (qwen.compile)")
+    ap.add_argument("--shape", default=None, choices=["0.8b"], help="compile mode: random weights of this shape")
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"])
     ap.add_argument("--scripted", action="store_true")
     ap.add_argument("--no-reference", action="store_true")
@@ -269,7 +353,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.mode == "engine":
+    print(f"host: CPU capability {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads, "
+          f"device {DEVICE}, torch {torch.__version__}")
+    if args.mode == "compile":
+        result = bench_compile(args)
+        print_table(result["rows"])
+    elif args.mode == "engine":
         args.dtype = args.dtype or "float32"
         result = bench_engine(args)
         print_table([result])

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 MIN_CAPACITY = 64            # KV capacity grows in powers of two from here: few distinct shapes
+STEP_SLOTS = 9               # per-token states kept by a verify pass: 1 + k tokens, k <= 8
 
 
 def capacity_for(n):
@@ -76,7 +77,7 @@ class AttentionState:
 def mark_growing(t):
     """Tell the compiler the capacity (dim 2) of a KV buffer varies, so growing it does not recompile."""
     if not torch.compiler.is_compiling():
-        torch._dynamo.mark_dynamic(t, 2, min=2)
+        torch._dynamo.mark_dynamic(t, 2)
     return t
 
 
@@ -95,6 +96,9 @@ class DeltaNetState:
         self.conv = torch.zeros(batch, conv_dim, cfg.linear_conv_kernel_dim - 1, dtype=dtype, device=device)
         self.S = torch.zeros(batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
                              cfg.linear_value_head_dim, dtype=torch.float32, device=device)
+        # subtle: the slots exist from the start, with one size, so every state looks the same to a compiled step
+        self.conv_steps = self.conv.new_zeros(STEP_SLOTS, *self.conv.shape)   # (slots, B, conv_dim, K-1)
+        self.S_steps = self.S.new_zeros(STEP_SLOTS, *self.S.shape)            # (slots, B, heads, Dk, Dv)
 
     def nbytes(self):
         return sum(t.nbytes for t in (self.conv, self.S) if t is not None)
@@ -116,6 +120,10 @@ class State:
 
     def deltanet_layers(self):
         return [s for s in self.layers if isinstance(s, DeltaNetState)]
+
+    def keeping(self):
+        """Does the next pass record step states (keep_step_states)?"""
+        return any(s.keep_steps for s in self.deltanet_layers())
 
     def begin_pass(self, ids):
         """Before a pass over ids (B, T): allocate or grow the buffers; -> the positions (T,) it fills."""
@@ -177,14 +185,13 @@ def truncate_kv(cache, n):
         s.truncate(n)
 
 
-def keep_step_states(state, tokens=8, on=True):
+def keep_step_states(state, tokens=STEP_SLOTS, on=True):
     """Ask every DeltaNet layer to record its memory and conv window after each token of the next pass
-    (of at most `tokens` tokens), into slots allocated once and reused."""
+    (at most STEP_SLOTS tokens: a verify pass of 1 + k, k <= 8), into slots allocated once and reused."""
+    if on and tokens > STEP_SLOTS:
+        raise ValueError(f"step states are kept for at most {STEP_SLOTS} tokens, not {tokens}")
     for s in state.deltanet_layers():
         s.keep_steps = on
-        if on and (s.S_steps is None or s.S_steps.shape[0] < tokens):
-            s.conv_steps = s.conv.new_zeros(tokens, *s.conv.shape)      # (slots, B, conv_dim, K-1)
-            s.S_steps = s.S.new_zeros(tokens, *s.S.shape)               # (slots, B, heads, Dk, Dv)
 
 
 def select_step_states(state, start, n):

@@ -11,6 +11,7 @@ speculative verification needs).
 import torch
 import torch.nn as nn
 
+from qwen.compile import dense
 from qwen.config import read_config
 from qwen.embedding import Embedding
 from qwen.layer import DecoderLayer
@@ -62,9 +63,10 @@ class Model(nn.Module):
         """ids: (B, T) -> (logits (B, T, vocab) or (B, 1, vocab) for the last position only, hidden (B, T, H)).
         Takes the compiled step when one was prepared for this T (compile.py), else runs eagerly."""
         positions = state.begin_pass(ids)
-        compiled = self.compiled.lookup(ids.shape[1]) if self.compiled is not None else None
-        if compiled is not None:
-            logits, hidden = compiled(ids, positions, state)
+        compiled = self.compiled.lookup(ids.shape[1], state.keeping()) if self.compiled is not None else None
+        out = compiled(dense(ids), positions, state) if compiled else None
+        if out is not None:
+            logits, hidden = out
             logits = logits[:, -1:] if last_only else logits
         else:
             hidden = self.run(ids, positions, state)
@@ -77,7 +79,7 @@ class Model(nn.Module):
         return self.forward_hidden(ids, state, last_only)[0]
 
     @classmethod
-    def from_pretrained(cls, path, dtype=torch.float32, device=None, compile=False, ks=(1, 2, 3)):
+    def from_pretrained(cls, path, dtype=torch.float32, device=None, compile=False, ks=(2,)):
         """Load a model folder (hub layout `model.language_model.*` or text-only `model.*`).
         compile=True prepares compiled steps for decoding and for verifying 1+k tokens, k in `ks`
         (compile.py; falls back to eager, with the reason in model.compiled.status, if it cannot)."""

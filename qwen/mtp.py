@@ -26,6 +26,7 @@ import torch.nn as nn
 
 from qwen.cache import (AttentionState, State, keep_step_states, restore_state, select_step_states,
                         snapshot_bytes, snapshot_state, truncate_kv)
+from qwen.compile import dense
 from qwen.layer import DecoderLayer
 from qwen.model import load_into
 from qwen.norm import RMSNorm
@@ -50,7 +51,7 @@ class MTP(nn.Module):
         self.compiled = None           # compiled head passes by T, set by compile.py
 
     @classmethod
-    def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, compile=False, ks=(1, 2, 3)):
+    def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, compile=False, ks=(2,)):
         """Load the checkpoint's mtp.* tensors; compile=True prepares compiled head passes (compile.py)."""
         path = path or find_model()
         weights = load_weights(path, part="mtp.", dtype=dtype)
@@ -73,7 +74,9 @@ class MTP(nn.Module):
         cache.reserve(self.cfg, B, start + T, emb_next.dtype, emb_next.device)
         positions = torch.arange(start, start + T, device=emb_next.device)
         compiled = self.compiled.lookup(T) if self.compiled is not None else None
-        out = (compiled or self.run)(emb_next, hidden, positions, cache)
+        out = compiled(dense(emb_next), dense(hidden), positions, cache) if compiled else None
+        if out is None:
+            out = self.run(emb_next, hidden, positions, cache)
         cache.n = start + T
         return out
 
@@ -286,7 +289,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         watch = (lambda phase: views.update({phase: tr.state_view(state, head_cache, record.watch)})) \
             if record else None
         r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)
-        rounds, hits = rounds + 1, hits + r.accepted
+        rounds = rounds + 1
         emitted = [(d, "draft") for d in r.drafts[:r.accepted]] + \
                   [(r.next_token, "bonus" if r.accepted == k else "correction")]
         emit = []                # end exactly where plain decoding would (stop token or max_new_tokens)
@@ -297,6 +300,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
             emit.append((t, origin))
             if t in stop:
                 break
+        hits += sum(origin == "draft" for _, origin in emit)     # accepted drafts past the budget don't count
         tok, first = r.next_token, r.next_guess
         if record:
             views["after"] = tr.state_view(state, head_cache, record.watch)

@@ -233,7 +233,7 @@ def test_an_unreachable_hub_gives_a_message_and_the_embedded_model_keeps_working
     def offline(*args, **kwargs):
         raise ConnectionError("Network is unreachable")
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
-    value, status = client.predict("Qwen/Qwen3.5-0.8B", "English", api_name="/load_model")
+    value, status, *_ = client.predict("Qwen/Qwen3.5-0.8B", "English", api_name="/load_model")
     plain = "Can't reach the Hugging Face hub to download Qwen/Qwen3.5-0.8B"
     assert value == EMBEDDED and plain in status and "keeps working" in status
     assert "Network is unreachable" not in status and "**" not in status          # no exception text, no markup
@@ -248,7 +248,7 @@ def test_an_interrupted_download_gives_a_message_naming_what_is_missing(app, cli
     partial.mkdir()
     shutil.copy(os.path.join(models.EMBEDDED, "config.json"), partial / "config.json")    # the weights never came
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: str(partial))
-    value, status = client.predict("Qwen/Qwen3.5-2B", "English", api_name="/load_model")
+    value, status, *_ = client.predict("Qwen/Qwen3.5-2B", "English", api_name="/load_model")
     assert value == EMBEDDED and "model.safetensors" in status and app.store.peek("Qwen/Qwen3.5-2B") is None
     still_serving(client)
 

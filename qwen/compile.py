@@ -1,0 +1,221 @@
+"""Compiled decoding steps (the gpt-fast design, for a hybrid model), and the host-aware defaults.
+
+Eager PyTorch pays twice per decoding step: Python and dispatch for every small operation, and, on
+CPUs without native bfloat16, a matmul with 2-5 rows that costs 2-3x one row (the BLAS packs the
+weight matrix on every call), so verifying k+1 tokens is not free. A compiled step fixes both: one
+fused program per shape, and weights packed once ("freezing") for a GEMM that streams each weight a
+single time for all rows.
+
+Compiling needs static shapes, which cache.py provides: every state buffer keeps its shape and is
+written in place; positions are a tensor; the KV capacity is one dynamic dimension. Then each of
+
+    model.step(ids, positions, state)        T = 1 (decode) and T = 1+k (verify), k in ks
+    head.run(emb, hidden, positions, cache)  T = 1 (draft) and T = 1+k (the head's catch-up pass)
+
+compiles once per T and is reused for every position. Prefill (long T) stays eager and chunked.
+
+    compile_model(model, ks=(2,)); compile_head(head, ks=(2,))    # lazy: compiles on first use
+    report = warm_up(model, head, ks=(2,))                        # compile now, time it, keep if faster
+
+On CPU: inductor with freezing and max-autotune GEMMs; on CUDA: CUDA graphs. When the compiler is
+missing or fails, or the compiled step is not faster, everything stays eager and the reason is kept
+in `model.compiled.status`.
+"""
+import logging
+import os
+import shutil
+import threading
+import time
+
+import torch
+
+log = logging.getLogger("qwen.compile")
+
+
+def cache_dir():
+    """Where compiled artefacts live between runs: $QWEN_COMPILE_CACHE, else ~/.cache/qwen-mtp/inductor."""
+    return os.environ.get("QWEN_COMPILE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen-mtp",
+                                                                 "inductor")
+
+
+def default_dtype(device="cpu"):
+    """bfloat16 where the hardware multiplies it natively (CUDA; a CPU with AVX512-BF16 or AMX that torch
+    uses), else float32: elsewhere a bfloat16 matmul of a few rows runs several times slower.
+    -> (dtype, reason)"""
+    if torch.device(device).type == "cuda":
+        return torch.bfloat16, "CUDA"
+    capability = torch.backends.cpu.get_cpu_capability()
+    native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    if native and capability.startswith("AVX512"):
+        return torch.bfloat16, f"CPU {capability} with native bfloat16"
+    return torch.float32, f"CPU {capability} without native bfloat16"
+
+
+def compiler_missing(device="cpu"):
+    """Why compiling cannot work here, or None. (Inductor builds C++ on CPU, Triton kernels on CUDA.)"""
+    if torch.device(device).type == "cuda":
+        return None
+    if not (os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        return "no C++ compiler (install g++)"
+    return None
+
+
+def dense(x):
+    """x with standard strides. subtle: a compiled step is guarded on its inputs' strides, and a slice
+    such as ids[:, :1] of a (1, 32) tensor has stride (32, 1) where a fresh (1, 1) one has (1, 1)."""
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+class CompiledSteps:
+    """A compiled function and the passes it serves, as (T tokens, keeps step states) pairs; any
+    other pass runs eagerly (compiling every T a caller might use would cost minutes each)."""
+
+    def __init__(self, fn, variants):
+        self.fn, self.variants = fn, set(variants)
+        self.enabled = True
+        self.status = "compiles on first use"   # warm_up: -> "compiling" -> "compiled" or "eager: <reason>"
+        self.warming_thread = None               # while warm_up compiles, only its thread uses the compiled steps
+
+    def lookup(self, T, keep=False):
+        if not self.enabled or (T, keep) not in self.variants:
+            return None
+        if self.warming_thread is not None and self.warming_thread != threading.get_ident():
+            return None                          # others stay eager meanwhile instead of compiling too
+        return self.call
+
+    def call(self, *args):
+        """The compiled function's result, or None (and eager from now on) if it fails to compile."""
+        try:
+            return self.fn(*args)
+        except Exception as e:                   # compiling happens on a call; it fails before running
+            if self.warming_thread is not None:
+                raise
+            self.disable(f"compiling failed ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]})")
+            return None
+
+    def disable(self, reason):
+        self.enabled, self.status = False, f"eager: {reason}"
+        log.warning("compiled steps off: %s", reason)
+
+
+def _compile(fn, device):
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache_dir())
+    # one graph per (T, keep-step-states): up to 2 per draft length, well within this limit
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    # subtle: T must stay static (one graph per T, the delta rule unrolled), so no dimension turns
+    # dynamic by itself; only the KV capacity, marked by cache.mark_growing, is dynamic.
+    torch._dynamo.config.automatic_dynamic_shapes = False
+    if torch.device(device).type == "cuda":
+        return torch.compile(fn, mode="reduce-overhead", fullgraph=True)
+    return torch.compile(fn, fullgraph=True,
+                         options={"freezing": True, "max_autotune": True,
+                                  "max_autotune_gemm_backends": "CPP,ATEN"})
+
+
+def variants_for(ks, rollbacks=("select",)):
+    """The passes decoding with k drafts makes, as (T, keeps step states): one-token decode and
+    draft steps, and verify / head catch-up of 1+k tokens (verify keeps step states for `select`)."""
+    verify = {1 + int(k) for k in ks}
+    keeps = {rollback == "select" for rollback in rollbacks}
+    return {(1, False)} | {(T, keep) for T in verify for keep in keeps}, {1} | verify
+
+
+def compile_model(model, ks=(2,), rollbacks=("select",)):
+    """Prepare compiled main-model steps (compiled on first use). -> CompiledSteps"""
+    device = model.embed_tokens.weight.device
+    model.compiled = CompiledSteps(_compile(model.step, device), variants_for(ks, rollbacks)[0])
+    missing = compiler_missing(device)
+    if missing:
+        model.compiled.disable(missing)
+    return model.compiled
+
+
+def compile_head(head, ks=(2,)):
+    """Prepare compiled MTP head passes for T = 1 and 1+k. -> CompiledSteps"""
+    device = head.fc.weight.device
+    head.compiled = CompiledSteps(_compile(head.run, device), {(T, False) for T in variants_for(ks)[1]})
+    missing = compiler_missing(device)
+    if missing:
+        head.compiled.disable(missing)
+    return head.compiled
+
+
+def _time(fn, repeats=5):
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
+
+
+@torch.inference_mode()
+def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True):
+    """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
+    cache), time the compiled and the eager decode step, and go eager where compiling is not faster.
+    -> {"status", "seconds" (compiling), "step_speedup" (eager / compiled, one-token step)}.
+    Other threads keep running eagerly until it is done (the app serves while it compiles)."""
+    parts = [model] + ([head] if head is not None else [])
+    if model.compiled is None:
+        compile_model(model, ks, rollbacks)
+    if head is not None and head.compiled is None:
+        compile_head(head, ks)
+    report = {"status": model.compiled.status, "seconds": 0.0, "step_speedup": None}
+    if not model.compiled.enabled:
+        return report
+    for part in parts:
+        part.compiled.status, part.compiled.warming_thread = "compiling", threading.get_ident()
+    try:
+        return _warm_up(model, head, parts, report, context, keep_if_faster)
+    finally:
+        for part in parts:
+            part.compiled.warming_thread = None
+
+
+def _warm_up(model, head, parts, report, context, keep_if_faster):
+    from qwen.cache import AttentionState, State, keep_step_states
+    device = model.embed_tokens.weight.device
+    ids = torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size        # (1, context)
+    t0 = time.perf_counter()
+    try:
+        for T, keep in sorted(model.compiled.variants):
+            state = State(model)
+            model.hidden(ids, state)
+            if keep:
+                keep_step_states(state, T)
+            model.forward(ids[:, :T], state)
+        if head is not None:
+            hidden = torch.zeros(1, context, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype,
+                                 device=device)
+            for T, _ in sorted(head.compiled.variants):
+                cache = AttentionState()
+                head(model.embed_tokens(ids), hidden, 0, cache)
+                head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
+    except Exception as e:                      # a compiler that fails here would fail for the user: go eager
+        first_line = (str(e).splitlines() or [""])[0][:200]
+        for part in parts:
+            part.compiled.disable(f"compiling failed ({type(e).__name__}: {first_line})")
+        report.update(status=model.compiled.status, seconds=time.perf_counter() - t0)
+        return report
+    report["seconds"] = time.perf_counter() - t0
+    state = State(model)
+    model.hidden(ids, state)
+
+    def step(compiled):                          # one decode step at the same position, either way
+        model.compiled.enabled = compiled
+        state.pos = context
+        model.forward(ids[:, :1], state)
+    eager, compiled = _time(lambda: step(False)), _time(lambda: step(True))
+    model.compiled.enabled = True
+    report["step_speedup"] = eager / compiled
+    for part in parts:
+        if keep_if_faster and compiled >= eager:
+            part.compiled.disable(f"the compiled step is not faster than eager on this host ({eager / compiled:.2f}x)")
+        else:
+            part.compiled.status = "compiled"
+    report["status"] = model.compiled.status
+    log.info("warm-up: %s in %.1f s, decode step %.2fx eager", report["status"], report["seconds"],
+             report["step_speedup"])
+    return report

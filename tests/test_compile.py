@@ -1,0 +1,208 @@
+"""The compiled engine (qwen.compile): the same tokens and states as eager, no recompiles, and an eager
+fallback with its reason when compiling is impossible. Compiles only tiny models (minutes on 2 cores
+otherwise); eager is the reference throughout."""
+import threading
+
+import pytest
+import torch
+
+from qwen import compile as qc
+from qwen.cache import State, keep_step_states, restore_state, select_step_states, snapshot_state
+from qwen.chat import Chat
+from qwen.model import Model
+from qwen.mtp import MTP, generate_mtp
+from qwen.sample import generate
+from qwen.scripted import ScriptedHead
+from qwen.weights import find_model
+from test_mtp import assert_same_state, prompts, random_pair
+
+needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="no C++ compiler")
+
+
+def graphs_compiled():
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
+
+
+@pytest.fixture(scope="module")
+def compiled_pair():
+    """A tiny random model and head, compiled for k = 1..3 and both rollbacks, beside an eager copy."""
+    model, head = random_pair("small", seed=11)
+    eager_model, eager_head = random_pair("small", seed=11)
+    report = qc.warm_up(model, head, ks=(1, 2, 3), rollbacks=("select", "recompute"), keep_if_faster=False)
+    assert report["status"] == "compiled", report
+    return model, head, eager_model, eager_head
+
+
+@needs_compiler
+def test_compiled_greedy_output_equals_eager_on_a_random_model(compiled_pair):
+    model, _, eager, _ = compiled_pair
+    for ids in prompts(model.cfg.vocab_size, n=3, seed=1):
+        assert generate(model, ids, max_new_tokens=40) == generate(eager, ids, max_new_tokens=40)
+
+
+@needs_compiler
+@pytest.mark.parametrize("rollback", ["select", "recompute"])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_speculative_equals_plain_under_compile(compiled_pair, rollback, k):
+    model, head, eager, _ = compiled_pair
+    for ids in prompts(model.cfg.vocab_size, n=2, seed=k):
+        plain = generate(eager, ids, max_new_tokens=30)
+        for rate in (0.5, 0.9):                                      # rejections and long accepted runs
+            scripted = ScriptedHead(head, ids[0].tolist() + plain, rate, seed=k)
+            assert generate_mtp(model, scripted, ids, max_new_tokens=30, k=k, rollback=rollback)[0] == plain
+        assert generate_mtp(model, head, ids, max_new_tokens=30, k=k, rollback=rollback)[0] == plain
+
+
+@needs_compiler
+@pytest.mark.parametrize("rollback", ["select", "recompute"])
+def test_select_and_restore_under_compile_leave_the_state_plain_decoding_has(compiled_pair, rollback):
+    model, _, eager, _ = compiled_pair
+    prefix, more = [3, 1, 4, 1, 5, 9, 2], [6, 5, 3]                 # a verify pass of 3 tokens (k = 2)
+    with torch.inference_mode():
+        state = State(model)
+        model(torch.tensor([prefix]), state)
+        start, snap = state.pos, snapshot_state(state)
+        if rollback == "select":
+            keep_step_states(state, 3)
+        model(torch.tensor([more]), state)                           # compiled: (3, keep) / (3, no keep)
+        if rollback == "select":
+            select_step_states(state, start, 2)
+        else:
+            restore_state(state, snap)
+            model(torch.tensor([more[:2]]), state)
+        want = State(eager)
+        eager(torch.tensor([prefix + more[:2]]), want)
+    assert_same_state(state, want, atol=1e-5)
+
+
+@needs_compiler
+def test_no_recompiles_across_generations_positions_and_kv_growth(compiled_pair):
+    model, head, _, _ = compiled_pair
+    ids = torch.tensor([[1, 2, 3]])
+    generate_mtp(model, head, ids, max_new_tokens=20, k=2)
+    before = graphs_compiled()
+    long = torch.randint(0, model.cfg.vocab_size, (1, 70))           # another prompt: KV capacity 64 -> 256
+    generate(model, long, max_new_tokens=100)
+    generate_mtp(model, head, long, max_new_tokens=100, k=2)
+    assert graphs_compiled() == before
+
+
+@needs_compiler
+def test_compiled_greedy_output_equals_eager_on_the_embedded_model():
+    path = find_model()
+    model, eager = Model.from_pretrained(path), Model.from_pretrained(path)
+    chat = Chat(eager, path)
+    qc.compile_model(model, ks=())                                   # the one-token decode step only
+    report = qc.warm_up(model, keep_if_faster=False)
+    assert report["status"] == "compiled" and report["step_speedup"] > 0
+    for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
+        ids = chat.encode(prompt)
+        assert generate(model, ids, max_new_tokens=48) == generate(eager, ids, max_new_tokens=48)
+
+
+def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
+    def broken(fn, device):
+        def compiled(*args):
+            raise RuntimeError("simulated compiler crash")
+        return compiled
+    monkeypatch.setattr(qc, "_compile", broken)
+    model, head = random_pair("small", seed=12)
+    eager, _ = random_pair("small", seed=12)
+    report = qc.warm_up(model, head, ks=(2,))
+    assert report["status"].startswith("eager: compiling failed (RuntimeError: simulated compiler crash")
+    assert not model.compiled.enabled and not head.compiled.enabled
+    ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
+    assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
+
+
+def test_a_compile_failure_during_generation_falls_back_to_eager(monkeypatch):
+    def broken(fn, device):
+        def compiled(*args):
+            raise RuntimeError("simulated failure on first use")
+        return compiled
+    monkeypatch.setattr(qc, "_compile", broken)
+    model, head = random_pair("small", seed=13)
+    eager, _ = random_pair("small", seed=13)
+    qc.compile_model(model, ks=(2,))                                 # lazy: nothing compiled before the first call
+    ids = torch.tensor([[7, 7, 7]])
+    assert generate(model, ids, max_new_tokens=10) == generate(eager, ids, max_new_tokens=10)
+    assert model.compiled.status.startswith("eager: compiling failed (RuntimeError: simulated failure")
+
+
+def test_no_compiler_means_eager_with_the_reason(monkeypatch):
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(qc.shutil, "which", lambda name: None)
+    model, head = random_pair("small", seed=14)
+    report = qc.warm_up(model, head, ks=(1,))
+    assert report["status"] == "eager: no C++ compiler (install g++)"
+    assert model.compiled.lookup(1) is None and head.compiled.lookup(1) is None
+
+
+def test_while_warming_up_other_threads_stay_eager():
+    steps = qc.CompiledSteps(lambda *a: "compiled", {(1, False), (3, True)})
+    assert steps.lookup(1) is not None and steps.lookup(2) is None and steps.lookup(3) is None
+    assert steps.lookup(3, keep=True) is not None
+    steps.warming_thread = threading.get_ident() + 1                 # someone else is compiling
+    assert steps.lookup(1) is None
+    steps.warming_thread = threading.get_ident()                     # we are
+    assert steps.lookup(1)() == "compiled"
+
+
+@pytest.mark.parametrize("capability, native, want", [
+    ("AVX2", False, torch.float32),
+    ("AVX2", True, torch.float32),          # bfloat16 hardware that torch does not use (e.g. ATEN_CPU_CAPABILITY=avx2)
+    ("AVX512", False, torch.float32),
+    ("AVX512", True, torch.bfloat16),
+])
+def test_bfloat16_only_where_the_cpu_multiplies_it_natively(monkeypatch, capability, native, want):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    dtype, reason = qc.default_dtype("cpu")
+    assert dtype == want and capability in reason
+    assert qc.default_dtype("cuda")[0] == torch.bfloat16
+
+
+def test_compile_variants_cover_decode_verify_and_catch_up():
+    main, head = qc.variants_for((1, 3), rollbacks=("select", "recompute"))
+    assert main == {(1, False), (2, True), (2, False), (4, True), (4, False)}
+    assert head == {1, 2, 4}
+
+
+@pytest.mark.parametrize("works", [True, False])
+def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
+    from demo import frame, models
+    def fake(fn, device):                      # the eager function itself, or a compiler that crashes
+        if works:
+            return fn
+        def crash(*args):
+            raise RuntimeError("simulated")
+        return crash
+    monkeypatch.setattr(qc, "_compile", fake)
+    timings = iter([2e-3, 1e-3])                # eager, then "compiled": the stand-in must count as faster
+    monkeypatch.setattr(qc, "_time", lambda fn: (fn(), next(timings))[1])
+    model, head = random_pair("small", seed=15)
+    loaded = models.Loaded("test", "", model, head, None, torch.float32, 0.0)
+    assert frame.compile_note(loaded, "English") == ""                  # nothing asked: no note
+    thread = models.start_compiling(loaded, ks=(1,))
+    thread.join(timeout=120)
+    if works:
+        assert loaded.compile_status() == "compiled" and "compiled" in frame.compile_note(loaded, "English")
+        assert frame.compile_note(loaded, "中文") == " · 已编译"
+    else:
+        assert loaded.compile_status().startswith("eager: compiling failed (RuntimeError: simulated")
+        assert "simulated" in frame.compile_note(loaded, "English")
+    assert frame.compile_settled(loaded)
+
+
+def test_the_app_reads_qwen_compile_and_qwen_dtype(monkeypatch):
+    from demo import models
+    for value, want in (("0", False), ("off", False), ("1", True), ("", True)):
+        monkeypatch.setenv("QWEN_COMPILE", value)
+        assert models.compile_wanted() is want
+    monkeypatch.setenv("QWEN_DTYPE", "bfloat16")
+    assert models.checkpoint_dtype(find_model()) == (torch.bfloat16, "QWEN_DTYPE")
+    monkeypatch.delenv("QWEN_DTYPE")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    dtype, reason = models.checkpoint_dtype(find_model())                 # small checkpoint, no native bf16
+    assert dtype == torch.float32 and "AVX2" in reason
