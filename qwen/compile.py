@@ -17,7 +17,8 @@ compiles once per T and is reused for every position. Prefill (long T) stays eag
     compile_model(model, ks=(2,)); compile_head(head, ks=(2,))    # lazy: compiles on first use
     report = warm_up(model, head, ks=(2,))                        # compile now, time it, keep if faster
 
-On CPU: inductor with freezing and max-autotune GEMMs; on CUDA: CUDA graphs. When the compiler is
+On CPU: inductor with freezing (and max-autotune GEMMs for models of hidden size >= 1024); on CUDA:
+CUDA graphs. When the compiler is
 missing or fails, or the compiled step is not faster, everything stays eager and the reason is kept
 in `model.compiled.status`.
 """
@@ -98,7 +99,10 @@ class CompiledSteps:
         log.warning("compiled steps off: %s", reason)
 
 
-def _compile(fn, device):
+AUTOTUNE_HIDDEN = 1024       # models this wide get max-autotune GEMMs; smaller ones are all overhead
+
+
+def _compile(fn, device, autotune=True):
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache_dir())
     # one graph per (T, keep-step-states): up to 2 per draft length, well within this limit
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
@@ -107,9 +111,13 @@ def _compile(fn, device):
     torch._dynamo.config.automatic_dynamic_shapes = False
     if torch.device(device).type == "cuda":
         return torch.compile(fn, mode="reduce-overhead", fullgraph=True)
-    return torch.compile(fn, fullgraph=True,
-                         options={"freezing": True, "max_autotune": True,
-                                  "max_autotune_gemm_backends": "CPP,ATEN"})
+    # freezing: weights become constants, packed once for the GEMMs. max-autotune times a C++ micro-GEMM
+    # that streams each weight once for all T rows against ATen's; it costs seconds per matmul shape
+    # to decide, worth it only where weights dominate a step (not on the 4M embedded model).
+    options = {"freezing": True}
+    if autotune:
+        options.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN")
+    return torch.compile(fn, fullgraph=True, options=options)
 
 
 def variants_for(ks, rollbacks=("select",)):
@@ -123,7 +131,8 @@ def variants_for(ks, rollbacks=("select",)):
 def compile_model(model, ks=(2,), rollbacks=("select",)):
     """Prepare compiled main-model steps (compiled on first use). -> CompiledSteps"""
     device = model.embed_tokens.weight.device
-    model.compiled = CompiledSteps(_compile(model.step, device), variants_for(ks, rollbacks)[0])
+    autotune = model.cfg.hidden_size >= AUTOTUNE_HIDDEN
+    model.compiled = CompiledSteps(_compile(model.step, device, autotune), variants_for(ks, rollbacks)[0])
     missing = compiler_missing(device)
     if missing:
         model.compiled.disable(missing)
@@ -133,7 +142,8 @@ def compile_model(model, ks=(2,), rollbacks=("select",)):
 def compile_head(head, ks=(2,)):
     """Prepare compiled MTP head passes for T = 1 and 1+k. -> CompiledSteps"""
     device = head.fc.weight.device
-    head.compiled = CompiledSteps(_compile(head.run, device), {(T, False) for T in variants_for(ks)[1]})
+    autotune = head.cfg.hidden_size >= AUTOTUNE_HIDDEN
+    head.compiled = CompiledSteps(_compile(head.run, device, autotune), {(T, False) for T in variants_for(ks)[1]})
     missing = compiler_missing(device)
     if missing:
         head.compiled.disable(missing)

@@ -7,16 +7,26 @@ import pytest
 import torch
 
 from qwen import compile as qc
-from qwen.cache import State, keep_step_states, restore_state, select_step_states, snapshot_state
+from qwen.cache import State
 from qwen.chat import Chat
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
 from qwen.weights import find_model
-from test_mtp import assert_same_state, prompts, random_pair
+from test_mtp import assert_same_state, prompts, random_pair, verify_then_roll_back
 
 needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="no C++ compiler")
+
+
+def crashing_compiler(message):
+    """A stand-in for qc._compile whose compiled functions raise on their first call, as a broken
+    compiler does."""
+    def compile_(fn, device, autotune):
+        def compiled(*args):
+            raise RuntimeError(message)
+        return compiled
+    return compile_
 
 
 def graphs_compiled():
@@ -58,18 +68,8 @@ def test_speculative_equals_plain_under_compile(compiled_pair, rollback, k):
 def test_select_and_restore_under_compile_leave_the_state_plain_decoding_has(compiled_pair, rollback):
     model, _, eager, _ = compiled_pair
     prefix, more = [3, 1, 4, 1, 5, 9, 2], [6, 5, 3]                 # a verify pass of 3 tokens (k = 2)
+    state = verify_then_roll_back(model, prefix, more, 2, rollback)  # compiled: (3, keep) / (3, no keep)
     with torch.inference_mode():
-        state = State(model)
-        model(torch.tensor([prefix]), state)
-        start, snap = state.pos, snapshot_state(state)
-        if rollback == "select":
-            keep_step_states(state, 3)
-        model(torch.tensor([more]), state)                           # compiled: (3, keep) / (3, no keep)
-        if rollback == "select":
-            select_step_states(state, start, 2)
-        else:
-            restore_state(state, snap)
-            model(torch.tensor([more[:2]]), state)
         want = State(eager)
         eager(torch.tensor([prefix + more[:2]]), want)
     assert_same_state(state, want, atol=1e-5)
@@ -101,11 +101,7 @@ def test_compiled_greedy_output_equals_eager_on_the_embedded_model():
 
 
 def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
-    def broken(fn, device):
-        def compiled(*args):
-            raise RuntimeError("simulated compiler crash")
-        return compiled
-    monkeypatch.setattr(qc, "_compile", broken)
+    monkeypatch.setattr(qc, "_compile", crashing_compiler("simulated compiler crash"))
     model, head = random_pair("small", seed=12)
     eager, _ = random_pair("small", seed=12)
     report = qc.warm_up(model, head, ks=(2,))
@@ -116,11 +112,7 @@ def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
 
 
 def test_a_compile_failure_during_generation_falls_back_to_eager(monkeypatch):
-    def broken(fn, device):
-        def compiled(*args):
-            raise RuntimeError("simulated failure on first use")
-        return compiled
-    monkeypatch.setattr(qc, "_compile", broken)
+    monkeypatch.setattr(qc, "_compile", crashing_compiler("simulated failure on first use"))
     model, head = random_pair("small", seed=13)
     eager, _ = random_pair("small", seed=13)
     qc.compile_model(model, ks=(2,))                                 # lazy: nothing compiled before the first call
@@ -172,13 +164,8 @@ def test_compile_variants_cover_decode_verify_and_catch_up():
 @pytest.mark.parametrize("works", [True, False])
 def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
     from demo import frame, models
-    def fake(fn, device):                      # the eager function itself, or a compiler that crashes
-        if works:
-            return fn
-        def crash(*args):
-            raise RuntimeError("simulated")
-        return crash
-    monkeypatch.setattr(qc, "_compile", fake)
+    # the eager function itself standing in for a compiled one, or a compiler that crashes
+    monkeypatch.setattr(qc, "_compile", (lambda fn, device, autotune: fn) if works else crashing_compiler("simulated"))
     timings = iter([2e-3, 1e-3])                # eager, then "compiled": the stand-in must count as faster
     monkeypatch.setattr(qc, "_time", lambda fn: (fn(), next(timings))[1])
     model, head = random_pair("small", seed=15)

@@ -95,22 +95,27 @@ def test_select_and_restore_leave_the_state_plain_decoding_has():
     model, _ = random_pair("small", seed=5)
     prefix, more = [3, 1, 4, 1, 5, 9, 2], [6, 5, 3, 5]
     for rollback in ("select", "recompute"):
-        state = State(model)
-        model(torch.tensor([prefix]), state)
-        P = state.pos
-        snap = snapshot_state(state)
-        if rollback == "select":
-            keep_step_states(state)
-        model(torch.tensor([more]), state)                       # verify 4 tokens; keep only the first 2
-        if rollback == "select":
-            select_step_states(state, P, 2)
-        else:
-            restore_state(state, snap)
-            model(torch.tensor([more[:2]]), state)
+        state = verify_then_roll_back(model, prefix, more, 2, rollback)   # verify 4 tokens; keep only the first 2
         want = State(model)
         model(torch.tensor([prefix + more[:2]]), want)
-        assert state.pos == want.pos
         assert_same_state(state, want)
+
+
+@torch.inference_mode()
+def verify_then_roll_back(model, prefix, more, n, rollback):
+    """The state after prefix, a verify pass over `more`, and a rollback to its first n tokens."""
+    state = State(model)
+    model(torch.tensor([prefix]), state)
+    start, snap = state.pos, snapshot_state(state)
+    if rollback == "select":
+        keep_step_states(state, len(more))
+    model(torch.tensor([more]), state)
+    if rollback == "select":
+        select_step_states(state, start, n)
+    else:
+        restore_state(state, snap)
+        model(torch.tensor([more[:n]]), state)
+    return state
 
 
 def assert_same_state(got, want, atol=1e-5):
