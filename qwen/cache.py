@@ -105,7 +105,10 @@ class DeltaNetState:
 
 
 class State:
-    def __init__(self, model):
+    def __init__(self, model, capacity=0):
+        """capacity: KV positions to allocate at the first pass (e.g. prompt + new tokens), so a
+        generation never reallocates; more are still made room for, in powers of two."""
+        self.capacity = capacity
         self.cfg = getattr(model, "cfg", model)
         weight = model.embed_tokens.weight if hasattr(model, "embed_tokens") else None
         self.dtype = weight.dtype if weight is not None else torch.float32
@@ -135,7 +138,7 @@ class State:
         elif B != self.batch:
             raise ValueError(f"this state holds {self.batch} rows, the pass has {B}")
         for s in self.attention_layers():
-            s.reserve(self.cfg, B, self.pos + T, self.dtype, self.device)
+            s.reserve(self.cfg, B, max(self.capacity, self.pos + T), self.dtype, self.device)
         return torch.arange(self.pos, self.pos + T, device=ids.device)
 
     def end_pass(self, T):

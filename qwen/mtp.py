@@ -270,7 +270,9 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     check_prompt(model, ids)
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
     record = tr.recorder(trace)
-    state, head_cache = State(model), AttentionState()
+    capacity = ids.shape[1] + max_new_tokens + k + 1                      # allocated once: nothing grows
+    state, head_cache = State(model, capacity), AttentionState()
+    head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
     clock = Clock() if record else NoClock()
     hidden = model.hidden(ids, state)                                      # (1, T, H) prefill
     logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed

@@ -51,9 +51,9 @@ def generate_stream(model, ids, max_new_tokens=100, stop=(), temperature=0, top_
                     generator=None):
     """Yield new token ids one by one (batch 1). ids: (1, T). Stops after a stop token (yielded) or max_new_tokens."""
     check_prompt(model, ids)
-    state = State(model)
-    logits = model(ids, state, last_only=True)[:, -1]                      # (1, V)
     max_new_tokens = min(max_new_tokens, model.cfg.max_position_embeddings - ids.shape[1])
+    state = State(model, capacity=ids.shape[1] + max_new_tokens)          # allocated once, never grows
+    logits = model(ids, state, last_only=True)[:, -1]                      # (1, V)
     for i in range(max_new_tokens):
         tok = int(pick_token(logits, temperature, top_k, top_p, generator)[0])
         yield tok

@@ -230,3 +230,25 @@ def test_a_draft_vocabulary_subset_leaves_the_output_unchanged(rollback):
             assert all(d["token"] in vocab for r in trace[1:] for d in r["draft"])   # drafts stay in the subset
     finally:
         head.set_draft_vocab(None, model.lm_head)
+
+
+@pytest.mark.parametrize("speculative", [False, True])
+def test_memory_does_not_grow_during_a_512_token_generation(monkeypatch, speculative):
+    """Every state buffer is allocated at the first pass and only written in place afterwards."""
+    model, head = random_pair("small", seed=9)
+    model.cfg.max_position_embeddings = 4096
+    seen = []
+    original = State.end_pass
+
+    def watch(state, T):                                    # after every pass: which buffers, how big
+        original(state, T)
+        seen.append([(t.data_ptr(), t.nbytes) for s in state.layers
+                     for t in (getattr(s, name, None) for name in ("k", "v", "conv", "S", "conv_steps", "S_steps"))
+                     if t is not None])
+    monkeypatch.setattr(State, "end_pass", watch)
+    ids = torch.tensor([[1, 2, 3]])
+    if speculative:
+        generate_mtp(model, head, ids, max_new_tokens=512, k=2)
+    else:
+        generate(model, ids, max_new_tokens=512)
+    assert len(seen) > 100 and all(buffers == seen[0] for buffers in seen)
