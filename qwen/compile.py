@@ -114,9 +114,12 @@ def _compile(fn, device, autotune=True):
     # freezing: weights become constants, packed once for the GEMMs. max-autotune times a C++ micro-GEMM
     # that streams each weight once for all T rows against ATen's; it costs seconds per matmul shape
     # to decide, worth it only where weights dominate a step (not on the 4M embedded model).
-    options = {"freezing": True}
-    if autotune:
-        options.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN")
+    # subtle: in torch 2.13, {"freezing": True} passed as a torch.compile option is silently not
+    # applied (the graphs keep calling ATen mm on unpacked weights); only the global flag works. It
+    # freezes every compile of this process from now on, which is what an inference process wants.
+    import torch._inductor.config as inductor_config
+    inductor_config.freezing = True
+    options = dict(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN") if autotune else {}
     return torch.compile(fn, fullgraph=True, options=options)
 
 
