@@ -74,7 +74,7 @@ def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
     _race(page, ":mod:`json` --- JSON encoder and decoder\n=======================================\n\n", 512)
     page.wait_for_selector("#race-plain .race-text:not(.empty)", timeout=30_000)
     page.click("#race-stop")
-    page.wait_for_function("document.querySelector('#race-status').innerText.includes('Stopped')", timeout=10_000)
+    page.wait_for_function("document.querySelector('#race-status').innerText.includes('Stopped')", timeout=30_000)
     page.wait_for_timeout(1500)
     assert page.locator(VERDICT).count() == 0                              # it never finished
     _race(page, "床前明月光，", 12)
@@ -85,13 +85,13 @@ def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
 
 def test_language_and_presenter_mode_switch_the_whole_page(page):
     page.get_by_label("中文").check()
-    page.wait_for_function("document.querySelector('#race-run').innerText.includes('开始比赛')", timeout=10_000)
+    page.wait_for_function("document.querySelector('#race-run').innerText.includes('开始比赛')", timeout=30_000)
     assert "提示词" in page.inner_text("body")
     page.check("#presenter input[type=checkbox]")
-    page.wait_for_function("document.body.classList.contains('presenter')", timeout=10_000)
+    page.wait_for_function("document.body.classList.contains('presenter')", timeout=30_000)
     _race(page, "写一段 200 字的短文，介绍长江。", 30)
     page.wait_for_function("document.querySelector('#race-verdict').innerText.includes('相同')", timeout=60_000)
     page.screenshot(path=os.path.join(ARTIFACTS, "race_presenter_zh.png"), full_page=True)
     page.get_by_label("English").check()
     page.uncheck("#presenter input[type=checkbox]")
-    page.wait_for_function("!document.body.classList.contains('presenter')", timeout=10_000)
+    page.wait_for_function("!document.body.classList.contains('presenter')", timeout=30_000)
