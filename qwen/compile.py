@@ -18,9 +18,8 @@ compiles once per T and is reused for every position. Prefill (long T) stays eag
     report = warm_up(model, head, ks=(2,))                        # compile now, time it, keep if faster
 
 On CPU: inductor with freezing (and max-autotune GEMMs for models of hidden size >= 1024); on CUDA:
-CUDA graphs. When the compiler is
-missing or fails, or the compiled step is not faster, everything stays eager and the reason is kept
-in `model.compiled.status`.
+CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
+stays eager and the reason is kept in `model.compiled.status`.
 """
 import logging
 import os
