@@ -10,7 +10,7 @@ from qwen import compile as qc
 from qwen.cache import State
 from qwen.chat import Chat
 from qwen.model import Model
-from qwen.mtp import MTP, generate_mtp
+from qwen.mtp import generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
 from qwen.weights import find_model
