@@ -1,6 +1,7 @@
 """What a speculative round costs on this host, in plain decoding steps, and the speed-up that predicts.
 
     costs = measure(model, mtp, ids, k=2, rollback="select")    # a short traced run + timed plain steps
+    each = measure_each(model, mtp, ids, 2, ("recompute", "select"))   # {rollback: Costs}, one plain step timing
     costs.ratios()        -> {"verify": 1.17, "draft": 0.11, ...}   each ÷ one plain step
     predict(costs, tokens_per_round=2.4, rolled_back=0.4)         -> 2.4 / (1.17 + 2 × 0.11 + ...) = 1.7
 
@@ -97,9 +98,10 @@ def from_records(records, k, rollback, step):
                  back, keep)
 
 
-def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS):
+def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS, step=None):
     """Time a short speculative run of `rounds` rounds (+1 warm-up) on the prompt `ids` (1, T), and
-    plain steps. It ignores stop tokens, so it always runs its rounds."""
+    plain steps (unless `step`, seconds of one, is given). It ignores stop tokens, so it always runs
+    its rounds."""
     trace = Trace(max_rounds=rounds + 2)
     limit = model.cfg.max_position_embeddings - ids.shape[1] - k - 2
     stream = generate_mtp_stream(model, mtp, ids, max(2, min((rounds + 1) * (k + 1) + 1, limit)), (), k, rollback,
@@ -110,4 +112,11 @@ def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS):
                 break
     finally:
         stream.close()
-    return from_records(list(trace), k, rollback, time_plain_step(model, ids))
+    return from_records(list(trace), k, rollback, step if step is not None else time_plain_step(model, ids))
+
+
+def measure_each(model, mtp, ids, k, rollbacks, rounds=ROUNDS):
+    """measure() for each rollback, all against one timing of a plain step (so their ratios compare).
+    -> {rollback: Costs}. Each rollback adds only its `rounds` + 1 traced rounds."""
+    step = time_plain_step(model, ids)
+    return {rollback: measure(model, mtp, ids, k, rollback, rounds, step) for rollback in rollbacks}

@@ -50,6 +50,8 @@ STRINGS = {
                         "select：保留每个词元后的状态，直接选取（不重算）"),
     "rollback_recompute": ("recompute: snapshot, restore, re-run the accepted tokens",
                            "recompute：快照、恢复、重算已接受的词元"),
+    "rollback_both": ("compare both (3 lanes): plain, then recompute, then select",
+                      "两种都比（三栏）：先普通，再 recompute，再 select"),
     "temperature": ("Temperature (0 = greedy)", "温度（0 = 贪心）"),
     "seed": ("Seed (used when temperature > 0)", "随机种子（温度 > 0 时使用）"),
     "max_new_tokens": ("Max new tokens", "最多生成词元数"),
@@ -73,6 +75,14 @@ STRINGS = {
     "spec": ("Speculative decoding (MTP)", "投机解码（MTP）"),
     "spec_sub": ("the draft head guesses, the main model checks k + 1 tokens per pass",
                  "草稿头先猜，主模型一次前向验证 k + 1 个词元"),
+    "spec_with": ("Speculative decoding (MTP) · {rollback}", "投机解码（MTP）· {rollback}"),
+    "spec_sub_recompute": ("after a rejected draft: restore the DeltaNet memory's snapshot, re-run the accepted "
+                           "tokens",
+                           "草稿被拒后：用快照恢复 DeltaNet 记忆，再重算已接受的词元"),
+    "spec_sub_select": ("after a rejected draft: take the DeltaNet memory kept after the last accepted token "
+                        "(no re-run)",
+                        "草稿被拒后：直接选用最后一个被接受词元之后保存的 DeltaNet 记忆（不重算）"),
+    "lane_off": ("runs only with “compare both”", "仅在“两种都比”时运行"),
     "spec_setup": ("k = {k} · {rollback}", "k = {k} · {rollback}"),
     "waiting": ("waiting for its turn…", "等待轮到它…"),
     "elapsed": ("seconds", "秒"),
@@ -96,6 +106,8 @@ STRINGS = {
     "status_ready": ("Ready: press **Run the race**, or pick an example.", "准备就绪：点 **开始比赛**，或选一个示例。"),
     "status_plain": ("Running plain decoding…", "正在运行普通解码…"),
     "status_speculative": ("Running speculative decoding…", "正在运行投机解码…"),
+    "status_lane": ("Running speculative decoding with {rollback} (lane {n} of 3)…",
+                    "正在运行投机解码，{rollback}（第 {n}/3 栏）…"),
     "status_measuring": ("Measuring what a round costs on this machine…", "正在测量这台机器上一轮的耗时…"),
     "status_done": ("Done.", "完成。"),
     "status_stopped": ("Stopped. Press **Run the race** to start again.", "已停止。点 **开始比赛** 重新开始。"),
@@ -108,21 +120,38 @@ STRINGS = {
                      "出错了（{error}）。页面仍可使用，请重试。"),
     "verdict_identical": ("Identical output ✓: both runs produced the same {n} tokens.",
                           "输出完全相同 ✓：两次运行生成了相同的 {n} 个词元。"),
+    "verdict_identical_all": ("Identical output ✓: all {lanes} runs produced the same {n} tokens.",
+                              "输出完全相同 ✓：{lanes} 次运行生成了相同的 {n} 个词元。"),
     "verdict_prefix": ("Identical as far as both went ✓: the first {n} tokens match; one run stopped early at the "
                        "time limit.",
                        "在两者都生成的范围内相同 ✓：前 {n} 个词元一致；其中一次因时间上限提前停止。"),
     "verdict_diverged": ("Outputs diverge at token {index}: plain chose {plain}, speculative chose {spec}.",
                          "输出在第 {index} 个词元处分叉：普通解码选了 {plain}，投机解码选了 {spec}。"),
+    "verdict_diverged_lane": ("Outputs diverge at token {index}: plain chose {plain}, speculative with {rollback} "
+                              "chose {spec}.",
+                              "输出在第 {index} 个词元处分叉：普通解码选了 {plain}，{rollback} 投机解码选了 {spec}。"),
     "verdict_sampled": ("Sampling (temperature {temperature}): the texts differ, as expected. Speculative "
                         "sampling keeps the *distribution* of the output the same as plain sampling, not the "
-                        "text: the two runs draw different random numbers even with the same seed.",
+                        "text: plain and speculative decoding draw different random numbers even with the same seed.",
                         "采样（温度 {temperature}）：两段文本不同，这是预期的。投机采样保证输出的*概率分布*与"
-                        "普通采样相同，而不是文本相同：即使种子相同，两次运行消耗的随机数也不同。"),
+                        "普通采样相同，而不是文本相同：即使种子相同，普通解码和投机解码消耗的随机数也不同。"),
     "verdict_sampled_same": ("Sampling (temperature {temperature}): this time the texts happen to match. What "
                              "speculative sampling guarantees is the same *distribution*, not the same text.",
                              "采样（温度 {temperature}）：这次文本碰巧相同。投机采样保证的是*分布*相同，而非文本相同。"),
     "speedup": ("{speedup:.2f}× {faster} — speculative {spec:.1f} tok/s vs plain {plain:.1f} tok/s",
                 "{speedup:.2f}× {faster} —— 投机 {spec:.1f} 词元/秒，普通 {plain:.1f} 词元/秒"),
+    "speedup_lane": ("{rollback}: {speedup:.2f}× {faster} — {spec:.1f} tok/s vs plain {plain:.1f} tok/s",
+                     "{rollback}：{speedup:.2f}× {faster} —— {spec:.1f} 词元/秒，普通 {plain:.1f} 词元/秒"),
+    "lane_recompute": ("{rolled} of {rounds} rounds rolled back: each restored the DeltaNet memory from the snapshot "
+                       "taken before verify and re-ran the accepted tokens.",
+                       "{rounds} 轮中有 {rolled} 轮回滚：每次都用验证前的快照恢复 DeltaNet 记忆，再重算已接受的词元。"),
+    "lane_select": ("{rolled} of {rounds} rounds rolled back: each took the DeltaNet memory kept after the last "
+                    "accepted token, with no re-run.",
+                    "{rounds} 轮中有 {rolled} 轮回滚：每次都直接选用最后一个被接受词元之后保存的 DeltaNet 记忆，不重算。"),
+    "lane_costs": ("Here a round costs {round:.2f} plain steps (verify {verify:.2f}, drafts {draft:.2f}, rollback "
+                   "work {rollback:.2f}): predicted {predicted:.2f}×.",
+                   "在这里一轮耗时 {round:.2f} 个普通步（验证 {verify:.2f}，草稿 {draft:.2f}，回滚开销 {rollback:.2f}）："
+                   "预测加速 {predicted:.2f}×。"),
     "faster": ("faster", "更快"),
     "slower": ("(slower)", "（更慢）"),
     "per_pass_line": ("{per_round:.2f} tokens per main-model pass (plain decoding: 1). This number does not depend "

@@ -5,7 +5,11 @@
         ...                                               # phase: "plain" -> "speculative" -> "done"
     summary(loaded.key, update.plain, update.spec)        # the JSON the API returns
 
-The two runs never overlap: each gets the whole CPU, so their speeds compare. Their `seconds` count
+With settings.rollback == "both" it is decoded three times: plain, speculative rolling back with
+`recompute` (update.spec), then speculative with `select` (update.select, phase "select"). Same
+tokens, same rounds: what differs is what a rejected draft costs the DeltaNet memory.
+
+The runs never overlap: each gets the whole CPU, so their speeds compare. Their `seconds` count
 only time spent inside the engine (prefill included), not the time the page spends drawing between
 updates. Each run stops at a stop token, at max_new_tokens, or at the wall-clock cap.
 
@@ -24,7 +28,7 @@ from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
 
 from demo import costs
-from demo.validate import Notice, fit_prompt
+from demo.validate import Notice, fit_prompt, lane_rollbacks
 
 MAX_PENDING = 8          # tokens that still end in an incomplete character are shown after this many
 
@@ -109,11 +113,18 @@ class Run:
 
 @dataclass
 class RaceUpdate:
-    phase: str          # "plain" | "speculative" | "measuring" (this host's costs) | "done"
+    phase: str          # "plain" | "speculative" | "select" (the third lane) | "measuring" (this host's costs) | "done"
     plain: Run
-    spec: Run
+    spec: Run           # speculative, with the settings' rollback ("both": recompute)
     verdict: "Verdict | None" = None
-    costs: "costs.Costs | None" = None       # this host's measured costs (demo.costs), with the verdict
+    costs: "costs.Costs | None" = None       # this host's measured costs for spec (demo.costs), with the verdict
+    select: "Run | None" = None              # rollback "both" only: the third lane, speculative with select
+    select_costs: "costs.Costs | None" = None
+
+    @property
+    def lanes(self):
+        """The speculative lanes in running order: [spec] or [spec (recompute), select]."""
+        return [self.spec] + ([self.select] if self.select is not None else [])
 
 
 @dataclass
@@ -200,12 +211,14 @@ def run_plain(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter)
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
 
 
-def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter):
-    """MTP speculative decoding, streamed: yields the Run after prefill and after each round."""
-    run = Run("speculative", k=settings.k, rollback=settings.rollback)
+def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter, rollback=None):
+    """MTP speculative decoding, streamed: yields the Run after prefill and after each round.
+    rollback: the engine's rollback (default: the settings' one; for "both", its first lane's)."""
+    rollback = rollback or lane_rollbacks(settings.rollback)[0]
+    run = Run("speculative", k=settings.k, rollback=rollback)
     stop = loaded.chat.stop
     stream = generate_mtp_stream(loaded.model, loaded.mtp, ids, settings.max_new_tokens, stop=stop, k=settings.k,
-                                 rollback=settings.rollback, **_sampling(settings))
+                                 rollback=rollback, **_sampling(settings))
 
     def add(r, item, detok):
         emitted, r.rounds, r.hits = item
@@ -217,29 +230,46 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
 
 
 def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter, measure_costs=True):
-    """Both runs, one after the other. Yields a RaceUpdate at most every `every` seconds while a run
-    streams, at each change of phase, and at the end (with the verdict, and this host's costs of a
-    round measured right after the runs: demo.costs)."""
-    plain, spec = Run("plain"), Run("speculative", k=settings.k, rollback=settings.rollback)
-    yield RaceUpdate("plain", plain, spec)
-    for phase, runner in (("plain", run_plain), ("speculative", run_speculative)):
+    """The runs, one after the other: plain, then a speculative lane per rollback (two for "both").
+    Yields a RaceUpdate at most every `every` seconds while a run streams, at each change of phase, and
+    at the end (with the verdict, and this host's costs of a round measured right after the runs, once
+    per rollback: demo.costs)."""
+    rollbacks = lane_rollbacks(settings.rollback)
+    plain = Run("plain")
+    lanes = [Run("speculative", k=settings.k, rollback=r) for r in rollbacks]
+    phases = ["speculative", "select"][:len(lanes)]         # the third lane's turn is its own phase
+
+    def update(phase, **more):
+        return RaceUpdate(phase, plain, lanes[0], select=lanes[1] if len(lanes) > 1 else None, **more)
+
+    yield update("plain")
+    last = clock()
+    for current in run_plain(loaded, ids, settings, max_seconds, clock):
+        plain = current
+        if clock() - last >= every:
+            yield update("plain")
+            last = clock()
+    for i, (phase, rollback) in enumerate(zip(phases, rollbacks)):
+        yield update(phase)
         last = clock()
-        for current in runner(loaded, ids, settings, max_seconds, clock):
-            plain, spec = (current, spec) if phase == "plain" else (plain, current)
+        for current in run_speculative(loaded, ids, settings, max_seconds, clock, rollback):
+            lanes[i] = current
             if clock() - last >= every:
-                yield RaceUpdate(phase, plain, spec)
+                yield update(phase)
                 last = clock()
-        if phase == "plain":
-            yield RaceUpdate("speculative", plain, spec)
-    if measure_costs and spec.rounds:
-        yield RaceUpdate("measuring", plain, spec)
-    measured = costs.measure(loaded.model, loaded.mtp, ids, settings.k, settings.rollback) \
-        if measure_costs and spec.rounds else None
-    yield RaceUpdate("done", plain, spec, verdict(plain, spec, settings.temperature), measured)
+    measured = {}
+    if measure_costs and all(lane.rounds for lane in lanes):
+        yield update("measuring")
+        measured = costs.measure_each(loaded.model, loaded.mtp, ids, settings.k, rollbacks)
+    yield update("done", verdict=verdict(plain, lanes[0], settings.temperature, *lanes[1:]),
+                 costs=measured.get(rollbacks[0]), select_costs=measured.get("select") if len(lanes) > 1 else None)
 
 
-def verdict(plain, spec, temperature=0.0):
-    """Compare the two token lists: identical, identical as far as both went, or where they part."""
+def verdict(plain, spec, temperature=0.0, select=None):
+    """Compare the token lists: identical, identical as far as both went, or where they part. With a
+    third lane (`select`), identical means all three, and a divergence names the lane's rollback."""
+    if select is not None:
+        return _verdict_of_lanes(plain, [spec, select], temperature)
     a, b = plain.tokens, spec.tokens
     n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     identical = a == b
@@ -254,6 +284,20 @@ def verdict(plain, spec, temperature=0.0):
                    {"index": n + 1, "plain": _piece_at(plain, n), "spec": _piece_at(spec, n)})
 
 
+def _verdict_of_lanes(plain, lanes, temperature):
+    each = [verdict(plain, lane, temperature) for lane in lanes]
+    identical = all(v.identical for v in each)
+    if temperature:
+        return Verdict(identical, "verdict_sampled_same" if identical else "verdict_sampled",
+                       {"temperature": temperature, "n": min(v.params["n"] for v in each)})
+    if identical:
+        return Verdict(True, "verdict_identical_all", {"n": len(plain.tokens), "lanes": 1 + len(lanes)})
+    for v, lane in zip(each, lanes):
+        if v.key == "verdict_diverged":
+            return Verdict(False, "verdict_diverged_lane", {**v.params, "rollback": lane.rollback})
+    return Verdict(False, "verdict_prefix", {"n": min(v.params["n"] for v in each)})
+
+
 def _piece_at(run, i):
     return repr(run.pieces[i]) if i < len(run.pieces) else "(end)"
 
@@ -263,26 +307,39 @@ def speedup(plain, spec):
     return spec.tok_s / plain.tok_s if plain.tok_s else 0.0
 
 
-def summary(model_key, plain, spec, settings=None, notices=(), measured=None):
-    """The race as JSON-ready data (the API's last output)."""
+def summary(model_key, plain, spec, settings=None, notices=(), measured=None, select=None, select_costs=None):
+    """The race as JSON-ready data (the API's last output). With a third lane (`select`, rollback
+    "both"), "select" holds it like "speculative", with its own speed-up, costs and prediction, and
+    "identical" covers all three lanes."""
     def common(run):
         return {"text": run.text, "tokens": len(run.tokens), "seconds": round(run.seconds, 4),
                 "tok_s": round(run.tok_s, 2), "ended": run.ended, "ids": list(run.tokens)}
+
+    def speculative(run):
+        return {**common(run), "rounds": run.rounds, "hits": run.hits, "acceptance": round(run.acceptance, 4),
+                "k": run.k, "rollback": run.rollback, "tokens_per_round": round(run.per_round, 3),
+                "rolled_back": run.rolled_back, "origins": list(run.origins)}
+
+    def measured_part(run, m):
+        if m is None:
+            return {}
+        return {"costs": {**m.as_dict(), **{f"{key}_per_step": round(v, 3) for key, v in
+                                            m.ratios(run.rolled_back_share).items()}},
+                "predicted_speedup": round(costs.predict(m, run.per_round, run.rolled_back_share), 3)}
+
     out = {
         "model": model_key,
         "plain": common(plain),
-        "speculative": {**common(spec), "rounds": spec.rounds, "hits": spec.hits,
-                        "acceptance": round(spec.acceptance, 4), "k": spec.k, "rollback": spec.rollback,
-                        "tokens_per_round": round(spec.per_round, 3), "rolled_back": spec.rolled_back,
-                        "origins": list(spec.origins)},
-        "identical": plain.tokens == spec.tokens,
+        "speculative": speculative(spec),
+        "identical": plain.tokens == spec.tokens and (select is None or select.tokens == plain.tokens),
         "speedup": round(speedup(plain, spec), 3),
+        **measured_part(spec, measured),
     }
-    if measured is not None:
-        out["costs"] = {**measured.as_dict(), **{f"{key}_per_step": round(v, 3) for key, v in
-                                                 measured.ratios(spec.rolled_back_share).items()}}
-        out["predicted_speedup"] = round(costs.predict(measured, spec.per_round, spec.rolled_back_share), 3)
+    if select is not None:
+        out["select"] = {**speculative(select), "speedup": round(speedup(plain, select), 3),
+                         **measured_part(select, select_costs)}
     if settings is not None:
+        out["rollback"] = settings.rollback
         out["temperature"], out["seed"] = settings.temperature, settings.seed
         out["max_new_tokens"], out["raw"], out["thinking"] = settings.max_new_tokens, settings.raw, settings.thinking
     out["notices"] = list(notices)

@@ -14,7 +14,7 @@ whole characters only. A token's origin is shown by colour AND by a mark that ne
 from html import escape
 
 from demo import costs
-from demo.i18n import t
+from demo.i18n import is_zh, t
 
 ORIGINS = ("main", "draft", "correction", "bonus")
 
@@ -32,6 +32,11 @@ def _text_box(inner, running=False, ended="", lang="English", extra_class=""):
 
 def waiting_html(lang="English"):
     return f'<div class="race-text empty">{escape(t("waiting", lang))}</div>'
+
+
+def lane_off_html(lang="English"):
+    """The third lane's text when the race does not run it (rollback is not "both")."""
+    return f'<div class="race-text empty">{escape(t("lane_off", lang))}</div>'
 
 
 def plain_text_html(run, lang="English"):
@@ -83,16 +88,19 @@ def stats_html(run, lang="English", max_seconds=120.0):
     return f'<div class="race-stats">{"".join(parts)}</div>'
 
 
-def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None):
-    """The verdict in words, then the speed-up with what explains it (speed_html)."""
+def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, select=None, select_costs=None):
+    """The verdict in words, then the speed-up with what explains it (speed_html); with a third lane
+    (`select`, rollback "both"), each speculative lane's speed-up and why (lanes_speed_html)."""
     if verdict is None:
         return '<div class="verdict"></div>'
-    tone = "ok" if verdict.key in ("verdict_identical", "verdict_prefix") else (
-        "bad" if verdict.key == "verdict_diverged" else "info")
+    tone = "ok" if verdict.key in ("verdict_identical", "verdict_identical_all", "verdict_prefix") else (
+        "bad" if verdict.key in ("verdict_diverged", "verdict_diverged_lane") else "info")
     # markup first, then the (escaped) values: model text may hold "*" or "<"
     params = {k: escape(v) if isinstance(v, str) else v for k, v in verdict.params.items()}
     body = _markup(escape(t(verdict.key, lang))).format(**params)
-    return f'<div class="verdict {tone}" role="status">{body}{speed_html(plain, spec, lang, measured)}</div>'
+    speed = speed_html(plain, spec, lang, measured) if select is None else \
+        lanes_speed_html(plain, [(spec, measured), (select, select_costs)], lang)
+    return f'<div class="verdict {tone}" role="status">{body}{speed}</div>'
 
 
 def speed_html(plain, spec, lang="English", measured=None):
@@ -121,6 +129,40 @@ def speed_html(plain, spec, lang="English", measured=None):
         elif ratio < 0.9 * predicted:
             lines.append(escape(t("why_noise", lang, predicted=predicted)))
     return "".join(f'<span class="speed-line">{line}</span>' if i else line for i, line in enumerate(lines))
+
+
+def lanes_speed_html(plain, lanes, lang="English"):
+    """Rollbacks compared: tokens per main-model pass once (the lanes share their rounds when greedy),
+    then per lane [(run, Costs or None)] its speed-up over plain and, beside it, why: how many rounds
+    rolled back and what each did to the DeltaNet memory (recompute: restore the snapshot and re-run the
+    accepted tokens; select: take the kept per-token state), with this host's cost of a round. When even
+    the last lane (select) came out slower, one sentence says why, as speed_html does."""
+    if plain is None or not plain.tok_s or any(run is None or not run.tok_s for run, _ in lanes):
+        return ""
+    rows = []
+    if lanes[0][0].rounds:
+        rows.append(f'<span class="speed-line">{escape(t("per_pass_line", lang, per_round=lanes[0][0].per_round))}'
+                    '</span>')
+    for run, measured in lanes:
+        ratio = run.tok_s / plain.tok_s
+        head = t("speedup_lane", lang, rollback=run.rollback, spec=run.tok_s, plain=plain.tok_s, speedup=ratio,
+                 faster=t("faster" if ratio >= 1 else "slower", lang))
+        why = [t(f"lane_{run.rollback}", lang, rolled=run.rolled_back, rounds=run.rounds)] if run.rounds else []
+        if measured is not None and run.rounds:
+            r = measured.ratios(run.rolled_back_share)
+            why.append(t("lane_costs", lang, round=r["round"], verify=r["verify"], draft=r["draft_round"],
+                         rollback=r["rollback"], predicted=costs.predict(measured, run.per_round,
+                                                                         run.rolled_back_share)))
+        rows.append(f'<span class="lane-speed" data-rollback="{escape(run.rollback)}">'
+                    f'<span class="speedup {"up" if ratio >= 1 else "down"}">{escape(head)}</span>'
+                    f'<span class="speed-line">{escape(("" if is_zh(lang) else " ").join(why))}</span></span>')
+    run, measured = lanes[-1]                       # the cheapest rollback: if even it is slower, why
+    if measured is not None and run.rounds and run.tok_s < plain.tok_s:
+        r = measured.ratios(run.rolled_back_share)
+        if costs.predict(measured, run.per_round, run.rolled_back_share) < 1:
+            why = t("why_slower", lang, per_round=run.per_round, round=r["round"], n=run.k + 1, verify=r["verify"])
+            rows.append(f'<span class="speed-line">{escape(why)}</span>')
+    return "".join(rows)
 
 
 def _markup(text):

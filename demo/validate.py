@@ -117,7 +117,7 @@ class RaceSettings:
     prompt: str
     max_new_tokens: int
     k: int
-    rollback: str
+    rollback: str               # one of RACE_ROLLBACKS ("both": a recompute lane and a select lane)
     temperature: float
     seed: int
     raw: bool
@@ -131,7 +131,15 @@ LIMITS = {
     "temperature": (0.0, 2.0, 0.0),
     "seed": (0, 2**31 - 1, 0),
 }
-ROLLBACKS = ("select", "recompute")
+ROLLBACKS = ("select", "recompute")     # how the engine rolls a DeltaNet memory back after a rejected draft
+BOTH = "both"                           # the race only: run each of ROLLBACKS as its own speculative lane
+RACE_ROLLBACKS = ROLLBACKS + (BOTH,)
+
+
+def lane_rollbacks(rollback):
+    """The rollback of each speculative lane of a race, in running order: ("recompute", "select") for
+    "both" (recompute first, so the lane without re-runs comes last, beside it), else (rollback,)."""
+    return ("recompute", "select") if rollback == BOTH else (rollback,)
 
 
 def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
@@ -144,7 +152,7 @@ def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperatur
         lo, hi, default = LIMITS[name]
         numbers[name], more = clamp_number(value, lo, hi, default, name, integer=name != "temperature")
         notices += more
-    rollback, more = choose(rollback, ROLLBACKS, "select", "rollback")
+    rollback, more = choose(rollback, RACE_ROLLBACKS, "select", "rollback")
     notices += more
     return RaceSettings(text, numbers["max_new_tokens"], numbers["k"], rollback, float(numbers["temperature"]),
                         numbers["seed"], as_bool(raw), as_bool(thinking), notices)

@@ -3,6 +3,7 @@
 Runs on the embedded checkpoint (whatever its training: no test depends on the generated text)."""
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -11,7 +12,8 @@ from demo import frame, models
 from demo.i18n import LANGS, STRINGS, notice_text, t
 from demo.race import Detokenizer, Run, encode_prompt, prepare, race, summary, token_pieces, verdict
 from demo.render import legend_html, plain_text_html, spec_text_html, stats_html, verdict_html
-from demo.validate import InputError, Notice, clamp_number, clean_prompt, deep_link, fit_prompt, race_settings
+from demo.validate import (RACE_ROLLBACKS, ROLLBACKS, InputError, Notice, clamp_number, clean_prompt, deep_link,
+                           fit_prompt, lane_rollbacks, race_settings)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +78,20 @@ def test_race_settings_report_every_fix_and_default_bad_choices():
     assert (s.max_new_tokens, s.k, s.rollback, s.temperature, s.seed, s.raw, s.thinking) == (5, 4, "select", 0.0, 0,
                                                                                           True, False)
     assert {n.key for n in s.notices} == {"clamped", "bad_choice", "not_a_number"}
+
+
+def test_rollback_both_is_a_race_choice_with_a_lane_per_engine_rollback():
+    s = race_settings("hi", rollback="both")
+    assert s.rollback == "both" and s.notices == []
+    assert set(RACE_ROLLBACKS) == set(ROLLBACKS) | {"both"}
+    assert lane_rollbacks("both") == ("recompute", "select") and lane_rollbacks("recompute") == ("recompute",)
+
+
+@pytest.mark.parametrize("junk", ["Both", "both ", "all", "eval", None, 3, ["both"], {"both": 1}])
+def test_other_rollbacks_fall_back_to_select_with_a_notice(junk):
+    s = race_settings("hi", rollback=junk)
+    assert s.rollback == "select" and [n.key for n in s.notices] == ["bad_choice"]
+    assert "is not an option" in notice_text(s.notices[0]) and "不是可选项" in notice_text(s.notices[0], "中文")
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -221,6 +237,59 @@ def test_recompute_rollback_and_sampling_run_and_report(loaded):
     out = summary(loaded.key, u.plain, u.spec, s)
     assert out["speculative"]["rollback"] == "recompute" and out["speculative"]["k"] == 3
     assert out["temperature"] == 0.9 and u.verdict.key in ("verdict_sampled", "verdict_sampled_same")
+
+
+def test_a_race_of_both_rollbacks_runs_three_lanes_one_after_another_all_equal_to_plain_greedy(loaded):
+    from qwen.sample import generate
+    s = race_settings("1 In the beginning God created the heaven and the earth.", max_new_tokens=40, k=2,
+                      rollback="both", raw=True)
+    ids, _ = prepare(loaded, s)
+    reference = generate(loaded.model, ids, s.max_new_tokens, stop=loaded.chat.stop)
+    phases, overlap = [], False
+    for u in race(loaded, ids, s, every=0.0):
+        phases.append(u.phase)
+        overlap |= (u.phase == "plain" and (u.spec.started or u.select.started)) or \
+                   (u.phase == "speculative" and u.select.started)
+    assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == [
+        "plain", "speculative", "select", "measuring", "done"] and not overlap
+    plain, spec, third = u.plain, u.spec, u.select
+    assert (spec.rollback, third.rollback) == ("recompute", "select") and u.lanes == [spec, third]
+    assert plain.tokens == spec.tokens == third.tokens == reference
+    assert spec.origins == third.origins and spec.rounds == third.rounds >= 1   # same rounds, other rollback
+    assert u.verdict.identical and u.verdict.key == "verdict_identical_all"
+    assert (u.costs.rollback, u.select_costs.rollback) == ("recompute", "select")
+    assert u.costs.step == u.select_costs.step > 0                       # one plain step timing for both
+    out = summary(loaded.key, plain, spec, s, [], u.costs, u.select, u.select_costs)
+    json.dumps(out)
+    assert out["identical"] is True and out["rollback"] == "both"
+    assert out["speculative"]["rollback"] == "recompute" and out["select"]["rollback"] == "select"
+    assert out["select"]["ids"] == out["plain"]["ids"] == reference
+    assert out["select"]["speedup"] == pytest.approx(out["select"]["tok_s"] / out["plain"]["tok_s"], rel=0.02)
+    assert out["select"]["costs"]["rollback"] == "select" and out["select"]["predicted_speedup"] > 0
+    assert out["costs"]["rollback"] == "recompute" and "select" not in summary(loaded.key, plain, spec)
+    html = verdict_html(u.verdict, plain, spec, "English", u.costs, third, u.select_costs)
+    assert "all 3 runs produced the same" in html and html.index("recompute: ") < html.index("select: ")
+    assert "re-ran the accepted tokens" in html and "with no re-run" in html and html.count("predicted") == 2
+    zh = verdict_html(u.verdict, plain, spec, "中文", u.costs, third, u.select_costs)
+    assert "3 次运行" in zh and "不重算" in zh and "。 " not in zh
+    names = {"recompute", "select", "DeltaNet"}
+    assert not [w for w in re.findall(r"[A-Za-z]{3,}", re.sub(r"<[^>]+>", "", zh)) if w not in names]
+
+
+def test_three_lane_verdicts_name_the_lane_that_parts_from_plain():
+    a = Run("plain", tokens=[1, 2, 3], pieces=["a", "b", "c"], ended="length")
+    same = Run("speculative", rollback="recompute", tokens=[1, 2, 3])
+    other = Run("speculative", rollback="select", tokens=[1, 2, 7], pieces=["a", "b", "<x>"])
+    v = verdict(a, same, 0.0, other)
+    assert (v.identical, v.key, v.params["index"], v.params["rollback"]) == (False, "verdict_diverged_lane", 3,
+                                                                               "select")
+    html = verdict_html(v)
+    assert "bad" in html and "speculative with select chose &#x27;&lt;x&gt;&#x27;" in html
+    short = verdict(a, same, 0.0, Run("speculative", rollback="select", tokens=[1, 2], ended="time"))
+    assert (short.identical, short.key, short.params["n"]) == (False, "verdict_prefix", 2)
+    assert verdict(a, same, 0.0, Run("speculative", rollback="select", tokens=[1, 2, 3])).key == \
+        "verdict_identical_all"
+    assert verdict(a, same, 0.8, other).key == "verdict_sampled"
 
 
 def test_the_wall_clock_cap_stops_a_run(loaded):
