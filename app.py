@@ -18,7 +18,7 @@ from demo import models, serving, theme
 from demo.frame import build_header, wire_header
 from demo.i18n import DEFAULT_LANG, t
 from demo.race_ui import build_race_tab
-from demo.stepper_ui import build_stepper_tab
+from demo.stepper.ui import build_stepper_tab
 
 models.configure_threads()
 ARGS = models.parse_args(sys.argv[1:] if __name__ == "__main__" else [])

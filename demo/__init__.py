@@ -7,7 +7,8 @@
     race_ui     the race tab: components and events
     theme       theme, CSS, the Okabe-Ito palette, plotly templates (light and dark)
     i18n        English and Chinese UI strings
-    stepper*, figures, traceio   the step-through view (one speculative round at a time)
+    stepper/    the step-through view (one speculative round at a time): a sub-package
+    traceio     record and replay of the step-through view's runs: trace export and a strict importer
     serving     many visitors: queue position, per-session memory freed on close / when idle, request size
     loadtest    `python -m demo.loadtest`: concurrent gradio_client sessions on loopback, latency and memory
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import asdict
 
-from demo.stepper import MAX_NEW_TOKENS, MAX_ROUNDS, Run, Settings
+from demo.stepper.steps import MAX_NEW_TOKENS, MAX_ROUNDS, Run, Settings
 
 FORMAT, VERSION = "qwen-mtp-trace", 1
 MAX_BYTES = 8 * 1024 * 1024        # a 256-round run with k = 1 exports to about 4 MB

@@ -23,7 +23,7 @@ def page_url():
     import gradio as gr
 
     from demo import i18n, models, theme
-    from demo.stepper_ui import build_stepper_tab
+    from demo.stepper.ui import build_stepper_tab
     store = models.ModelStore()
     with gr.Blocks() as demo:
         lang = gr.Radio(list(i18n.LANGS), value="English", label="Language")

@@ -3,9 +3,9 @@ models of known behaviour: the right panels, labels and values, and exact zeros 
 import pytest
 import torch
 
-from demo import figures, stepper_run
-from demo.figures import Look
-from demo.stepper import Settings
+from demo.stepper import figures, recording as stepper_run
+from demo.stepper.figures import Look
+from demo.stepper.steps import Settings
 from qwen.chat import Chat
 from qwen.model import Model
 from qwen.mtp import MTP
@@ -84,7 +84,7 @@ def test_recompute_shows_snapshot_polluted_and_restored_memories_equal_to_the_en
 
 
 def test_select_shows_the_kept_slots_and_the_one_selected(runs):
-    from demo import stepper_html
+    from demo.stepper import panels as stepper_html
     run = runs["select"]
     rec = rejected_round(run)
     r = run.records.index(rec)

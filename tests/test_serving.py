@@ -330,7 +330,7 @@ def _raise_once_after(n_items, real):
 
 def test_an_exception_inside_a_round_is_reported_and_the_next_run_is_correct(client, monkeypatch):
     import demo.race
-    import demo.stepper_run
+    import demo.stepper.recording
     reference = race(client, PROMPTS[0], max_new=16)
     step_reference = step_start(client, PROMPTS[0], max_new=8)
     monkeypatch.setattr(demo.race, "generate_mtp_stream", _raise_once_after(2, demo.race.generate_mtp_stream))
@@ -339,8 +339,8 @@ def test_an_exception_inside_a_round_is_reported_and_the_next_run_is_correct(cli
     again = race(client, PROMPTS[0], max_new=16)
     assert again["plain"]["ids"] == reference["plain"]["ids"] and again["identical"] is True
     assert again["speculative"]["origins"] == reference["speculative"]["origins"]
-    monkeypatch.setattr(demo.stepper_run, "generate_mtp_stream",
-                        _raise_once_after(2, demo.stepper_run.generate_mtp_stream))
+    monkeypatch.setattr(demo.stepper.recording, "generate_mtp_stream",
+                        _raise_once_after(2, demo.stepper.recording.generate_mtp_stream))
     assert "boom in round 2" in step_start(client, PROMPTS[0], max_new=8)[0]
     retry = step_start(client, PROMPTS[0], max_new=8)
     assert retry[:3] == step_reference[:3]

@@ -1,11 +1,11 @@
-"""The step-through view's state machine on runs recorded from tiny models (demo.stepper, demo.stepper_ui's
-plain functions): walking the steps, end of generation, a stop token mid-round, k > 1, sampling, and the
+"""The step-through view's state machine on runs recorded from tiny models (demo.stepper: steps, recording,
+panels and ui's plain functions): walking the steps, end of generation, a stop token mid-round, k > 1, sampling, and the
 skip-the-restore proof."""
 import pytest
 import torch
 
-from demo import stepper, stepper_html, stepper_run, stepper_ui
-from demo.stepper import Settings
+from demo.stepper import panels as stepper_html, recording as stepper_run, steps as stepper, ui as stepper_ui
+from demo.stepper.steps import Settings
 from stepper_models import FakeChat, counting_model, random_model
 
 PROMPT = torch.tensor([[5, 9, 10]])

@@ -8,14 +8,14 @@ through with no further compute: going back is reading an earlier record. A posi
     step 3r - 1     round r, "verify"  — the main model at every position of [tok, d1..dk], ✓ / ✗
     step 3r         round r, "accept"  — what is emitted; KV truncated, DeltaNet memory restored/selected
 
-    run = stepper_run.record_run(model, mtp, chat, ids, Settings(prompt="Hi", k=2))
+    run = recording.record_run(model, mtp, chat, ids, Settings(prompt="Hi", k=2))
     step = next_step(run, 0)             # -> 1
     where(run, step)                     # -> (1, "guess")
     layer_status(run.records[1], "verify")   # -> ["steps_kept", ..., "written", ..., "untouched"]
                                              #    (one per layer of the stack, then the MTP head)
 
-Recording a run (and the skip-the-restore proof) lives in stepper_run.py; nothing here runs a model or
-draws: figures.py and stepper_html.py turn a run and a step into pictures and HTML.
+Recording a run (and the skip-the-restore proof) lives in recording.py; nothing here runs a model or
+draws: figures.py and panels.py turn a run and a step into pictures and HTML.
 """
 from dataclasses import dataclass, field
 

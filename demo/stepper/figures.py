@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly import colors
 from plotly.colors import make_colorscale
 
-from demo import stepper
+from demo.stepper import steps
 from demo.i18n import t
 from demo.theme import OKABE_ITO, PLOTLY_DARK, PLOTLY_LIGHT
 
@@ -47,7 +47,7 @@ class Look:
 
     @classmethod
     def from_client(cls, lang, client="", presenter=False):
-        """From what the browser reports (stepper_html.LOOK_JS): "dark", "narrow", both or neither."""
+        """From what the browser reports (panels.LOOK_JS): "dark", "narrow", both or neither."""
         words = str(client or "").split()
         return cls(lang=lang, dark="dark" in words, presenter=bool(presenter), narrow="narrow" in words)
 
@@ -96,8 +96,8 @@ def subtract(a, b):
 def layer_map(record, phase, look=Look()):
     """One bar per layer (bottom: layer 0, top: the MTP head), length = bytes of its state at this phase,
     colour and text = what happened to it in this phase."""
-    state = record["states"][stepper.state_for_phase(phase)]
-    status = stepper.layer_status(record, phase)
+    state = record["states"][steps.state_for_phase(phase)]
+    status = steps.layer_status(record, phase)
     names, sizes, kinds = [], [], []
     kv = iter(state["kv"])
     for layer in state["layers"]:
@@ -107,9 +107,9 @@ def layer_map(record, phase, look=Look()):
         sizes.append(layer["bytes"])
         kinds.append(kind)
     names.append(f"{t('mtp_head', look.lang)} · KV {state['head_kv']}")
-    sizes.append(stepper.head_bytes(state))
+    sizes.append(steps.head_bytes(state))
     fig = _figure()
-    for key in stepper.STATUSES:                    # one trace per status: the legend names them
+    for key in steps.STATUSES:                    # one trace per status: the legend names them
         rows = [i for i, s in enumerate(status) if s == key]
         if not rows:
             continue
@@ -305,8 +305,8 @@ def conv_labels(run, record, which, columns):
     """Tick labels of the conv window's columns: position and token of the last K-1 tokens run, a ✗ on
     a column that holds a rejected guess."""
     labels = []
-    for pos in stepper.conv_positions(record, which, columns):
-        tok = stepper.token_at(run, pos, record, which)
+    for pos in steps.conv_positions(record, which, columns):
+        tok = steps.token_at(run, pos, record, which)
         if tok is None:
             labels.append("∅")
             continue
@@ -422,7 +422,7 @@ def acceptance_over_run(records, current=None, look=Look()):
     fig = _figure()
     fig.add_bar(x=x, y=[r["accepted"] for r in rounds], name=t("accepted_per_round", look.lang),
                 marker_color=OKABE_ITO["sky_blue"])
-    rate = [stepper.acceptance(rounds[:i + 1])[0] for i in range(len(rounds))]
+    rate = [steps.acceptance(rounds[:i + 1])[0] for i in range(len(rounds))]
     fig.add_scatter(x=x, y=rate, name=t("acceptance_rate", look.lang), mode="lines", yaxis="y2",
                     line={"color": OKABE_ITO["vermillion"], "width": 3})
     _mark_round(fig, current)
@@ -493,7 +493,7 @@ def what_if(records, plain_step_seconds=None, look=Look()):
     if even is not None:
         fig.add_vline(x=even, line_dash="dash", line_color=OKABE_ITO["vermillion"],
                       annotation_text=t("break_even", look.lang, a=even), annotation_position="top left")
-    a, hits, n = stepper.acceptance(records)
+    a, hits, n = steps.acceptance(records)
     if n:
         fig.add_scatter(x=[a], y=[speedup_at(a, k, costs, plain)], mode="markers", name=t("this_run", look.lang, a=a),
                         marker={"size": 14, "color": OKABE_ITO["orange"], "symbol": "diamond",

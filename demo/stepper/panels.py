@@ -9,7 +9,7 @@ Every piece of text from the model or the visitor is escaped here; colours come 
 """
 from html import escape
 
-from demo import stepper
+from demo.stepper import steps
 from demo.i18n import t
 from demo.render import token_spans
 
@@ -138,14 +138,14 @@ def phase_heading(run, step, lang):
     """The phase label (also read by the browser test through data-phase)."""
     if run is None:
         return f'<div class="step-phase" data-phase="none">{t("no_run", lang).replace("**", "")}</div>'
-    r, phase = stepper.where(run, step)
+    r, phase = steps.where(run, step)
     rec = run.records[r]
     key = "phase_rollback" if phase == "accept" and rec["rolled_back"] else f"phase_{phase}"
     parts = [t(key, lang)]
     if phase != "prefill":
         parts.append(t("round_of", lang, r=r, n=len(run.records) - 1))
-    parts.append(t("step_of", lang, s=step + 1, n=stepper.n_steps(run)))
-    done = stepper.at_end(run, step)
+    parts.append(t("step_of", lang, s=step + 1, n=steps.n_steps(run)))
+    done = steps.at_end(run, step)
     tail = f' <span class="step-done">— {escape(t("done", lang))}</span>' if done else ""
     return (f'<div class="step-phase" data-phase="{phase}" data-round="{r}" data-step="{step}" '
             f'data-done="{str(done).lower()}">'
@@ -156,7 +156,7 @@ def explanation(run, step, lang):
     """The spoken explanation of the current phase (Markdown)."""
     if run is None:
         return t("no_run", lang)
-    r, phase = stepper.where(run, step)
+    r, phase = steps.where(run, step)
     rec = run.records[r]
     if phase == "prefill":
         return t("explain_prefill", lang)
@@ -187,9 +187,9 @@ def text_so_far(run, step, lang):
     current round framed, and this round's guesses shown pending (? while guessed, ✓/✗ once verified)."""
     if run is None:
         return '<div class="race-text step-text empty"></div>'
-    shown = stepper.emitted_count(run, step)
-    r, phase = stepper.where(run, step)
-    orig = [o for o, _ in stepper.origins(run)]
+    shown = steps.emitted_count(run, step)
+    r, phase = steps.where(run, step)
+    orig = [o for o, _ in steps.origins(run)]
     fresh = shown - (len(run.records[r]["emitted"]) if phase in ("accept", "prefill") else 0)
     html = token_spans(run.pieces[:fresh], orig[:fresh], lang)
     if shown > fresh:
@@ -213,7 +213,7 @@ def phase_panel(run, step, lang):
     state did."""
     if run is None:
         return ""
-    r, phase = stepper.where(run, step)
+    r, phase = steps.where(run, step)
     rec = run.records[r]
     if phase == "prefill":
         first = rec["emitted"][0]["token"]
@@ -239,7 +239,7 @@ def phase_panel(run, step, lang):
 
 def _verify_table(run, rec, lang):
     k, n, sampled = rec["k"], rec["accepted"], bool(run.settings.temperature)
-    prev = [stepper.token_at(run, rec["pos"])] + [d["token"] for d in rec["draft"]]
+    prev = [steps.token_at(run, rec["pos"])] + [d["token"] for d in rec["draft"]]
     rows = [f"<tr><th>{escape(t('position_after', lang))}</th><th>{escape(t('main_choice', lang))}</th>"
             f"<th>p</th><th>{escape(t('guess', lang))}</th><th>{escape(t('draft_p', lang))}</th><th></th></tr>"]
     for i, v in enumerate(rec["verify"]):
@@ -266,7 +266,7 @@ def _verify_table(run, rec, lang):
 def slots_html(run, rec, lang, picked=False):
     """select's k+1 slots: the state kept after each token of the verify pass (tok, d1..dk); at the accept
     phase the slot after the last accepted token is marked as the one taken, the later ones as dropped."""
-    tokens = [stepper.token_at(run, rec["pos"])] + [d["token"] for d in rec["draft"]]
+    tokens = [steps.token_at(run, rec["pos"])] + [d["token"] for d in rec["draft"]]
     n = rec["accepted"]
     cells = []
     for i, token in enumerate(tokens):

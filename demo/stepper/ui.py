@@ -3,7 +3,7 @@
     with gr.Tab("Step through"):
         build_stepper_tab(shared)       # shared: see demo.frame (model, lang, presenter, prompt, store, compute)
 
-Start records a whole run with the real engine (demo.stepper_run.record_run); Next / Back / Play / Reset
+Start records a whole run with the real engine (demo.stepper.recording.record_run); Next / Back / Play / Reset
 then walk the recorded trace with no compute. The position lives in the visitor's gr.State, never in a
 global. A step sends only what changed (render_changes): the run-wide figures once, a round's figures
 once per phase. Keys: → / PageDown next, ← / PageUp back, space play/pause (ignored while typing);
@@ -18,9 +18,10 @@ import logging
 import gradio as gr
 from gradio.context import Context
 
-from demo import figures, models, race_ui, serving, stepper, stepper_run, traceio
-from demo import stepper_html as H
-from demo.figures import Look
+from demo import models, race_ui, serving, traceio
+from demo.stepper import figures, recording, steps
+from demo.stepper import panels as H
+from demo.stepper.figures import Look
 from demo.frame import model_error_text, model_label, words
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare
@@ -29,7 +30,7 @@ from demo.validate import InputError, RaceSettings, as_bool, choose, clamp_numbe
 
 log = logging.getLogger(__name__)
 
-LIMITS = {"k": (1, 4, 2), "max_new_tokens": (1, stepper.MAX_NEW_TOKENS, 48), "temperature": (0.0, 2.0, 0.0),
+LIMITS = {"k": (1, 4, 2), "max_new_tokens": (1, steps.MAX_NEW_TOKENS, 48), "temperature": (0.0, 2.0, 0.0),
           "seed": (0, 2**31 - 1, 0), "watch_layer": (0, 255, 0), "watch_head": (0, 255, 0)}
 ROLLBACKS = ("select", "recompute")
 SESSION_SECONDS = serving.session_ttl()     # a visitor's recorded run is dropped this long after its last change
@@ -38,7 +39,7 @@ SESSION_SECONDS = serving.session_ttl()     # a visitor's recorded run is droppe
 # --- plain functions behind the events ---------------------------------------------------------------------
 
 def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, raw):
-    """Visitor input -> (stepper.Settings, [Notice]); raises InputError for an empty prompt."""
+    """Visitor input -> (steps.Settings, [Notice]); raises InputError for an empty prompt."""
     text, notices = clean_prompt(prompt)
     values = {}
     for name, value in (("k", k), ("max_new_tokens", max_new), ("temperature", temperature), ("seed", seed),
@@ -47,7 +48,7 @@ def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, 
         values[name], more = clamp_number(value, lo, hi, default, name, integer=name != "temperature")
         notices += more
     rollback, more = choose(rollback, ROLLBACKS, "select", "rollback")
-    return stepper.Settings(prompt=text, rollback=rollback, raw=as_bool(raw), **values), notices + more
+    return steps.Settings(prompt=text, rollback=rollback, raw=as_bool(raw), **values), notices + more
 
 
 def encode(loaded, settings):
@@ -67,7 +68,7 @@ def _parts(session, look):
     """Per output of the view: (what decides it, a function drawing it). An output whose deciding key
     has not changed since it was last sent need not be sent again (render_changes)."""
     run, step, lang = session["run"], session["step"], look.lang
-    r, phase = stepper.where(run, step)
+    r, phase = steps.where(run, step)
     rec = run.records[r]
     run_key = (session.get("id"), look)
     scales = session.get("scales") or figures.run_scales(run.records)
@@ -158,7 +159,7 @@ def moved(session, how):
     if not session or not session.get("run"):
         return session
     run, step = session["run"], session["step"]
-    step = {"next": stepper.next_step, "prev": stepper.prev_step}.get(how, lambda _, s: 0)(run, step)
+    step = {"next": steps.next_step, "prev": steps.prev_step}.get(how, lambda _, s: 0)(run, step)
     return {**session, "step": step}
 
 
@@ -219,7 +220,7 @@ def build_stepper_tab(shared):
                 rollback = say(gr.Radio(race_ui.rollback_choices(L), value="select", label=t("step_rollback", L),
                                         elem_id="stepper-rollback"), label="step_rollback",
                                choices=race_ui.rollback_choices)
-                max_new = say(gr.Slider(1, stepper.MAX_NEW_TOKENS, value=48, step=1, label=t("max_new", L),
+                max_new = say(gr.Slider(1, steps.MAX_NEW_TOKENS, value=48, step=1, label=t("max_new", L),
                                         elem_id="stepper-max-new"), label="max_new")
                 temperature = say(gr.Slider(0, 2, value=0, step=0.05, label=t("temperature", L),
                                             elem_id="stepper-temperature"), label="temperature")
@@ -295,7 +296,7 @@ def build_stepper_tab(shared):
             if loaded.mtp is None:
                 raise models.ModelError(t("model_no_mtp", language).strip(", "))
             ids, more = encode(loaded, settings)
-            run = stepper_run.record_run(
+            run = recording.record_run(
                 loaded.model, loaded.mtp, loaded.chat, ids, settings, loaded.key, max_seconds=models.max_seconds(),
                 progress=lambda done, total: progress(done / max(total, 1), desc=t("recording", language)))
         except InputError as e:
@@ -334,7 +335,7 @@ def build_stepper_tab(shared):
                      **nav)
 
     def on_play(is_playing, state, seconds, language):
-        on = not is_playing and bool(state and state.get("run")) and not stepper.at_end(state["run"], state["step"])
+        on = not is_playing and bool(state and state.get("run")) and not steps.at_end(state["run"], state["step"])
         return on, gr.Timer(value=_seconds(seconds), active=on), t("pause" if on else "play", language)
 
     play.click(on_play, [playing, session, speed, lang], [playing, timer, play], api_name="step_play",
@@ -342,7 +343,7 @@ def build_stepper_tab(shared):
 
     def on_tick(state, language, presenter_on, client):
         new, out = render_changes(moved(state, "next"), Look.from_client(language, client, presenter_on))
-        done = not new or not new.get("run") or stepper.at_end(new["run"], new["step"])
+        done = not new or not new.get("run") or steps.at_end(new["run"], new["step"])
         stop = (False, gr.Timer(active=False), t("play", language)) if done else (gr.skip(),) * 3
         return (new, *out, *stop)
 
@@ -358,9 +359,9 @@ def build_stepper_tab(shared):
             return t("no_run", language), gr.update(visible=False), state
         try:
             loaded = store.get(model_key or store.default)
-            settings = stepper.Settings(**{**run.settings.__dict__, "temperature": 0.0})
+            settings = steps.Settings(**{**run.settings.__dict__, "temperature": 0.0})
             ids, _ = encode(loaded, settings)
-            proof = stepper_run.skip_restore_proof(loaded.model, loaded.mtp, loaded.chat, ids, settings,
+            proof = recording.skip_restore_proof(loaded.model, loaded.mtp, loaded.chat, ids, settings,
                                                    max_seconds=models.max_seconds())
         except Exception as e:
             log.exception("skip-restore proof failed")

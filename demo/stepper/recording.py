@@ -1,6 +1,6 @@
 """Recording a run for the step-through view with the real engine, and the skip-the-restore proof.
 
-    run = record_run(model, mtp, chat, ids, Settings(prompt="Hi", k=2))     # a stepper.Run, trace included
+    run = record_run(model, mtp, chat, ids, Settings(prompt="Hi", k=2))     # a steps.Run, trace included
     proof = skip_restore_proof(model, mtp, chat, ids, settings)              # plain vs restored vs skipped
 
 Both run speculative decoding (qwen.mtp.generate_mtp_stream) with a qwen.trace.Trace; the proof also
@@ -13,7 +13,7 @@ import torch
 
 from demo.costs import time_plain_step
 from demo.race import token_pieces
-from demo.stepper import MAX_ROUNDS, Run
+from demo.stepper.steps import MAX_ROUNDS, Run
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
 from qwen.trace import Trace
