@@ -76,6 +76,7 @@ STRINGS = {
     "spec_sub": ("the draft head guesses, the main model checks k + 1 tokens per pass",
                  "草稿头先猜，主模型一次前向验证 k + 1 个词元"),
     "spec_with": ("Speculative decoding (MTP) · {rollback}", "投机解码（MTP）· {rollback}"),
+    "spec_short": ("Speculative · {rollback}", "投机解码 · {rollback}"),
     "spec_sub_recompute": ("after a rejected draft: restore the DeltaNet memory's snapshot, re-run the accepted "
                            "tokens",
                            "草稿被拒后：用快照恢复 DeltaNet 记忆，再重算已接受的词元"),

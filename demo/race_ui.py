@@ -3,12 +3,14 @@
     build_race_tab(shared)      # inside `with gr.Tab(...)`; sets shared["prompt"]
 
 API: `/race` (prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model, lang) streams
-(status, plain stats, plain text, speculative stats, speculative text, verdict, summary JSON); only
-the first two inputs are needed, and the last output of the last update is the full summary
-(demo.race.summary), or {"error": message} when the race could not run. Values of the wrong type,
-NaN or out of range are replaced (demo.validate) and the summary's "notices" say so; an unknown model
-key is refused with the list of offered ones. When every compute slot is busy, the status says where
-the visitor stands in the queue (demo.serving).
+(status, plain stats, plain text, speculative stats, speculative text, verdict, third lane's stats,
+third lane's text, summary JSON); only the first two inputs are needed, and the last output of the
+last update is the full summary (demo.race.summary), or {"error": message} when the race could not
+run. rollback "both" runs three lanes: plain, speculative with recompute, speculative with select
+(the third lane; with any other rollback it says it did not run, and the page hides it). Values of
+the wrong type, NaN or out of range are replaced (demo.validate) and the summary's "notices" say so;
+an unknown model key is refused with the list of offered ones. When every compute slot is busy, the
+status says where the visitor stands in the queue (demo.serving).
 """
 import logging
 
@@ -19,8 +21,9 @@ from demo import models, serving
 from demo.frame import model_error_text, words
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare, race, summary
-from demo.render import legend_html, plain_text_html, spec_text_html, stats_html, verdict_html, waiting_html
-from demo.validate import InputError, race_settings
+from demo.render import (lane_off_html, legend_html, plain_text_html, spec_text_html, stats_html, verdict_html,
+                         waiting_html)
+from demo.validate import BOTH, RACE_ROLLBACKS, InputError, lane_rollbacks, race_settings
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +62,23 @@ def _status(key, lang, notices=(), **params):
     return "\n\n".join(lines)
 
 
+def _phase_status(phase, rollback, lang, notices):
+    """The status line of a phase; with three lanes the speculative ones name their rollback."""
+    if rollback == BOTH and phase in ("speculative", "select"):
+        lane = 2 if phase == "speculative" else 3
+        return _status("status_lane", lang, notices, rollback=lane_rollbacks(BOTH)[lane - 2], n=lane)
+    return _status(f"status_{phase}", lang, notices)
+
+
 def _failed(message):
     """Outputs for a race that could not run: the message in the status, the rest left as it was."""
     skip = gr.skip()
-    return message, skip, skip, skip, skip, skip, {"error": message}
+    return message, skip, skip, skip, skip, skip, skip, skip, {"error": message}
 
 
 def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
                 thinking=False, model=None, lang=DEFAULT_LANG, progress=None, max_seconds=None):
-    """The race event: validate, load, run, and stream the seven outputs. Never raises: every
+    """The race event: validate, load, run, and stream the nine outputs. Never raises: every
     problem ends as a message in the status line (and {"error": ...} as the summary)."""
     lang = lang if lang in LANGS else DEFAULT_LANG
     max_seconds = max_seconds or models.max_seconds()
@@ -80,19 +91,34 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
         notices = settings.notices + more
         for n in notices[:3]:
             gr.Warning(notice_text(n, lang))
-        sent_plain = None                       # what the plain lane showed last (unchanged: not sent again)
+        sent = {}                       # what a lane showed last (unchanged: not sent again)
+
+        def changed(lane, run, final):
+            now = (len(run.tokens), run.ended, run.started) if run is not None else "off"
+            if sent.get(lane) == now and not final:
+                return False
+            sent[lane] = now
+            return True
+
         for u in race(loaded, ids, settings, max_seconds):
             final = u.phase == "done"
-            plain_now = (len(u.plain.tokens), u.plain.ended)
-            same_plain = plain_now == sent_plain and not final
-            sent_plain = plain_now
-            yield (_status(f"status_{u.phase}", lang, notices),
-                   gr.skip() if same_plain else stats_html(u.plain, lang, max_seconds),
-                   gr.skip() if same_plain else plain_text_html(u.plain, lang),
-                   stats_html(u.spec, lang, max_seconds), spec_text_html(u.spec, lang),
-                   verdict_html(u.verdict, u.plain, u.spec, lang, u.costs),
+            plain_changed, spec_changed = changed("plain", u.plain, final), changed("spec", u.spec, final)
+            third = u.select
+            if not changed("third", third, final):
+                third_out = (gr.skip(), gr.skip())
+            elif third is None:
+                third_out = (stats_html(None), lane_off_html(lang))
+            else:
+                third_out = (stats_html(third, lang, max_seconds), spec_text_html(third, lang))
+            yield (_phase_status(u.phase, settings.rollback, lang, notices),
+                   stats_html(u.plain, lang, max_seconds) if plain_changed else gr.skip(),
+                   plain_text_html(u.plain, lang) if plain_changed else gr.skip(),
+                   stats_html(u.spec, lang, max_seconds) if spec_changed else gr.skip(),
+                   spec_text_html(u.spec, lang) if spec_changed else gr.skip(),
+                   verdict_html(u.verdict, u.plain, u.spec, lang, u.costs, u.select, u.select_costs),
+                   *third_out,
                    summary(loaded.key, u.plain, u.spec, settings, [notice_text(n, "English") for n in notices],
-                           u.costs) if final else gr.skip())
+                           u.costs, u.select, u.select_costs) if final else gr.skip())
     except InputError as e:
         gr.Warning(notice_text(e, lang))
         yield _failed(notice_text(e, lang))
@@ -140,25 +166,33 @@ def build_race_tab(shared):
                                         elem_id="race-temperature"), label="temperature")
             seed = say(gr.Number(0, precision=0, minimum=0, label=t("seed", L), elem_id="race-seed"), label="seed")
         with gr.Row():
-            rollback = say(gr.Radio(rollback_choices(L), value="select", label=t("rollback", L),
-                                    elem_id="race-rollback", scale=3), label="rollback", choices=rollback_choices)
+            rollback = say(gr.Radio(race_rollback_choices(L), value="select", label=t("rollback", L),
+                                    elem_id="race-rollback", scale=3), label="rollback", choices=race_rollback_choices)
             with gr.Column(scale=1, min_width=200):
                 raw = say(gr.Checkbox(raw0, label=t("raw", L), elem_id="race-raw"), label="raw")
                 thinking = say(gr.Checkbox(False, label=t("thinking", L), elem_id="race-thinking",
                                            visible=described.get("supports_thinking", True)), label="thinking")
     say(settings_box, label="settings")
     status = gr.Markdown(t("status_ready", L), elem_id="race-status", label="status", show_label=False)
-    with gr.Row(equal_height=False):
-        with gr.Column():
+    # the lanes: plain, speculative, and a third (speculative with select) shown only for rollback "both";
+    # on a phone each takes the whole width (a column is at least min_width wide, so the row wraps)
+    spec_title0, select_title0 = lane_titles("select", L)
+    with gr.Row(equal_height=False, elem_id="race-lanes"):
+        with gr.Column(min_width=300, elem_id="race-plain-lane"):
             say(gr.Markdown(_lane_title("plain", L), elem_classes="lane-title"), value=lambda lang: _lane_title("plain", lang))
             plain_stats = gr.HTML(stats_html(None), elem_id="race-plain-stats", label="plain_stats", show_label=False)
             plain_text = gr.HTML(waiting_html(L), elem_id="race-plain", label="plain_text", show_label=False)
-        with gr.Column():
-            say(gr.Markdown(_lane_title("spec", L), elem_classes="lane-title"), value=lambda lang: _lane_title("spec", lang))
+        with gr.Column(min_width=300, elem_id="race-spec-lane"):
+            spec_title = gr.Markdown(spec_title0, elem_classes="lane-title", elem_id="race-spec-title")
             spec_stats = gr.HTML(stats_html(None), elem_id="race-spec-stats", label="speculative_stats",
                                  show_label=False)
             spec_text = gr.HTML(waiting_html(L), elem_id="race-spec", label="speculative_text", show_label=False)
-            say(gr.HTML(legend_html(L), elem_id="race-legend", show_label=False), value=legend_html)
+        with gr.Column(min_width=300, visible=False, elem_id="race-select-lane") as select_lane:
+            select_title = gr.Markdown(select_title0, elem_classes="lane-title", elem_id="race-select-title")
+            select_stats = gr.HTML(stats_html(None), elem_id="race-select-stats", label="select_stats",
+                                   show_label=False)
+            select_text = gr.HTML(waiting_html(L), elem_id="race-select", label="select_text", show_label=False)
+    say(gr.HTML(legend_html(L), elem_id="race-legend", show_label=False), value=legend_html)   # for every lane
     verdict = gr.HTML(verdict_html(None), elem_id="race-verdict", label="verdict", show_label=False)
     with gr.Accordion(t("summary_json", L), open=False) as json_box:
         result = gr.JSON(label="summary", elem_id="race-summary")
@@ -180,18 +214,20 @@ def build_race_tab(shared):
 
     blocks = shared.get("blocks") or Context.root_block
 
-    def queued(language):
-        """Runs at once on click (outside the queue): clear the old verdict and summary, and say where the
-        visitor stands when every compute slot is taken (or that the queue is full)."""
+    def queued(language, chosen):
+        """Runs at once on click (outside the queue): clear the old verdict and summary, show the third lane
+        when the race will run it, and say where the visitor stands when every compute slot is taken (or
+        that the queue is full)."""
         busy = serving.queue_message(blocks, language)
-        return busy if busy else gr.skip(), verdict_html(None), None
+        return busy if busy else gr.skip(), verdict_html(None), None, gr.update(visible=chosen == BOTH)
 
     inputs = [prompt, max_new, k, rollback, temperature, seed, raw, thinking, model, lang]
-    outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, result]
+    # the third lane's outputs come after the verdict, so the summary stays the last output
+    outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, select_stats, select_text, result]
     events = []
     for trigger, name in ((run.click, "race"), (prompt.submit, "race_on_enter")):
-        pre = trigger(queued, [lang], [status, verdict, result], queue=False, api_name=f"{name}_queued",
-                      api_visibility="private")
+        pre = trigger(queued, [lang, rollback], [status, verdict, result, select_lane], queue=False,
+                      api_name=f"{name}_queued", api_visibility="private")
         # preprocess=False: the values reach demo.validate as sent, so a string, null or NaN from an API
         # caller gets the same clamp-or-default-with-a-notice as everything else (Gradio's own checks
         # would crash on them with a message the caller never sees)
@@ -207,16 +243,28 @@ def build_race_tab(shared):
 
     model.change(model_controls, [model], [thinking], api_name="race_model_controls", queue=False)
 
-    def relabel(language, status_now, plain_now, spec_now):
+    def relabel(language, status_now, plain_now, spec_now, select_now):
         """What the words map cannot say alone: messages that are only swapped while they are the idle ones."""
         idle = {t("status_ready", other) for other in LANGS}
         waiting = {waiting_html(other) for other in LANGS}
+        off = {lane_off_html(other) for other in LANGS}
         return (t("status_ready", language) if status_now in idle else gr.skip(),
                 waiting_html(language) if plain_now in waiting else gr.skip(),
-                waiting_html(language) if spec_now in waiting else gr.skip())
+                waiting_html(language) if spec_now in waiting else gr.skip(),
+                waiting_html(language) if select_now in waiting else
+                lane_off_html(language) if select_now in off else gr.skip())
 
-    lang.change(relabel, [lang, status, plain_text, spec_text], [status, plain_text, spec_text],
-                api_name="race_language", queue=False)
+    lang.change(relabel, [lang, status, plain_text, spec_text, select_text],
+                [status, plain_text, spec_text, select_text], api_name="race_language", queue=False)
+
+    def lanes_for(chosen, language):
+        """The speculative lanes' titles name their rollback; the third lane shows only for "both"."""
+        spec_now, select_now = lane_titles(chosen, language)
+        return spec_now, select_now, gr.update(visible=chosen == BOTH)
+
+    for trigger in (rollback.change, lang.change):
+        trigger(lanes_for, [rollback, lang], [spec_title, select_title, select_lane], api_visibility="private",
+                queue=False, show_progress="hidden")
     return {"prompt": prompt, "run": run, "stop": stop, "status": status, "result": result, "events": events}
 
 
@@ -225,5 +273,24 @@ def _lane_title(lane, lang):
     return f"### {t(lane, lang)}\n{sub}"
 
 
+def lane_titles(rollback, lang):
+    """(second lane's title, third lane's title) for the race's rollback choice. Beside one speculative
+    lane, its title names the rollback and says how a round works; with three lanes (narrower) each
+    says only what its rollback does to the DeltaNet memory after a rejected draft."""
+    rollback = rollback if rollback in RACE_ROLLBACKS else "select"
+
+    def compact(rb):
+        return f"### {t('spec_short', lang, rollback=rb)}\n{t(f'spec_sub_{rb}', lang)}"
+    if rollback == BOTH:
+        return tuple(compact(rb) for rb in lane_rollbacks(BOTH))
+    return f"### {t('spec_with', lang, rollback=rollback)}\n{t('spec_sub', lang)}", compact("select")
+
+
 def rollback_choices(lang):
+    """The engine's rollbacks (the stepper's choices too)."""
     return [(t("rollback_select", lang), "select"), (t("rollback_recompute", lang), "recompute")]
+
+
+def race_rollback_choices(lang):
+    """The race's: the engine's rollbacks, and both of them as two speculative lanes."""
+    return rollback_choices(lang) + [(t("rollback_both", lang), BOTH)]

@@ -24,6 +24,7 @@ def test_race_api_returns_a_consistent_summary(client):
     assert (spec["k"], spec["rollback"]) == (2, "select") and 0 <= spec["acceptance"] <= 1
     assert summary["speedup"] > 0 and plain["tok_s"] > 0 and spec["seconds"] > 0
     assert "race-text" in streamed[2] and "tok-main" in streamed[4] and "verdict ok" in streamed[5]
+    assert len(streamed) == 8                               # ..., verdict, third lane's stats and text
 
 
 def test_race_api_takes_every_setting(client):
@@ -31,6 +32,22 @@ def test_race_api_takes_every_setting(client):
                                  "中文", api_name="/race")
     assert summary["identical"] is True and summary["raw"] is True
     assert (summary["speculative"]["k"], summary["speculative"]["rollback"]) == (3, "recompute")
+
+
+def test_race_api_compares_both_rollbacks_in_three_lanes(client):
+    out = client.predict("床前明月光，", 16, 2, "both", 0.0, 0, True, False, "Embedded demo checkpoint", "English",
+                         api_name="/race")
+    assert len(out) == 9                                    # ..., verdict, third lane's stats and text, summary
+    status, plain_stats, plain_text, spec_stats, spec_text, verdict, select_stats, select_text, summary = out
+    assert summary["identical"] is True and summary["rollback"] == "both"
+    spec, third = summary["speculative"], summary["select"]
+    assert (spec["rollback"], third["rollback"]) == ("recompute", "select")
+    assert summary["plain"]["ids"] == spec["ids"] == third["ids"] and third["tokens"] >= 1
+    assert third["speedup"] > 0 and third["predicted_speedup"] > 0 and third["costs"]["rollback"] == "select"
+    assert "verdict ok" in verdict and "all 3 runs" in verdict and "select: " in verdict
+    assert "k = 2 · select" in select_stats and "tok-main" in select_text and "k = 2 · recompute" in spec_stats
+    *_, lane_off, single = client.predict("床前明月光，", 4, api_name="/race")
+    assert "select" not in single and "only with" in lane_off       # one speculative lane: the third says so
 
 
 def test_bad_input_gets_a_message_and_the_app_keeps_serving(client):

@@ -1,5 +1,6 @@
-"""The race in a real browser (headless Debian chromium driven by Playwright): type, run, stop, switch
-language and presenter mode. Saves tests/artifacts/race.png. Skipped without chromium or playwright.
+"""The race in a real browser (headless Debian chromium driven by Playwright): type, run, stop, compare both
+rollbacks in three lanes, switch language and presenter mode. Saves tests/artifacts/race*.png. Skipped
+without chromium or playwright.
 
 Never waits for "networkidle": a Gradio page keeps a connection open."""
 import os
@@ -80,6 +81,45 @@ def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
     _race(page, "床前明月光，", 12)
     page.wait_for_selector(VERDICT, timeout=60_000)
     assert "✓" in page.inner_text("#race-verdict") and 1 <= _tokens(page, "plain") == _tokens(page, "spec") <= 12
+    page.uncheck("#race-raw input[type=checkbox]")
+
+
+def _box(page, selector):
+    return page.locator(selector).bounding_box()
+
+
+def test_compare_both_rollbacks_runs_three_lanes_side_by_side_or_stacked_on_a_phone(page):
+    open_settings(page)
+    assert not page.locator("#race-select-lane").is_visible()              # two lanes unless "both"
+    page.check("#race-raw input[type=checkbox]")
+    page.locator("#race-rollback label", has_text="compare both").click()
+    page.wait_for_selector("#race-select-lane", state="visible", timeout=60_000)
+    assert "recompute" in page.inner_text("#race-spec-title") and "select" in page.inner_text("#race-select-title")
+    _race(page, "The LORD is my shepherd;", 24)
+    page.wait_for_selector(VERDICT, timeout=120_000)
+    texts = [page.inner_text(f"#race-{lane} .race-text").strip() for lane in ("plain", "spec", "select")]
+    assert all(texts) and texts[1] == texts[2] and "\ufffd" not in "".join(texts)
+    assert 1 <= _tokens(page, "plain") == _tokens(page, "spec") == _tokens(page, "select") <= 24
+    assert "recompute" in page.inner_text("#race-spec-stats") and "select" in page.inner_text("#race-select-stats")
+    verdict = page.inner_text("#race-verdict")
+    assert "✓" in verdict and "all 3 runs" in verdict and "recompute: " in verdict and "select: " in verdict
+    assert "re-ran the accepted tokens" in verdict and "no re-run" in verdict
+    boxes = [_box(page, f"#race-{lane}-lane") for lane in ("plain", "spec", "select")]
+    assert boxes[0]["x"] + boxes[0]["width"] <= boxes[1]["x"] and boxes[1]["x"] + boxes[1]["width"] <= boxes[2]["x"]
+    assert abs(boxes[0]["y"] - boxes[2]["y"]) < 2                          # one row at 1400 px
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    page.screenshot(path=os.path.join(ARTIFACTS, "race_both.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:                                                                   # a phone: the lanes stack, full width
+        page.wait_for_timeout(500)
+        boxes = [_box(page, f"#race-{lane}-lane") for lane in ("plain", "spec", "select")]
+        assert all(a["y"] + a["height"] <= b["y"] for a, b in zip(boxes, boxes[1:]))
+        assert all(b["x"] >= 0 and b["x"] + b["width"] <= 390 for b in boxes)
+        page.screenshot(path=os.path.join(ARTIFACTS, "race_both_phone.png"), full_page=True)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+    page.locator("#race-rollback label", has_text="select: ").click()
+    page.wait_for_selector("#race-select-lane", state="hidden", timeout=60_000)
     page.uncheck("#race-raw input[type=checkbox]")
 
 
