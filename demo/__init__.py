@@ -5,7 +5,8 @@
     race        plain vs speculative decoding, one after the other, as a stream of plain-data updates
     render      token colouring and stats as HTML (escaped; whole UTF-8 characters only)
     race_ui     the race tab: components and events
-    theme       theme, CSS, the Okabe-Ito palette, plotly templates (light and dark)
+    theme       theme, the Okabe-Ito palette, plotly templates (light and dark); which static files style the page
+    static/     the page's CSS (palette as CSS variables), <head> additions and event scripts, loaded by Gradio
     i18n        English and Chinese UI strings
     stepper/    the step-through view (one speculative round at a time): a sub-package
     traceio     record and replay of the step-through view's runs: trace export and a strict importer

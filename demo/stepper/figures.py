@@ -47,7 +47,7 @@ class Look:
 
     @classmethod
     def from_client(cls, lang, client="", presenter=False):
-        """From what the browser reports (panels.LOOK_JS): "dark", "narrow", both or neither."""
+        """From what the browser reports (ui.LOOK_JS, demo/static/look.js): "dark", "narrow", both or neither."""
         words = str(client or "").split()
         return cls(lang=lang, dark="dark" in words, presenter=bool(presenter), narrow="narrow" in words)
 

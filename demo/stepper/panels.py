@@ -1,5 +1,5 @@
-"""The step-through view's HTML: the phase heading, the text so far, the phase's table, the proof; and
-what the browser gets besides: the view's CSS and its keyboard script.
+"""The step-through view's HTML: the phase heading, the text so far, the phase's table, the proof.
+Their styles are demo/static/stepper.css; the view's keys, demo/static/stepper-keys.html.
 
     phase_heading(run, step, "English")   -> '<div class="step-phase" data-phase="verify">② Verify …</div>'
 
@@ -12,107 +12,6 @@ from html import escape
 from demo.stepper import steps
 from demo.i18n import t
 from demo.render import token_spans
-
-# every event that draws figures passes what the browser knows as its last input: "dark" (plotly needs
-# a template) and "narrow" (a phone: heatmaps one to a row); see figures.Look.from_client
-LOOK_JS = ("(...a) => { const dark = document.body.classList.contains('dark') || "
-           "document.documentElement.classList.contains('dark') || !!document.querySelector('.gradio-container.dark');"
-           " a[a.length - 1] = (dark ? 'dark ' : '') + (window.innerWidth < 700 ? 'narrow' : ''); return a; }")
-# Keys, and presses that arrive while a step is being drawn: they wait in a queue and are sent one at a
-# time, each after the phase heading shows the previous one (Gradio ignores a click on a button whose
-# event is still running). Mouse clicks on Back / Next take the same queue. window.__stepLatency keeps
-# the milliseconds from each press being sent to its heading being painted (the browser test prints them).
-KEYS_JS = """
-if (!window.__stepperKeys) {
-  window.__stepperKeys = true;
-  window.__stepLatency = [];
-  const queue = [];
-  let busy = false, sending = false;
-  const typing = (el) => !!el && (['input', 'textarea', 'select'].includes((el.tagName || '').toLowerCase())
-                                  || el.isContentEditable);
-  const shown = () => { const p = document.getElementById('stepper-panel'); return !!p && p.offsetParent !== null; };
-  const button = (id) => { const el = document.getElementById(id);
-    return el && (el.tagName === 'BUTTON' ? el : el.querySelector('button')); };
-  const phase = () => document.querySelector('#stepper-phase .step-phase');
-  const stamp = () => { const p = phase(); return p ? `${p.dataset.step}|${p.dataset.round}|${p.dataset.phase}` : ''; };
-  const pump = () => {
-    if (busy || !queue.length) return;
-    const id = queue.shift(), p = phase();
-    if (p && ((id === 'stepper-next' && p.dataset.done === 'true') || (id === 'stepper-prev' && p.dataset.step === '0'))) {
-      pump(); return;                                   // nothing to move to: the press is used up
-    }
-    const b = button(id);
-    if (!b || !p || p.dataset.phase === 'none') { queue.length = 0; return; }
-    busy = true;
-    const before = stamp(), t0 = performance.now();
-    sending = true; b.click(); sending = false;
-    const wait = () => {
-      if (stamp() !== before || performance.now() - t0 > 15000) {
-        window.__stepLatency.push(performance.now() - t0);
-        busy = false; pump();
-      } else { setTimeout(wait, 15); }
-    };
-    setTimeout(wait, 15);
-  };
-  const push = (id) => { queue.push(id); pump(); };
-  document.addEventListener('click', (e) => {
-    const b = e.target.closest && e.target.closest('#stepper-next, #stepper-prev');
-    if (!b || sending) return;
-    e.stopPropagation(); e.preventDefault();
-    push(b.id || b.closest('[id]').id);
-  }, true);
-  document.addEventListener('keydown', (e) => {
-    if (e.ctrlKey || e.metaKey || e.altKey || typing(e.target) || !shown()) return;
-    if (e.key === 'ArrowRight' || e.key === 'PageDown') { e.preventDefault(); push('stepper-next'); }
-    else if (e.key === 'ArrowLeft' || e.key === 'PageUp') { e.preventDefault(); push('stepper-prev'); }
-    else if (e.key === ' ') { e.preventDefault(); if (!e.repeat) { const b = button('stepper-play'); if (b) b.click(); } }
-  });
-  document.addEventListener('keyup', (e) => { if (e.key === ' ' && !typing(e.target) && shown()) e.preventDefault(); });
-}
-"""
-CSS = """<style>
-#stepper-panel .step-phase { font-size: 1.25rem; padding: 0.4em 0.7em; border-left: 6px solid #0072B2;
-  background: var(--background-fill-secondary); border-radius: 6px; }
-#stepper-panel .step-done { color: #D55E00; font-weight: 700; }
-#stepper-panel .step-text { height: 9em; min-height: 9em; max-height: 9em; overflow-y: auto; }
-/* the current round's tokens: a frame drawn inside the span, so it never covers the word before it */
-#stepper-panel .step-current { box-shadow: inset 0 0 0 2px #E69F00; border-radius: 3px; padding: 0 2px; }
-/* room reserved for the longest phase, so nothing moves under the presenter between phases */
-#stepper-table { height: 17em; overflow-y: auto; }
-#stepper-explain { height: 11em; overflow-y: auto; }
-#stepper-panel .step-slots { display: flex; flex-wrap: wrap; gap: 0.3em; margin-top: 0.3em; }
-#stepper-panel .step-slot { border: 2px solid var(--border-color-primary); border-radius: 6px; padding: 0.1em 0.4em;
-  opacity: 0.65; }
-#stepper-panel .step-slot.picked { border-color: #009E73; opacity: 1; font-weight: 700; }
-#stepper-panel .step-slot.rejected { border-style: dashed; border-color: #D55E00; }
-/* plotly's toolbar would cover the figure titles; zoom and pan are not needed here */
-#stepper-panel .modebar-container { display: none !important; }
-#stepper-panel .step-chip { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: pre;
-  padding: 0 0.3em; border: 1px solid var(--border-color-primary); border-radius: 4px; }
-#stepper-panel .step-guess { border-style: dashed; border-color: #E69F00; }
-#stepper-panel .step-pending { margin-left: 0.3em; opacity: 0.9; }
-#stepper-panel .step-table { border-collapse: collapse; width: 100%; font-size: 1rem; }
-#stepper-panel .step-table td, #stepper-panel .step-table th { padding: 0.25em 0.5em; text-align: left;
-  border-bottom: 1px solid var(--border-color-primary); vertical-align: top; }
-#stepper-panel .step-ok .step-mark { color: #009E73; font-weight: 800; }
-#stepper-panel .step-bad .step-mark { color: #D55E00; font-weight: 800; }
-#stepper-panel .step-bad { background: rgba(213, 94, 0, 0.12); }
-#stepper-panel .step-skipped { opacity: 0.5; }
-#stepper-panel .step-bonus .step-mark { color: #009E73; font-weight: 800; }
-#stepper-panel .step-alts small { margin: 0 0.5em 0 0.15em; opacity: 0.8; }
-#stepper-panel .step-proof { display: grid; grid-template-columns: repeat(3, 1fr); gap: 0.8em; }
-#stepper-panel .step-diff { outline: 3px solid #D55E00; background: rgba(213, 94, 0, 0.3); font-weight: 800; }
-#stepper-panel .step-after-diff { text-decoration: line-through wavy rgba(213, 94, 0, 0.7); }
-#stepper-panel .step-verdict { font-weight: 700; margin: 0.2em 0; }
-#stepper-panel .step-verdict.ok { color: #009E73; } #stepper-panel .step-verdict.bad { color: #D55E00; }
-body.presenter #stepper-panel .step-phase { font-size: 1.8rem; border-left-width: 10px; }
-body.presenter #stepper-panel .step-table { font-size: 1.35rem; }
-body.presenter #stepper-panel .step-text { font-size: 1.6rem; }
-body.presenter #stepper-panel .prose { font-size: 1.3rem; }
-body.presenter #stepper-legend .legend, body.presenter #stepper-keys-help, body.presenter #stepper-keys-help p {
-  font-size: 1.4rem; }
-@media (max-width: 900px) { #stepper-panel .step-proof { grid-template-columns: 1fr; } }
-</style>"""
 
 ORIGIN_CLASS = {"main": "tok tok-main", "draft": "tok tok-draft", "correction": "tok tok-correction",
                 "bonus": "tok tok-bonus"}

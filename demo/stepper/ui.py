@@ -7,10 +7,11 @@ Start records a whole run with the real engine (demo.stepper.recording.record_ru
 then walk the recorded trace with no compute. The position lives in the visitor's gr.State, never in a
 global. A step sends only what changed (render_changes): the run-wide figures once, a round's figures
 once per phase. Keys: → / PageDown next, ← / PageUp back, space play/pause (ignored while typing);
-presses made during a step wait their turn in the browser. Every event has an api_name: step_start,
-step_next, step_prev, step_reset, step_play, step_tick, step_speed, step_skip_restore, trace_export,
-trace_import (which also sets the controls to the trace's settings), step_language, step_presenter,
-step_example, step_{prompt,raw,k}_from_race, step_deep_link.
+presses made during a step wait their turn in the browser. The keys (demo/static/stepper-keys.html) and
+the view's styles (demo/static/stepper.css) come with the page's launch options (demo.theme.launch_options()).
+Every event has an api_name: step_start, step_next, step_prev, step_reset, step_play, step_tick,
+step_speed, step_skip_restore, trace_export, trace_import (which also sets the controls to the trace's
+settings), step_language, step_presenter, step_example, step_{prompt,raw,k}_from_race, step_deep_link.
 """
 import itertools
 import logging
@@ -26,9 +27,14 @@ from demo.frame import model_error_text, model_label, words
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare
 from demo.render import legend_html
+from demo.theme import static_text
 from demo.validate import InputError, RaceSettings, as_bool, choose, clamp_number, clean_prompt
 
 log = logging.getLogger(__name__)
+
+# every event that draws figures passes what the browser knows as its last input: "dark" (plotly needs
+# a template) and "narrow" (a phone: heatmaps one to a row); see figures.Look.from_client
+LOOK_JS = static_text("look.js")
 
 LIMITS = {"k": (1, 4, 2), "max_new_tokens": (1, steps.MAX_NEW_TOKENS, 48), "temperature": (0.0, 2.0, 0.0),
           "seed": (0, 2**31 - 1, 0), "watch_layer": (0, 255, 0), "watch_head": (0, 255, 0)}
@@ -199,7 +205,6 @@ def build_stepper_tab(shared):
     say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
     race_prompt, race_raw, race_k = shared.get("prompt"), shared.get("raw"), shared.get("k")
     with gr.Column(elem_id="stepper-panel"):
-        gr.HTML(H.CSS, js_on_load=H.KEYS_JS, elem_id="stepper-keys", padding=False)
         say(gr.Markdown(t("summary", L), elem_id="stepper-summary"), value="summary")
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=300):
@@ -282,7 +287,7 @@ def build_stepper_tab(shared):
     view = [heading, text, panel, explain, layer_fig, memory_fig, conv_fig, kv_fig, cost_fig, acc_fig,
             whatif_fig, whatif_caption]
     controls = [prompt, k, rollback, max_new, temperature, seed, layer, head, raw]
-    nav = dict(show_progress="hidden", js=H.LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+    nav = dict(show_progress="hidden", js=LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
 
     def failed(message):
         return (gr.skip(), message, *(gr.skip(),) * len(view), False, gr.Timer(active=False))
@@ -320,7 +325,7 @@ def build_stepper_tab(shared):
     start.click(queued, [lang], [status], queue=False, api_name="step_start_queued", api_visibility="private",
                 show_progress="hidden").then(
         on_start, [model, *controls, lang, presenter, look], [session, status, *view, playing, timer],
-        api_name="step_start", js=H.LOOK_JS, show_progress="minimal", show_progress_on=[status], preprocess=False,
+        api_name="step_start", js=LOOK_JS, show_progress="minimal", show_progress_on=[status], preprocess=False,
         **compute)      # values reach read_settings as sent
 
     def step_event(how):
@@ -329,7 +334,7 @@ def build_stepper_tab(shared):
             return (new, *out)
         return fn
 
-    # presses made while a step is in flight wait in the browser's queue (H.KEYS_JS), so none is lost
+    # presses made while a step is in flight wait in the browser's queue (static/stepper-keys.html), so none is lost
     for button, how in ((nxt, "next"), (prev, "prev"), (reset, "reset")):
         button.click(step_event(how), [session, lang, presenter, look], [session, *view], api_name=f"step_{how}",
                      **nav)
@@ -372,7 +377,7 @@ def build_stepper_tab(shared):
                 {**state, "proof": proof})
 
     skip.input(on_skip, [skip, session, model, lang, presenter, look],
-               [proof_html, drift_fig, session], api_name="step_skip_restore", js=H.LOOK_JS, show_progress="minimal",
+               [proof_html, drift_fig, session], api_name="step_skip_restore", js=LOOK_JS, show_progress="minimal",
                **compute)
 
     def on_export(state, language):
@@ -399,7 +404,7 @@ def build_stepper_tab(shared):
             return (gr.skip(), t("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}"), *keep[2:])
 
     upload.upload(on_import, [upload, lang, presenter, look], [session, status, *view, *controls],
-                  api_name="trace_import", js=H.LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+                  api_name="trace_import", js=LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
 
     def relabel(language, state, is_playing, presenter_on, status_now, client):
         new, out = render_changes(state, Look.from_client(language, client, presenter_on))

@@ -1,0 +1,1 @@
+(on) => { document.body.classList.toggle('presenter', !!on); return on; }
