@@ -54,7 +54,10 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k, v = cache.write(positions, k, v)                                           # (B, nkv, capacity, D)
         mask = attention_mask(positions, k.shape[2], pad)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+        # subtle: passed as an additive float mask (0 or -inf). With the boolean mask, torch 2.13's
+        # compiled flash-attention path for grouped queries corrupted memory (head_dim 64, CPU).
+        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
                                            enable_gqa=self.n_heads != self.n_kv)     # (B, nh, T, D)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * D)
         return self.o_proj(y * torch.sigmoid(gate.reshape(B, T, -1)))

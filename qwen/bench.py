@@ -157,7 +157,7 @@ def bench_engine(args):
     rows.update(prefill_tok_s=1024 / t_pre, peak_memory_gb=peak_gb())
     if args.compile:
         ks = [int(k) for k in args.ks.split(",")]
-        report = warm_up(model, ks=ks, keep_if_faster=False)
+        report = warm_up(model, ks=ks, keep_if_faster=False, freeze=args.freeze)
         rows.update(compile_s=report["seconds"], compile_status=report["status"])
         compiled, stamps = [], Stamps()
         for tok in generate_stream(model, ids, max_new_tokens=args.new_tokens):
@@ -228,8 +228,16 @@ def bench_scripted(args):
     head.set_draft_vocab(list(range(DRAFT_VOCAB)), model.lm_head)        # random weights: any subset will do
     ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     ks = [int(k) for k in args.ks.split(",")]
-    compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False) if args.compile else {}
+    rollbacks = ROLLBACKS_RUN if 1 in ks else ["select"]          # recompute runs only with k = 1 below
+    compiling = warm_up(model, head, ks=ks, rollbacks=rollbacks, keep_if_faster=False,
+                        freeze=args.freeze) if args.compile else {}
     generate(model, ids, max_new_tokens=4)
+    eager_plain_tok_s = None
+    if args.compile:                                              # the same plain decoding, eagerly, for scale
+        model.compiled.enabled = False
+        eager, t_eager = timed(generate, model, ids, max_new_tokens=args.new_tokens)
+        model.compiled.enabled = True
+        eager_plain_tok_s = len(eager) / t_eager
     plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)
     transcript = ids[0].tolist() + plain
     rows = []
@@ -242,9 +250,11 @@ def bench_scripted(args):
                 rows.append({"hit_rate": rate, "k": k, "rollback": rollback, "identical": out == plain,
                              "acceptance": hits / max(1, rounds * k), "tokens_per_round": len(out) / max(1, rounds),
                              "tok_s": len(out) / t, "speedup": (len(out) / t) / (len(plain) / t_plain)})
-    return {"dtype": args.dtype, "plain_tok_s": len(plain) / t_plain, "runs": rows,
-            "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
-            "compile_s": compiling.get("seconds"), "compile_status": compiling.get("status", "eager")}
+    return {"dtype": args.dtype, "plain_tok_s": len(plain) / t_plain, "eager_plain_tok_s": eager_plain_tok_s,
+            "runs": rows, "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
+            "compile_s": compiling.get("seconds"), "compile_status": compiling.get("status", "eager"),
+            "frozen": model.compiled.frozen if args.compile else None,
+            "freeze_reason": model.compiled.freeze_reason if args.compile else None}
 
 
 def bench_model(args):
@@ -256,7 +266,7 @@ def bench_model(args):
     head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=DEVICE)
     chat = Chat(model, path)
     ks = [int(k) for k in args.ks.split(",")]
-    compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False) if args.compile else {}
+    compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False, freeze=args.freeze) if args.compile else {}
     prompts = PROMPTS if not args.prompts else [p for p in open(args.prompts, encoding="utf-8").read().split("\n\n") if p]
     rows = []
     for prompt in prompts:
@@ -337,6 +347,8 @@ def main(argv=None):
     ap.add_argument("mode", choices=["engine", "spec", "compile"])
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                     help="also (engine) or only (spec) measure the compiled engine (qwen.compile)")
+    ap.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=None,
+                    help="with --compile: bake the weights into each graph (default: where the copies fit in memory)")
     ap.add_argument("--shape", default=None, choices=["0.8b"], help="compile mode: random weights of this shape")
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"])
     ap.add_argument("--scripted", action="store_true")
@@ -365,7 +377,10 @@ def main(argv=None):
     elif args.scripted:
         args.dtype = args.dtype or "bfloat16"
         result = bench_scripted(args)
-        print(f"plain: {result['plain_tok_s']:.2f} tok/s ({args.dtype})")
+        print(f"plain: {result['plain_tok_s']:.2f} tok/s ({args.dtype}, {result['compile_status']}"
+              + (f", frozen: {result['frozen']} ({result['freeze_reason']}); eager plain "
+                 f"{result['eager_plain_tok_s']:.2f} tok/s; compiling {result['compile_s']:.0f} s" if args.compile else "")
+              + f"); peak memory {result['peak_memory_gb']:.1f} GB")
         print_table(result["runs"])
         print_table([result["costs"]])
     else:

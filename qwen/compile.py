@@ -33,9 +33,13 @@ log = logging.getLogger("qwen.compile")
 
 
 def cache_dir():
-    """Where compiled artefacts live between runs: $QWEN_COMPILE_CACHE, else ~/.cache/qwen-mtp/inductor."""
-    return os.environ.get("QWEN_COMPILE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen-mtp",
+    """Where compiled artefacts live between runs: a folder per CPU vector capability under
+    $QWEN_COMPILE_CACHE, else under ~/.cache/qwen-mtp/inductor.
+    subtle: inductor's cache is not keyed by the vector ISA; kernels built for AVX-512 and loaded by a
+    process running at AVX2 (ATEN_CPU_CAPABILITY, or a cache copied to another host) compute garbage."""
+    root = os.environ.get("QWEN_COMPILE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen-mtp",
                                                                  "inductor")
+    return os.path.join(root, "cpu-" + torch.backends.cpu.get_cpu_capability().lower())
 
 
 def default_dtype(device="cpu"):
@@ -73,6 +77,7 @@ class CompiledSteps:
     def __init__(self, fn, variants):
         self.fn, self.variants = fn, set(variants)
         self.enabled = True
+        self.frozen, self.freeze_reason = False, ""   # weights baked into each graph (see _compile)
         self.status = "compiles on first use"   # warm_up: -> "compiling" -> "compiled" or "eager: <reason>"
         self.warming_thread = None               # while warm_up compiles, only its thread uses the compiled steps
 
@@ -101,7 +106,39 @@ class CompiledSteps:
 AUTOTUNE_HIDDEN = 1024       # models this wide get max-autotune GEMMs; smaller ones are all overhead
 
 
-def _compile(fn, device, autotune=True):
+def memory_available():
+    """Bytes this process may still allocate: the container's limit (cgroup v2) when there is one,
+    else the host's MemAvailable. None when neither can be read."""
+    try:
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        if limit != "max":
+            return int(limit) - int(open("/sys/fs/cgroup/memory.current").read())
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def freeze_fits(modules, graphs, available=None):
+    """Whether freezing `graphs` graphs over these modules' weights fits in memory: each frozen graph
+    holds its own packed copy of the weights, and we allow them half of what is available.
+    -> (bool, reason)"""
+    weights = sum(p.numel() * p.element_size() for m in modules for p in m.parameters())
+    available = memory_available() if available is None else available
+    if available is None:
+        return False, "free memory unknown"
+    need = weights * graphs
+    verdict = need <= available // 2
+    return verdict, (f"{graphs} packed weight copies need {need / 2**30:.1f} GB, "
+                     f"{available / 2**30:.1f} GB available")
+
+
+def _compile(fn, device, autotune=True, freeze=False):
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache_dir())
     # one graph per (T, keep-step-states): up to 2 per draft length, well within this limit
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
@@ -110,15 +147,22 @@ def _compile(fn, device, autotune=True):
     torch._dynamo.config.automatic_dynamic_shapes = False
     if torch.device(device).type == "cuda":
         return torch.compile(fn, mode="reduce-overhead", fullgraph=True)
-    # freezing: weights become constants, packed once for the GEMMs. max-autotune times a C++ micro-GEMM
-    # that streams each weight once for all T rows against ATen's; it costs seconds per matmul shape
-    # to decide, worth it only where weights dominate a step (not on the 4M embedded model).
-    # subtle: in torch 2.13, {"freezing": True} passed as a torch.compile option is silently not
-    # applied; only the global flag torch._inductor.config.freezing does it. We leave it off: frozen,
-    # the 0.8B shape verified 2 / 4 tokens at 1.40x / 1.45x a step (AVX2) but every graph kept its
-    # own packed copy of the weights (peak 17.6 GB against 4.2 GB eager), more than a Space has.
+    # max-autotune times a C++ micro-GEMM against ATen's; it costs seconds per matmul shape to decide,
+    # worth it only where weights dominate a step (not on the 4M embedded model).
     options = dict(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN") if autotune else {}
-    return torch.compile(fn, fullgraph=True, options=options)
+    compiled = torch.compile(fn, fullgraph=True, options=options)
+    if not freeze:
+        return compiled
+
+    def frozen(*args):
+        # freezing: the weights become constants of the graph, packed once for its GEMMs, so a pass
+        # of T rows streams each weight once (unfrozen, the BLAS repacks it per call: on an AVX2 CPU,
+        # verifying 2-4 tokens then costs 2-3 steps). The price is a packed copy per graph.
+        # subtle: in torch 2.13 {"freezing": True} as a torch.compile option is silently not applied;
+        # the config must be set while the graph compiles, which happens inside the call.
+        with torch._inductor.config.patch(freezing=True):
+            return compiled(*args)
+    return frozen
 
 
 def variants_for(ks, rollbacks=("select",)):
@@ -129,22 +173,38 @@ def variants_for(ks, rollbacks=("select",)):
     return {(1, False)} | {(T, keep) for T in verify for keep in keeps}, {1} | verify
 
 
-def compile_model(model, ks=(2,), rollbacks=("select",)):
-    """Prepare compiled main-model steps (compiled on first use). -> CompiledSteps"""
+def _freeze_choice(freeze, modules, graphs, device):
+    """-> (freeze?, why): as asked, or, when freeze is None, on CPU where the copies fit in memory."""
+    if freeze is not None:
+        return bool(freeze), "as asked"
+    if torch.device(device).type == "cuda":
+        return False, "CUDA graphs instead"
+    return freeze_fits(modules, graphs)
+
+
+def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
+    """Prepare compiled main-model steps (compiled on first use). freeze=None freezes the weights
+    when a copy per graph fits in memory (freeze_fits). -> CompiledSteps"""
     device = model.embed_tokens.weight.device
     autotune = model.cfg.hidden_size >= AUTOTUNE_HIDDEN
-    model.compiled = CompiledSteps(_compile(model.step, device, autotune), variants_for(ks, rollbacks)[0])
+    variants = variants_for(ks, rollbacks)[0]
+    freeze, why = _freeze_choice(freeze, [model], len(variants), device)
+    model.compiled = CompiledSteps(_compile(model.step, device, autotune, freeze), variants)
+    model.compiled.frozen, model.compiled.freeze_reason = freeze, why
     missing = compiler_missing(device)
     if missing:
         model.compiled.disable(missing)
     return model.compiled
 
 
-def compile_head(head, ks=(2,)):
+def compile_head(head, ks=(2,), freeze=None):
     """Prepare compiled MTP head passes for T = 1 and 1+k. -> CompiledSteps"""
     device = head.fc.weight.device
     autotune = head.cfg.hidden_size >= AUTOTUNE_HIDDEN
-    head.compiled = CompiledSteps(_compile(head.run, device, autotune), {(T, False) for T in variants_for(ks)[1]})
+    variants = {(T, False) for T in variants_for(ks)[1]}
+    freeze, why = _freeze_choice(freeze, [head], len(variants), device)
+    head.compiled = CompiledSteps(_compile(head.run, device, autotune, freeze), variants)
+    head.compiled.frozen, head.compiled.freeze_reason = freeze, why
     missing = compiler_missing(device)
     if missing:
         head.compiled.disable(missing)
@@ -163,16 +223,16 @@ def _time(fn, repeats=5):
 
 
 @torch.inference_mode()
-def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True):
+def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None):
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), time the compiled and the eager decode step, and go eager where compiling is not faster.
     -> {"status", "seconds" (compiling), "step_speedup" (eager / compiled, one-token step)}.
     Other threads keep running eagerly until it is done (the app serves while it compiles)."""
     parts = [model] + ([head] if head is not None else [])
     if model.compiled is None:
-        compile_model(model, ks, rollbacks)
+        compile_model(model, ks, rollbacks, freeze)
     if head is not None and head.compiled is None:
-        compile_head(head, ks)
+        compile_head(head, ks, freeze)
     report = {"status": model.compiled.status, "seconds": 0.0, "step_speedup": None}
     if not model.compiled.enabled:
         return report

@@ -10,7 +10,7 @@ from qwen import compile as qc
 from qwen.cache import State
 from qwen.chat import Chat
 from qwen.model import Model
-from qwen.mtp import generate_mtp
+from qwen.mtp import MTP, generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
 from qwen.weights import find_model
@@ -22,7 +22,7 @@ needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="n
 def crashing_compiler(message):
     """A stand-in for qc._compile whose compiled functions raise on their first call, as a broken
     compiler does."""
-    def compile_(fn, device, autotune):
+    def compile_(fn, device, autotune, freeze=False):
         def compiled(*args):
             raise RuntimeError(message)
         return compiled
@@ -38,7 +38,8 @@ def compiled_pair():
     """A tiny random model and head, compiled for k = 1..3 and both rollbacks, beside an eager copy."""
     model, head = random_pair("small", seed=11)
     eager_model, eager_head = random_pair("small", seed=11)
-    report = qc.warm_up(model, head, ks=(1, 2, 3), rollbacks=("select", "recompute"), keep_if_faster=False)
+    report = qc.warm_up(model, head, ks=(1, 2, 3), rollbacks=("select", "recompute"), keep_if_faster=False,
+                        freeze=False)                                # unfrozen here; the embedded model's test freezes
     assert report["status"] == "compiled", report
     return model, head, eager_model, eager_head
 
@@ -88,16 +89,42 @@ def test_no_recompiles_across_generations_positions_and_kv_growth(compiled_pair)
 
 
 @needs_compiler
-def test_compiled_greedy_output_equals_eager_on_the_embedded_model():
+def test_compiled_decoding_equals_eager_on_the_embedded_model():
+    """The app's default: the embedded model and its head, compiled for k = 2 (frozen, as its tiny
+    weights fit many times over). Its grouped-query attention with head_dim 64 is the shape where a
+    boolean attention mask once made the compiled step corrupt memory."""
     path = find_model()
     model, eager = Model.from_pretrained(path), Model.from_pretrained(path)
+    head = MTP.from_pretrained(model.cfg, path)
     chat = Chat(eager, path)
-    qc.compile_model(model, ks=())                                   # the one-token decode step only
-    report = qc.warm_up(model, keep_if_faster=False)
+    report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
     assert report["status"] == "compiled" and report["step_speedup"] > 0
+    assert model.compiled.frozen and head.compiled.frozen, model.compiled.freeze_reason
     for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
         ids = chat.encode(prompt)
-        assert generate(model, ids, max_new_tokens=48) == generate(eager, ids, max_new_tokens=48)
+        plain = generate(eager, ids, max_new_tokens=48)
+        assert generate(model, ids, max_new_tokens=48) == plain
+        for rollback in ("select", "recompute"):
+            assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, rollback=rollback)[0] == plain
+
+
+def test_freezing_is_chosen_only_where_a_weight_copy_per_graph_fits():
+    model, _ = random_pair("small", seed=16)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    fits, why = qc.freeze_fits([model], graphs=2, available=4 * weights)
+    assert fits and "2 packed weight copies" in why
+    fits, why = qc.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
+    assert not fits and "available" in why
+    qc.compile_model(model, ks=(2,), freeze=False)
+    assert not model.compiled.frozen and model.compiled.freeze_reason == "as asked"
+
+
+def test_the_compile_cache_is_kept_apart_per_cpu_capability(monkeypatch, tmp_path):
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    avx2 = qc.cache_dir()
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert avx2 != qc.cache_dir() and avx2.startswith(str(tmp_path)) and avx2.endswith("avx2")
 
 
 def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
@@ -165,7 +192,7 @@ def test_compile_variants_cover_decode_verify_and_catch_up():
 def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
     from demo import frame, models
     # the eager function itself standing in for a compiled one, or a compiler that crashes
-    monkeypatch.setattr(qc, "_compile", (lambda fn, device, autotune: fn) if works else crashing_compiler("simulated"))
+    monkeypatch.setattr(qc, "_compile", (lambda fn, device, autotune, freeze=False: fn) if works else crashing_compiler("simulated"))
     timings = iter([2e-3, 1e-3])                # eager, then "compiled": the stand-in must count as faster
     monkeypatch.setattr(qc, "_time", lambda fn: (fn(), next(timings))[1])
     model, head = random_pair("small", seed=15)
