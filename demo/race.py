@@ -24,37 +24,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from qwen.chat import Detokenizer
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
 
 from demo import costs
 from demo.validate import Notice, fit_prompt, lane_rollbacks
-
-MAX_PENDING = 8          # tokens that still end in an incomplete character are shown after this many
-
-
-class Detokenizer:
-    """Token ids in, the text each one completes out: whole characters only, nothing lost."""
-
-    def __init__(self, decode):
-        self.decode = decode        # list of ids -> text (invalid UTF-8 -> U+FFFD)
-        self.pending = []           # ids whose text ends in an incomplete character so far
-
-    def push(self, token):
-        """The text `token` completes ("" while a character is still incomplete)."""
-        self.pending.append(token)
-        text = self.decode(self.pending)
-        if text.endswith("\ufffd") and len(self.pending) < MAX_PENDING:
-            return ""
-        self.pending = []
-        return text
-
-    def flush(self):
-        """Whatever is still pending (an incomplete character at the very end shows as U+FFFD)."""
-        text = self.decode(self.pending) if self.pending else ""
-        self.pending = []
-        return text
-
 
 def token_pieces(decode, ids):
     """The text of each token, whole characters attributed to the token completing them.

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from qwen.chat import Chat
+from qwen.chat import Chat, Detokenizer
 from qwen.compile import default_dtype, warm_up
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp_stream
@@ -73,13 +73,12 @@ def main(argv=None):
             stream = ((tok, stats) for emitted, *stats in generate_mtp_stream(
                 model, head, ids, args.max_new_tokens, chat.stop, k=args.mtp, rollback=args.rollback, **sampling)
                 for tok, _ in emitted)
-        tokens, shown, stats, start = [], "", None, time.perf_counter()
+        tokens, stats, detok, start = [], None, Detokenizer(chat.decode), time.perf_counter()
         for tok, stats in stream:
             tokens.append(tok)
-            text = chat.decode([t for t in tokens if t not in chat.stop])
-            if not text.endswith("\ufffd"):                 # wait until a split UTF-8 character is complete
-                print(text[len(shown):], end="", flush=True)
-                shown = text
+            if tok not in chat.stop:
+                print(detok.push(tok), end="", flush=True)
+        print(detok.flush(), end="")
         seconds = time.perf_counter() - start
     except ValueError as e:
         sys.exit(f"error: {e}")

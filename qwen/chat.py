@@ -26,6 +26,10 @@ When no input holds a special-token string, the two renderings are one, and the 
 when the template reacts to such a string (a reply after the last question with its reasoning inline,
 "...</think>\n\nanswer"), the stretch rendered differently keeps its special tokens as text. Pass the reasoning as
 "reasoning_content" for the reference's ids there.
+
+Streaming text out has its own trap: byte-level BPE can split one UTF-8 character (most Chinese ones) over two or
+three tokens, so decoding token by token shows U+FFFD halves. A Detokenizer holds such tokens back until their
+character is complete.
 """
 import json
 import os
@@ -279,3 +283,36 @@ class Chat:
         if ids and isinstance(ids[0], list):
             ids = ids[0]
         return self.tk.decode(ids, skip_special_tokens=skip_special)
+
+
+class Detokenizer:
+    """Token ids in, the text each one completes out: whole characters only, nothing lost.
+
+    Byte-level BPE can split one UTF-8 character over tokens; decoded alone, each part is U+FFFD. So the pending
+    tokens are decoded together, and the whole character goes to the token that completed it:
+
+        [好 = e5 a5 bd] tokens (b"\\xe5\\xa5", b"\\xbd!") -> push: "", "好!"
+
+    After MAX_PENDING tokens that still end in an incomplete character, the text is shown as it is (the bytes are
+    genuinely invalid, not merely unfinished).
+    """
+    MAX_PENDING = 8
+
+    def __init__(self, decode):
+        self.decode = decode        # list of ids -> text (invalid UTF-8 -> U+FFFD), e.g. Chat.decode
+        self.pending = []           # ids whose text ends in an incomplete character so far
+
+    def push(self, token):
+        """The text `token` completes ("" while a character is still incomplete)."""
+        self.pending.append(token)
+        text = self.decode(self.pending)
+        if text.endswith("\ufffd") and len(self.pending) < self.MAX_PENDING:
+            return ""
+        self.pending = []
+        return text
+
+    def flush(self):
+        """Whatever is still pending (an incomplete character at the very end shows as U+FFFD)."""
+        text = self.decode(self.pending) if self.pending else ""
+        self.pending = []
+        return text
