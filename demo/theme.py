@@ -30,9 +30,6 @@ OKABE_ITO = {
     "black": "#000000", "orange": "#E69F00", "sky_blue": "#56B4E9", "bluish_green": "#009E73",
     "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "reddish_purple": "#CC79A7",
 }
-# what each token origin looks like (render.py uses the class names, the legend shows them)
-ORIGIN_COLOURS = {"main": "#999999", "draft": OKABE_ITO["sky_blue"], "correction": OKABE_ITO["vermillion"],
-                  "bonus": OKABE_ITO["bluish_green"]}
 
 SYSTEM_FONTS = ["system-ui", "-apple-system", "Segoe UI", "Roboto", "Noto Sans", "Helvetica Neue", "Arial",
                 "PingFang SC", "Microsoft YaHei", "Noto Sans CJK SC", "WenQuanYi Micro Hei",
@@ -72,7 +69,3 @@ def plotly_template(dark=False):
         "xaxis": axis, "yaxis": axis, "legend": {"bgcolor": bg},
         "coloraxis": {"colorscale": "RdBu"}, "hoverlabel": {"font": {"size": 14}},
     })
-
-
-PLOTLY_LIGHT = plotly_template(dark=False)
-PLOTLY_DARK = plotly_template(dark=True)

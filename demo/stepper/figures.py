@@ -14,12 +14,12 @@ from plotly.colors import make_colorscale
 
 from demo.stepper import steps
 from demo.i18n import t
-from demo.theme import OKABE_ITO, PLOTLY_DARK, PLOTLY_LIGHT
+from demo.theme import OKABE_ITO, plotly_template
 
 # negative blue, zero white, positive red (ColorBrewer RdBu, reversed), spelled out: plotly.js's own "RdBu"
 # has a grey middle, and these figures skip the checks that would translate the name
 DIVERGING = make_colorscale(list(reversed(colors.diverging.RdBu)))
-TEMPLATES = {False: PLOTLY_LIGHT.to_plotly_json(), True: PLOTLY_DARK.to_plotly_json()}
+TEMPLATES = {dark: plotly_template(dark).to_plotly_json() for dark in (False, True)}
 STATE_ORDER = ("before", "after_verify", "after")
 SHOWN = {"prefill": ("after",), "guess": ("before",), "verify": ("before", "after_verify"),
          "accept": STATE_ORDER}
