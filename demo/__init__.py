@@ -1,9 +1,13 @@
 """The Gradio app's logic, kept apart from its wiring (app.py) and from the engine (qwen/).
 
+    page        the whole page (frame + tabs) as one gr.Blocks, and serving it (app.py, the load test, tests)
+    frame       header, language switch, presenter mode, model menu, deep links; what the tabs share
+    settings    every environment setting the demo reads, in one list, read in one place
     models      which models the page offers; loading one (+ MTP head + tokenizer) once per process
-    validate    untrusted input made safe: prompts, numbers, deep links
+    validate    untrusted input made safe: prompts, numbers, choices, deep links; the limits and rollbacks offered
     race        plain vs speculative decoding, one after the other, as a stream of plain-data updates
-    render      token colouring and stats as HTML (escaped; whole UTF-8 characters only)
+    costs       this machine's cost of a round in plain steps, and the speed-up it predicts
+    race_html   the race as HTML: token colouring, stats, verdict (escaped; whole UTF-8 characters only)
     race_ui     the race tab: components and events
     theme       theme, the Okabe-Ito palette, plotly templates (light and dark); which static files style the page
     static/     the page's CSS (palette as CSS variables), <head> additions and event scripts, loaded by Gradio

@@ -1,24 +1,44 @@
 """The page's frame: header, language switch, presenter mode, model menu, deep links.
 
-    shared = build_header(store)      # inside gr.Blocks; returns the dict the tabs share
+    shared = build_header(store)      # inside gr.Blocks: a Shared, what the tabs share
     ... tabs: build_race_tab(shared), build_stepper_tab(shared) ...
     wire_header(demo, shared)         # after the tabs: events of the frame
 
-`shared` holds the components every tab may read or listen to:
-    "model" (Dropdown, value = a ModelStore key), "lang" (Radio "English" / "中文"), "words" (see words()),
-    "presenter" (Checkbox), "prompt", "raw", "k" (the race's controls, set by build_race_tab),
-    "i18n" (the demo.i18n module), "store" (the ModelStore), "model_status" (Markdown),
-    "compute" (keyword arguments that put an event in the one shared compute queue),
-    and, set by app.py: "tabs" (the gr.Tabs), "blocks" (the gr.Blocks), "stepper_tab_id".
+demo.page.build_app puts the frame and the tabs together.
 """
 import os
+from dataclasses import dataclass, field
 
 import gradio as gr
 
-from demo import i18n, models, validate
+from demo import i18n, models, settings, validate
 from demo.i18n import t
 from demo.theme import PRESENTER_JS
 from qwen.weights import ModelNotFound
+
+
+@dataclass
+class Shared:
+    """The components and services every tab may read or listen to. build_header makes it; the race tab
+    fills in its controls (prompt, raw, k, max_new, examples), which the stepper carries over; the page
+    (demo.page.build_app) fills in blocks and tabs. A tab built alone (tests) leaves those None."""
+    store: models.ModelStore
+    model: gr.components.Component              # the model menu (a Dropdown: value = a ModelStore key)
+    lang: gr.components.Component               # Radio "English" / "中文"
+    presenter: gr.components.Component          # Checkbox: presenter mode
+    compute: dict = field(default_factory=dict)     # keyword arguments of an event in the one compute queue
+    model_status: gr.components.Component = None    # the line about the model in use (Markdown)
+    title: gr.components.Component = None           # the header (Markdown), relabelled with the language
+    current_model: gr.components.Component = None   # gr.State: the last model that loaded (kept on failure)
+    words: dict = field(default_factory=dict)       # component -> its words, relabelled with the language (words())
+    prompt: gr.components.Component = None      # the race's controls (build_race_tab)
+    raw: gr.components.Component = None
+    k: gr.components.Component = None
+    max_new: gr.components.Component = None
+    examples: gr.components.Component = None
+    blocks: gr.Blocks = None                    # the page (demo.page.build_app)
+    tabs: gr.Tabs = None
+    stepper_tab_id: str = "stepper"             # the id of the stepper's tab in `tabs` (?view=step selects it)
 
 
 def model_status(loaded, lang=i18n.DEFAULT_LANG):
@@ -83,7 +103,8 @@ def select_model(store, key, current, lang, progress=None):
 
 
 def build_header(store):
-    """The header row and model menu. -> the `shared` dict (see the module docstring)."""
+    """The header row and model menu. -> Shared. The model line is filled in when a page opens
+    (wire_header): a model that loads after the page is built (demo.page.serve) shows there too."""
     lang0 = i18n.DEFAULT_LANG
     with gr.Row(equal_height=True):
         with gr.Column(scale=5):
@@ -96,10 +117,9 @@ def build_header(store):
         model = gr.Dropdown(model_choices(store, lang0), value=store.default, label=t("model", lang0),
                             info=t("model_info", lang0), elem_id="model", scale=2, min_width=320)
         status = gr.Markdown(model_status(store.peek(store.default), lang0), elem_id="model-status")
-    current = gr.State(store.default)
-    return {"model": model, "lang": lang, "presenter": presenter, "i18n": i18n, "store": store,
-            "model_status": status, "_title": title, "_current_model": current,
-            "compute": {"concurrency_id": "compute", "concurrency_limit": models.compute_concurrency()}}
+    return Shared(store=store, model=model, lang=lang, presenter=presenter, model_status=status, title=title,
+                  current_model=gr.State(store.default),
+                  compute={"concurrency_id": "compute", "concurrency_limit": settings.concurrency()})
 
 
 def _title(lang):
@@ -113,7 +133,7 @@ def words(shared, component, **props):
         words(shared, gr.Button(t("run", L)), value="run")
         words(shared, gr.Radio(...), label="rollback", choices=lambda lang: rollback_choices(lang))
     """
-    shared.setdefault("words", {})[component] = props
+    shared.words[component] = props
     return component
 
 
@@ -127,10 +147,21 @@ def wire_header(demo, shared, tabs=None):
     tabs: {i18n key of the tab's label: gr.Tab}. Every component registered with words() (by the frame
     or a tab) is relabelled by one event when the language changes."""
     tabs = tabs or {}
-    store, model, lang, presenter = shared["store"], shared["model"], shared["lang"], shared["presenter"]
-    status, current = shared["model_status"], shared["_current_model"]
+    store, model, lang, presenter = shared.store, shared.model, shared.lang, shared.presenter
+    status, current = shared.model_status, shared.current_model
 
-    timer = gr.Timer(3, active=not compile_settled(store.peek(store.default)))
+    timer = gr.Timer(3, active=False)
+
+    def on_open(request: gr.Request):
+        """A page opens: the default model (which may have loaded, or been replaced by the embedded one,
+        since the page was built), its line in the link's language, and the compile poll while it compiles."""
+        language = validate.deep_link(dict(request.query_params) if request else {}).get("lang", i18n.DEFAULT_LANG)
+        loaded = store.peek(store.default)
+        return (store.default, store.default, model_status(loaded, language),
+                gr.Timer(active=not compile_settled(loaded)))
+
+    demo.load(on_open, None, [model, current, status, timer], api_name="frame_open", api_visibility="private",
+              queue=False, show_progress="hidden")
 
     def on_model(key, last_good, language, progress=gr.Progress(track_tqdm=True)):
         chosen, good, line = select_model(store, key, last_good, language, progress)
@@ -139,13 +170,13 @@ def wire_header(demo, shared, tabs=None):
     model.input(on_model, [model, current, lang], [model, current, status, timer], api_name="load_model",
                 concurrency_id="load", concurrency_limit=1, show_progress="full", show_progress_on=[status])
 
-    words(shared, shared["_title"], value=_title)
+    words(shared, shared.title, value=_title)
     words(shared, lang, label="language")
     words(shared, presenter, label="presenter", info="presenter_info")
     words(shared, model, label="model", info="model_info", choices=lambda language: model_choices(store, language))
     for name, tab in tabs.items():
         words(shared, tab, label=name)
-    registered = shared["words"]
+    registered = shared.words
 
     def relabel(language):
         return tuple(relabelled(props, language) for props in registered.values())
@@ -165,5 +196,5 @@ def wire_header(demo, shared, tabs=None):
         values = validate.deep_link(dict(request.query_params) if request else {})
         return tuple(values.get(name, gr.skip()) for name in ("prompt", "raw", "lang", "presenter"))
 
-    if "prompt" in shared and "raw" in shared:
-        demo.load(on_load, None, [shared["prompt"], shared["raw"], lang, presenter], api_name="deep_link", queue=False)
+    if shared.prompt is not None and shared.raw is not None:
+        demo.load(on_load, None, [shared.prompt, shared.raw, lang, presenter], api_name="deep_link", queue=False)

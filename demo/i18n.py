@@ -4,7 +4,7 @@
     t("round_of", "English", r=3, n=20)       -> "round 3 of 20"
     notice_text(Notice("clamped", {...}), lang)
 
-The language radio (shared["lang"]) holds one of LANGS; every label and message is looked up here
+The language radio (demo.frame.Shared.lang) holds one of LANGS; every label and message is looked up here
 at the moment it is shown, so switching language relabels the page and later messages alike.
 A missing Chinese string falls back to English; a missing key is shown as the key itself.
 """
@@ -424,19 +424,30 @@ def is_zh(lang):
     return lang in ("中文", "zh", "zh-CN")
 
 
+class _Unknown:
+    """A parameter the caller did not give: reads as "?" whatever its format."""
+
+    def __format__(self, spec):
+        return "?"
+
+    def __str__(self):
+        return "?"
+
+
+class _Params(dict):
+    def __missing__(self, key):
+        return _Unknown()
+
+
 def t(key, lang=DEFAULT_LANG, **params):
-    """The string for `key` in `lang`, with `params` filled in (str.format)."""
+    """The string for `key` in `lang`, with `params` filled in (str.format); a parameter missing from
+    `params` reads as "?", one it does not use is ignored. Without params: the template itself."""
     en, zh = STRINGS.get(key, (key, None))
     text = zh if is_zh(lang) and zh else en
     try:
-        return text.format(**params) if params else text
-    except (KeyError, IndexError, ValueError):
+        return text.format_map(_Params(params)) if params else text
+    except (AttributeError, IndexError, TypeError, ValueError):
         return text
-
-
-def pick(lang, en, zh):
-    """Choose between two given strings (for text that lives outside this table)."""
-    return zh if is_zh(lang) else en
 
 
 def notice_text(notice, lang=DEFAULT_LANG):

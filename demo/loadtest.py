@@ -1,6 +1,6 @@
 """A load test on loopback: many gradio_client sessions at once through the race and the stepper.
 
-    python -m demo.loadtest                            # 8 sessions for 60 s, app launched in-process
+    python -m demo.loadtest                            # 8 sessions for 60 s, the app served in-process
     python -m demo.loadtest --sessions 4 --seconds 20 --max-new 24
     python -m demo.loadtest --url http://127.0.0.1:7860/ --pid 1234     # an app already running here
 
@@ -21,7 +21,6 @@ refused.
 import argparse
 import ipaddress
 import json
-import os
 import socket
 import sys
 import threading
@@ -157,17 +156,17 @@ def session(url, prompt, reference, settings, deadline, stats, counts):
 
 
 def launch_in_process():
-    """Launch app.py's demo on 127.0.0.1 (a free port) in this process. -> (url, demo)"""
-    os.environ.setdefault("GRADIO_HEARTBEAT_INTERVAL", "2")       # notice closed clients within seconds
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import app
-    from demo import serving, theme
+    """Build and serve the app's page (demo.page, as app.py does) on 127.0.0.1, a free port, in this
+    process. -> (url, demo)"""
+    from demo import models, page, settings
+    settings.notice_closed_pages_within(2)                          # seconds
+    store = models.ModelStore.from_environment()
+    demo = page.build_app(store)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                    **theme.launch_options(), **serving.launch_options())
-    return f"http://127.0.0.1:{port}/", app.demo
+    page.serve(demo, store, prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    return f"http://127.0.0.1:{port}/", demo
 
 
 def main(argv=None):

@@ -1,5 +1,5 @@
 """Which models the page offers, loading each (weights + MTP head + tokenizer) once per process, and
-the process's compute settings.
+the process's torch threads (configure_threads).
 
 The page offers three kinds of model, by key (the model dropdown's value):
 
@@ -7,7 +7,7 @@ The page offers three kinds of model, by key (the model dropdown's value):
     "Qwen/Qwen3.5-0.8B", -2B, -4B   downloaded from the Hugging Face hub on first use, then cached
     "local: <folder name>"          folders named on the command line (`python app.py --model-dir PATH`,
                                     repeatable) or in $QWEN_MODEL_DIRS (os.pathsep-separated); $QWEN_MODEL
-                                    names the default model (a folder or a hub id)
+                                    names the default model (a folder or a hub id); demo.settings reads them
 
 The web page only ever sends a key; a key maps to a folder the server's owner allowed, so a visitor
 cannot make the server read an arbitrary path.
@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
+from demo import settings
+from demo.settings import compile_wanted
 from qwen.chat import Chat
 from qwen.compile import compile_head, compile_model, default_dtype, warm_up
 from qwen.model import Model
@@ -108,15 +110,14 @@ class ModelStore:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_environment(cls, model_dirs=(), environ=os.environ):
-        """Offered models from the command line's folders, $QWEN_MODEL_DIRS and $QWEN_MODEL."""
-        dirs = list(model_dirs)
-        dirs += [d for d in environ.get("QWEN_MODEL_DIRS", "").split(os.pathsep) if d.strip()]
-        default = environ.get("QWEN_MODEL") or None
+    def from_environment(cls, model_dirs=(), environ=None):
+        """Offered models from the command line's folders, $QWEN_MODEL_DIRS and $QWEN_MODEL; as many kept
+        in memory as $QWEN_KEEP_MODELS says (demo.settings; `environ`: a mapping to read them from instead)."""
+        dirs = list(model_dirs) + settings.model_dirs(environ)
+        default = settings.default_model(environ)
         if default and (os.path.isdir(os.path.expanduser(default)) or default.startswith((".", "/", "~"))):
             dirs.append(default)
-        keep = max(1, int(environ.get("QWEN_KEEP_MODELS", "2") or 2))
-        store = cls(dirs, None, keep)
+        store = cls(dirs, None, settings.keep_models(environ))
         if default:
             try:
                 store.default = store._key_of(default)
@@ -212,23 +213,18 @@ def cached_hub_folder(repo_id):
         return None
 
 
-def checkpoint_dtype(path, environ=os.environ):
+def checkpoint_dtype(path, environ=None):
     """-> (dtype, reason). $QWEN_DTYPE ("float32" / "bfloat16") decides when set; else bfloat16 where
     this host multiplies it natively (qwen.compile.default_dtype), or for a checkpoint too big to hold
     in float32; float32 otherwise."""
-    name = environ.get("QWEN_DTYPE", "").strip().lower()
-    if name in ("float32", "bfloat16"):
+    name = settings.dtype_name(environ)
+    if name:
         return getattr(torch, name), "QWEN_DTYPE"
     dtype, reason = default_dtype()
     size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".safetensors"))
     if dtype == torch.float32 and size > BIG_CHECKPOINT_BYTES:
         return torch.bfloat16, f"checkpoint of {size / 1e9:.1f} GB: too big for float32 ({reason})"
     return dtype, reason
-
-
-def compile_wanted(environ=os.environ):
-    """Compile the decoding steps in the background after loading ($QWEN_COMPILE, default 1; 0 = eager)."""
-    return environ.get("QWEN_COMPILE", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def start_compiling(loaded, ks=(2,)):
@@ -318,61 +314,14 @@ def _file_of(path, name):
     return files[0]
 
 
-# --- the process's compute settings (environment variables, read when the app starts) ---
-
-def cpu_cores(environ=os.environ):
-    """$CPU_CORES as a positive int, or None when unset or unreadable."""
-    try:
-        n = int(environ.get("CPU_CORES", ""))
-    except ValueError:
-        return None
-    return n if n > 0 else None
-
-
-def configure_threads(environ=os.environ):
-    """torch.set_num_threads($CPU_CORES) when it is set, else one thread fewer than the machine's cores.
-    Changes the whole process: call it from app.py.
+def configure_threads(environ=None):
+    """torch.set_num_threads(): $CPU_CORES when it is set, else one thread fewer than the machine's cores
+    (demo.settings.torch_threads). Changes the whole process: called when the app is served
+    (demo.page.serve), never on import.
 
     subtle: the web server's own threads (queue, rendering every streamed update) need a core too. With
     torch on every core they compete with its worker threads, and the many small operations of a
     speculative round suffer most: on 2 cores the race measured speculative at 0.77x plain with 2
     torch threads and 1.0-1.17x with 1 (same tokens, same acceptance)."""
-    n = cpu_cores(environ) or max(1, (os.cpu_count() or 1) - 1)
-    torch.set_num_threads(n)
+    torch.set_num_threads(settings.torch_threads(environ))
     return torch.get_num_threads()
-
-
-def compute_concurrency(environ=os.environ):
-    """How many generations may run at once: $QWEN_CONCURRENCY, else one per 8 of $CPU_CORES, else 1.
-    Batch-1 decoding uses every core it is given, so more at once only splits them."""
-    try:
-        return max(1, int(environ["QWEN_CONCURRENCY"]))
-    except (KeyError, ValueError):
-        return max(1, (cpu_cores(environ) or 1) // 8)
-
-
-def queue_size(environ=os.environ):
-    """Most visitors waiting in the queue ($QWEN_QUEUE_SIZE, default 16); more are told to come back."""
-    try:
-        return max(1, int(environ.get("QWEN_QUEUE_SIZE", "16")))
-    except ValueError:
-        return 16
-
-
-def max_seconds(environ=os.environ):
-    """Wall-clock cap of one generation in seconds ($QWEN_MAX_SECONDS, default 120)."""
-    try:
-        value = float(environ.get("QWEN_MAX_SECONDS", "120"))
-    except ValueError:
-        return 120.0
-    return value if value > 0 and value == value else 120.0
-
-
-def max_prompt_tokens(environ=os.environ):
-    """Longest prompt the page feeds a model ($QWEN_MAX_PROMPT_TOKENS, default 2048): a longer one is
-    cut to its end. Prefill memory grows with its square, so this keeps a big pasted text from
-    exhausting memory even when the model's context is far longer."""
-    try:
-        return max(16, int(environ.get("QWEN_MAX_PROMPT_TOKENS", "2048")))
-    except ValueError:
-        return 2048

@@ -137,8 +137,9 @@ def prepare(loaded, settings, max_prompt_tokens=2048):
     return encode_prompt(chat, text, settings.raw, settings.thinking), notices + more
 
 
-def _sampling(settings):
-    """Engine keyword arguments for sampling; both runs get a fresh generator with the same seed."""
+def sampling(settings):
+    """Engine keyword arguments for sampling (settings: .temperature, .seed); every run gets a fresh
+    generator with the same seed, so runs of the same settings sample alike (the stepper's too)."""
     if not settings.temperature:
         return {"temperature": 0}
     return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
@@ -181,7 +182,7 @@ def run_plain(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter)
     """Plain decoding, streamed: yields the Run after each token."""
     run = Run("plain")
     stop = loaded.chat.stop
-    stream = generate_stream(loaded.model, ids, settings.max_new_tokens, stop=stop, **_sampling(settings))
+    stream = generate_stream(loaded.model, ids, settings.max_new_tokens, stop=stop, **sampling(settings))
     add = lambda r, tok, detok: _add_token(r, tok, detok, "main", stop)
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
 
@@ -193,7 +194,7 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
     run = Run("speculative", k=settings.k, rollback=rollback)
     stop = loaded.chat.stop
     stream = generate_mtp_stream(loaded.model, loaded.mtp, ids, settings.max_new_tokens, stop=stop, k=settings.k,
-                                 rollback=rollback, **_sampling(settings))
+                                 rollback=rollback, **sampling(settings))
 
     def add(r, item, detok):
         emitted, r.rounds, r.hits = item

@@ -1,6 +1,6 @@
-"""The race tab: its components and events. The work is done by demo.race, the drawing by demo.render.
+"""The race tab: its components and events. The work is done by demo.race, the drawing by demo.race_html.
 
-    build_race_tab(shared)      # inside `with gr.Tab(...)`; sets shared["prompt"]
+    build_race_tab(shared)      # inside `with gr.Tab(...)`; shared: a demo.frame.Shared (sets its prompt, raw, k)
 
 API: `/race` (prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model, lang) streams
 (status, plain stats, plain text, speculative stats, speculative text, verdict, third lane's stats,
@@ -17,13 +17,13 @@ import logging
 import gradio as gr
 from gradio.context import Context
 
-from demo import models, serving
+from demo import models, serving, settings
 from demo.frame import model_error_text, words
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare, race, summary
-from demo.render import (lane_off_html, legend_html, plain_text_html, spec_text_html, stats_html, verdict_html,
-                         waiting_html)
-from demo.validate import BOTH, RACE_ROLLBACKS, InputError, lane_rollbacks, race_settings
+from demo.race_html import (lane_off_html, legend_html, plain_text_html, spec_text_html, stats_html, verdict_html,
+                            waiting_html)
+from demo.validate import BOTH, LIMITS, RACE_ROLLBACKS, ROLLBACKS, InputError, lane_rollbacks, race_settings
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,12 @@ def example_values(index):
     return prompt, raw, max_new
 
 
+def pick_example(index):
+    """A click on the examples table (either tab's): (prompt, raw, max new tokens), or nothing changed."""
+    values = example_values(index)
+    return values if values else (gr.skip(),) * 3
+
+
 def _status(key, lang, notices=(), **params):
     lines = [t(key, lang, **params)] + [f"⚠️ {notice_text(n, lang)}" for n in notices]
     return "\n\n".join(lines)
@@ -81,14 +87,14 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
     """The race event: validate, load, run, and stream the nine outputs. Never raises: every
     problem ends as a message in the status line (and {"error": ...} as the summary)."""
     lang = lang if lang in LANGS else DEFAULT_LANG
-    max_seconds = max_seconds or models.max_seconds()
+    max_seconds = max_seconds or settings.max_seconds()
     try:
-        settings = race_settings(prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking)
+        chosen = race_settings(prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking)
         loaded = store.get(model or store.default, progress)
         if loaded.mtp is None:
             raise models.ModelError(t("no_mtp", lang, model=loaded.key))
-        ids, more = prepare(loaded, settings, models.max_prompt_tokens())
-        notices = settings.notices + more
+        ids, more = prepare(loaded, chosen, settings.max_prompt_tokens())
+        notices = chosen.notices + more
         for n in notices[:3]:
             gr.Warning(notice_text(n, lang))
         sent = {}                       # what a lane showed last (unchanged: not sent again)
@@ -100,7 +106,7 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
             sent[lane] = now
             return True
 
-        for u in race(loaded, ids, settings, max_seconds):
+        for u in race(loaded, ids, chosen, max_seconds):
             final = u.phase == "done"
             plain_changed, spec_changed = changed("plain", u.plain, final), changed("spec", u.spec, final)
             third = u.select
@@ -110,14 +116,14 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
                 third_out = (stats_html(None), lane_off_html(lang))
             else:
                 third_out = (stats_html(third, lang, max_seconds), spec_text_html(third, lang))
-            yield (_phase_status(u.phase, settings.rollback, lang, notices),
+            yield (_phase_status(u.phase, chosen.rollback, lang, notices),
                    stats_html(u.plain, lang, max_seconds) if plain_changed else gr.skip(),
                    plain_text_html(u.plain, lang) if plain_changed else gr.skip(),
                    stats_html(u.spec, lang, max_seconds) if spec_changed else gr.skip(),
                    spec_text_html(u.spec, lang) if spec_changed else gr.skip(),
                    verdict_html(u.verdict, u.plain, u.spec, lang, u.costs, u.select, u.select_costs),
                    *third_out,
-                   summary(loaded.key, u.plain, u.spec, settings, [notice_text(n, "English") for n in notices],
+                   summary(loaded.key, u.plain, u.spec, chosen, [notice_text(n, "English") for n in notices],
                            u.costs, u.select, u.select_costs) if final else gr.skip())
     except InputError as e:
         gr.Warning(notice_text(e, lang))
@@ -132,9 +138,9 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
 
 
 def build_race_tab(shared):
-    """The race's components and events. Sets shared["prompt"], ["raw"], ["k"], ["examples"];
-    returns the components by name."""
-    store, model, lang = shared["store"], shared["model"], shared["lang"]
+    """The race's components and events, inside the caller's gr.Tab. Sets shared's prompt, raw, k, max_new
+    and examples (demo.frame.Shared); returns the components by name."""
+    store, model, lang = shared.store, shared.model, shared.lang
     L = DEFAULT_LANG
     say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
     described = store.describe(store.default) or {}
@@ -158,11 +164,11 @@ def build_race_tab(shared):
                            samples=example_samples)
     with gr.Accordion(t("settings", L), open=False, elem_id="race-settings") as settings_box:
         with gr.Row():
-            k = say(gr.Slider(1, 4, value=2, step=1, label=t("k", L), info=t("k_info", L), elem_id="race-k"),
+            k = say(gr.Slider(*LIMITS["k"], step=1, label=t("k", L), info=t("k_info", L), elem_id="race-k"),
                     label="k", info="k_info")
-            max_new = say(gr.Slider(1, 512, value=max0, step=1, label=t("max_new_tokens", L), elem_id="race-max-new"),
-                          label="max_new_tokens")
-            temperature = say(gr.Slider(0, 2, value=0, step=0.05, label=t("temperature", L),
+            max_new = say(gr.Slider(*LIMITS["max_new_tokens"][:2], value=max0, step=1, label=t("max_new_tokens", L),
+                                    elem_id="race-max-new"), label="max_new_tokens")
+            temperature = say(gr.Slider(*LIMITS["temperature"], step=0.05, label=t("temperature", L),
                                         elem_id="race-temperature"), label="temperature")
             seed = say(gr.Number(0, precision=0, minimum=0, label=t("seed", L), elem_id="race-seed"), label="seed")
         with gr.Row():
@@ -197,11 +203,7 @@ def build_race_tab(shared):
     with gr.Accordion(t("summary_json", L), open=False) as json_box:
         result = gr.JSON(label="summary", elem_id="race-summary")
     say(json_box, label="summary_json")
-    shared.update(prompt=prompt, raw=raw, k=k, examples=examples, max_new=max_new)
-
-    def pick_example(index):
-        values = example_values(index)
-        return values if values else (gr.skip(),) * 3
+    shared.prompt, shared.raw, shared.k, shared.examples, shared.max_new = prompt, raw, k, examples, max_new
 
     # own table, not gr.Examples: a click sets the values only, so the labels stay in the page's language
     examples.click(pick_example, [examples], [prompt, raw, max_new], api_name="race_example", queue=False,
@@ -212,7 +214,7 @@ def build_race_tab(shared):
         yield from race_stream(store, prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model,
                                lang, progress)
 
-    blocks = shared.get("blocks") or Context.root_block
+    blocks = shared.blocks or Context.root_block
 
     def queued(language, chosen):
         """Runs at once on click (outside the queue): clear the old verdict and summary, show the third lane
@@ -233,7 +235,7 @@ def build_race_tab(shared):
         # would crash on them with a message the caller never sees)
         events.append(pre.then(run_race, inputs, outputs, api_name=name, show_progress="full",
                                show_progress_on=[status], api_visibility="public" if name == "race" else "private",
-                               preprocess=False, **shared["compute"]))
+                               preprocess=False, **shared.compute))
     stop.click(lambda language: t("status_stopped", language), [lang], [status], cancels=events, queue=False,
                api_name="stop_race")
 
@@ -287,8 +289,8 @@ def lane_titles(rollback, lang):
 
 
 def rollback_choices(lang):
-    """The engine's rollbacks (the stepper's choices too)."""
-    return [(t("rollback_select", lang), "select"), (t("rollback_recompute", lang), "recompute")]
+    """The engine's rollbacks a visitor may choose (the stepper's choices too)."""
+    return [(t(f"rollback_{rollback}", lang), rollback) for rollback in ROLLBACKS]
 
 
 def race_rollback_choices(lang):

@@ -1,12 +1,13 @@
 """Serving many visitors from one process: the compute queue, per-session memory, request size.
 
-    serving.attach(demo)                       # in app.py, inside `with gr.Blocks() as demo:`
-    demo.launch(**theme.launch_options(), **serving.launch_options())
+    serving.attach(demo)                       # in demo.page.build_app, inside `with gr.Blocks() as demo:`
+    demo.launch(**page.launch_options())       # theme.launch_options() and serving.launch_options()
     serving.queue_message(demo, "English")     # "busy, you are number 3 in line", "full", or None
 
 Compute (the race, Start in the stepper, the skip-the-restore proof) shares one Gradio concurrency
-group, "compute", sized by demo.models.compute_concurrency(); everything else is cheap. The queue
-holds at most $QWEN_QUEUE_SIZE waiting events; a newcomer is told where they stand.
+group, "compute", sized by $QWEN_CONCURRENCY (read by demo.settings, like every setting named here);
+everything else is cheap. The queue holds at most $QWEN_QUEUE_SIZE waiting events; a newcomer is told
+where they stand.
 
 Per-session memory. Gradio keeps a SessionState per browser tab (and per gradio_client or raw API
 session): the gr.State values *and* the last value of every component an event read or wrote (the
@@ -35,40 +36,17 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import time
 
 import gradio as gr
 
+from demo import settings
 from demo.i18n import t
 
 log = logging.getLogger(__name__)
 
 SWEEP_SECONDS = 30.0
 COMPUTE = "compute"
-
-
-def _env_number(name, default, cast=float, environ=os.environ):
-    try:
-        value = cast(environ.get(name, default))
-    except (TypeError, ValueError):
-        return default
-    return value if value > 0 else default
-
-
-def session_ttl(environ=os.environ):
-    """Seconds a session may stay unused before its memory is dropped ($QWEN_SESSION_TTL, default 3600)."""
-    return _env_number("QWEN_SESSION_TTL", 3600.0, float, environ)
-
-
-def max_sessions(environ=os.environ):
-    """Most sessions kept in memory at once ($QWEN_MAX_SESSIONS, default 100)."""
-    return _env_number("QWEN_MAX_SESSIONS", 100, int, environ)
-
-
-def max_request_bytes(environ=os.environ):
-    """Largest request body accepted ($QWEN_MAX_REQUEST_MB, default 16)."""
-    return int(_env_number("QWEN_MAX_REQUEST_MB", 16.0, float, environ) * 2**20)
 
 
 # --- where a newcomer stands ----------------------------------------------------------------------------
@@ -156,7 +134,7 @@ async def lifespan(app):
             try:
                 holder = getattr(app, "state_holder", None)
                 if holder is not None:
-                    dropped = sweep(holder, session_ttl())
+                    dropped = sweep(holder, settings.session_ttl())
                     if dropped:
                         log.info("dropped %d idle session(s)", dropped)
             except Exception:                   # never let the sweep die
@@ -210,8 +188,9 @@ def launch_options():
     from fastapi.middleware import Middleware
 
     from demo import traceio
-    return {"state_session_capacity": max_sessions(), "max_file_size": traceio.MAX_BYTES,
-            "app_kwargs": {"lifespan": lifespan, "middleware": [Middleware(BodyLimit, limit=max_request_bytes())]}}
+    return {"state_session_capacity": settings.max_sessions(), "max_file_size": traceio.MAX_BYTES,
+            "app_kwargs": {"lifespan": lifespan,
+                           "middleware": [Middleware(BodyLimit, limit=settings.max_request_bytes())]}}
 
 
 def wait_until(predicate, seconds=5.0, every=0.05):

@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict
 
 from demo.stepper.steps import MAX_NEW_TOKENS, MAX_ROUNDS, Run, Settings
+from demo.validate import ENGINE_ROLLBACKS, ORIGINS
 
 FORMAT, VERSION = "qwen-mtp-trace", 1
 MAX_BYTES = 8 * 1024 * 1024        # a 256-round run with k = 1 exports to about 4 MB
@@ -28,8 +29,6 @@ MAX_GRID = 64                      # memory and conv grids are at most 24 x 24 i
 MAX_LAYERS = 512
 MAX_TOP = 32
 MAX_K = 8
-ROLLBACKS = ("select", "recompute", "none")
-ORIGINS = ("main", "draft", "correction", "bonus")
 SECONDS = ("prefill", "draft", "verify", "snapshot", "restore", "rerun")
 
 
@@ -274,7 +273,7 @@ def _record(r, i):
         _token_entry(e, f"{where}.verify[{j}]", verify=True)
     n = _int(r["accepted"], f"{where}.accepted", 0, k)
     _emitted(r["emitted"], f"{where}.emitted", n + 1)
-    _choice(r["rollback"], f"{where}.rollback", ROLLBACKS)
+    _choice(r["rollback"], f"{where}.rollback", ENGINE_ROLLBACKS)
     if r["rolled_back"] is not (n < k):
         _fail(f"{where}.rolled_back", "must say whether fewer than k guesses were accepted")
     _int(r["snapshot_bytes"], f"{where}.snapshot_bytes", 0, 2**40)
@@ -294,7 +293,7 @@ def from_dict(obj):
     st = _dict(obj["settings"], "settings", ("prompt", "k", "rollback", "max_new_tokens"))
     settings = Settings(
         prompt=_str(st["prompt"], "settings.prompt", 100_000), k=_int(st["k"], "settings.k", 1, MAX_K),
-        rollback=_choice(st["rollback"], "settings.rollback", ROLLBACKS),
+        rollback=_choice(st["rollback"], "settings.rollback", ENGINE_ROLLBACKS),
         max_new_tokens=_int(st["max_new_tokens"], "settings.max_new_tokens", 1, MAX_NEW_TOKENS),
         temperature=_num(st.get("temperature", 0.0), "settings.temperature", 0, 10),
         seed=_int(st.get("seed", 0), "settings.seed"),

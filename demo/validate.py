@@ -13,11 +13,16 @@ text left is refused (InputError). Notices are (key, params) pairs that demo.i18
 
 Special-token strings such as "<|im_end|>" are left in the text on purpose: the engine's Chat
 tokenises user text with special tokens off, so they stay plain characters (no prompt injection).
+
+What a visitor may choose lives here too, once for both views: LIMITS (every number's range and
+default), ROLLBACKS (the engine's, less its deliberately wrong SKIP_RESTORE), ORIGINS (of a token).
 """
 import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
+
+from qwen.mtp import ROLLBACKS as ENGINE_ROLLBACKS     # every rollback the engine knows, "none" included
 
 MAX_PROMPT_CHARS = 100_000      # cut (keeping the end) before tokenising; the token budget cuts further
 KEEP_CONTROLS = {"\n", "\t"}
@@ -125,15 +130,33 @@ class RaceSettings:
     notices: list
 
 
+# every number a visitor may set: (lowest, highest, default); the stepper's own max_new_tokens is
+# demo.stepper.ui.LIMITS (its runs are recorded whole, so they are shorter)
 LIMITS = {
     "max_new_tokens": (1, 512, 120),
     "k": (1, 4, 2),
     "temperature": (0.0, 2.0, 0.0),
     "seed": (0, 2**31 - 1, 0),
+    "watch_layer": (0, 255, 0),         # the stepper's watched DeltaNet layer and head
+    "watch_head": (0, 255, 0),
 }
-ROLLBACKS = ("select", "recompute")     # how the engine rolls a DeltaNet memory back after a rejected draft
+SKIP_RESTORE = "none"                   # the engine's deliberately wrong rollback (the stepper's proof only)
+# how the engine may roll a DeltaNet memory back after a rejected draft, as a visitor chooses it
+ROLLBACKS = tuple(r for r in ENGINE_ROLLBACKS if r != SKIP_RESTORE)
 BOTH = "both"                           # the race only: run each of ROLLBACKS as its own speculative lane
 RACE_ROLLBACKS = ROLLBACKS + (BOTH,)
+ORIGINS = ("main", "draft", "correction", "bonus")   # where an emitted token came from (qwen.mtp)
+
+
+def clamp_all(values, limits=LIMITS):
+    """Each named value clamped by clamp_number to its limits (temperature stays a float, the rest are
+    whole numbers). values: {name: value as sent}. -> ({name: number}, [Notice])"""
+    numbers, notices = {}, []
+    for name, value in values.items():
+        lo, hi, default = limits[name]
+        numbers[name], more = clamp_number(value, lo, hi, default, name, integer=name != "temperature")
+        notices += more
+    return numbers, notices
 
 
 def lane_rollbacks(rollback):
@@ -146,12 +169,8 @@ def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperatur
                   thinking=False):
     """Every race input checked at once. -> RaceSettings; raises InputError only for an unusable prompt."""
     text, notices = clean_prompt(prompt)
-    numbers = {}
-    for name, value in (("max_new_tokens", max_new_tokens), ("k", k), ("temperature", temperature),
-                        ("seed", seed)):
-        lo, hi, default = LIMITS[name]
-        numbers[name], more = clamp_number(value, lo, hi, default, name, integer=name != "temperature")
-        notices += more
+    numbers, more = clamp_all({"max_new_tokens": max_new_tokens, "k": k, "temperature": temperature, "seed": seed})
+    notices += more
     rollback, more = choose(rollback, RACE_ROLLBACKS, "select", "rollback")
     notices += more
     return RaceSettings(text, numbers["max_new_tokens"], numbers["k"], rollback, float(numbers["temperature"]),

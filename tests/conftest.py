@@ -20,15 +20,17 @@ def free_port():
 
 @pytest.fixture(scope="session")
 def app_url():
-    """The whole app (app.py) launched once per test session on a free loopback port, with the launch
-    options a real deployment uses; heartbeats every 0.5 s so a closed client is noticed at once."""
-    os.environ.setdefault("GRADIO_HEARTBEAT_INTERVAL", "0.5")
+    """The whole app (app.py's `demo`) launched once per test session on a free loopback port, with the
+    launch options a real deployment uses (demo.page.serve, less its torch threads: one here); heartbeats
+    every 0.5 s so a closed client is noticed at once."""
+    from demo import page, serving, settings
+    settings.notice_closed_pages_within(0.5)
     import app
-    from demo import serving, theme
     serving.SWEEP_SECONDS = 0.5             # the idle-session sweep (its TTL stays at an hour unless a test lowers it)
+    app.store.preload()
     port = free_port()
     app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                    **theme.launch_options(), **serving.launch_options())
+                    **page.launch_options())
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

@@ -23,6 +23,7 @@ def page_url():
     import gradio as gr
 
     from demo import i18n, models, theme
+    from demo.frame import Shared
     from demo.stepper.ui import build_stepper_tab
     store = models.ModelStore()
     with gr.Blocks() as demo:
@@ -31,8 +32,7 @@ def page_url():
         model = gr.Dropdown(store.choices, value=store.default, label="Model")
         prompt = gr.Textbox("The river", label="Race prompt")
         with gr.Tab("Step through"):
-            build_stepper_tab({"model": model, "lang": lang, "presenter": presenter, "prompt": prompt,
-                               "i18n": i18n, "store": store})
+            build_stepper_tab(Shared(store=store, model=model, lang=lang, presenter=presenter, prompt=prompt))
     port = free_port()
     demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                         **theme.launch_options())

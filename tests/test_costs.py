@@ -4,7 +4,7 @@ import pytest
 
 from demo import costs
 from demo.race import Run
-from demo.render import speed_html, verdict_html
+from demo.race_html import speed_html, verdict_html
 from demo.race import Verdict
 
 

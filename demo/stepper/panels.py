@@ -4,17 +4,14 @@ Their styles are demo/static/stepper.css; the view's keys, demo/static/stepper-k
     phase_heading(run, step, "English")   -> '<div class="step-phase" data-phase="verify">② Verify …</div>'
 
 Every piece of text from the model or the visitor is escaped here; colours come with a second mark
-(underline, box, bold, ✓/✗) so they read without colour. Token classes are demo.theme's
-(tok-draft, tok-correction, tok-bonus).
+(underline, box, bold, ✓/✗) so they read without colour. Token classes and the ↵ of a line break are the
+race's (demo.race_html: tok-draft, tok-correction, tok-bonus).
 """
 from html import escape
 
 from demo.stepper import steps
 from demo.i18n import t
-from demo.render import token_spans
-
-ORIGIN_CLASS = {"main": "tok tok-main", "draft": "tok tok-draft", "correction": "tok tok-correction",
-                "bonus": "tok tok-bonus"}
+from demo.race_html import text_html, token_spans
 
 
 def _raw_label(run, token):
@@ -82,7 +79,7 @@ def _cut_short(run, r):
 
 
 def text_so_far(run, step, lang):
-    """The output up to this step, each token marked by origin (demo.render's marks), the tokens of the
+    """The output up to this step, each token marked by origin (demo.race_html's marks), the tokens of the
     current round framed, and this round's guesses shown pending (? while guessed, ✓/✗ once verified)."""
     if run is None:
         return '<div class="race-text step-text empty"></div>'
@@ -184,7 +181,7 @@ def _kb(n):
 def _accept_panel(run, r, lang):
     rec = run.records[r]
     st, n, k = rec["states"], rec["accepted"], rec["k"]
-    chips = " ".join(_chip(run, e["token"], ORIGIN_CLASS[e["origin"]], t(f"short_origin_{e['origin']}", lang)) +
+    chips = " ".join(_chip(run, e["token"], f"tok tok-{e['origin']}", t(f"short_origin_{e['origin']}", lang)) +
                      f"<small> {escape(t('short_origin_' + e['origin'], lang))}</small>" for e in rec["emitted"])
     kv = (st["before"]["kv"] or [0])[0], (st["after_verify"]["kv"] or [0])[0], (st["after"]["kv"] or [0])[0]
     n_attn = len(st["after"]["kv"])
@@ -224,8 +221,7 @@ def proof_html(proof, lang, rollback):
         spans = []
         for i, piece in enumerate(proof.pieces[name]):
             cls = "" if diff is None or i < diff else ("step-diff" if i == diff else "step-after-diff")
-            text = escape(piece).replace("\n", '<span class="nl" aria-hidden="true">↵</span>\n')
-            spans.append(f'<span class="{cls}">{text}</span>')
+            spans.append(f'<span class="{cls}">{text_html(piece)}</span>')
         badge = f'<div class="step-verdict {"ok" if ok else "bad"}">{escape(verdict)}</div>' if verdict else ""
         return (f'<div class="step-proof-col"><h4>{escape(title)}</h4>{badge}'
                 f'<div class="race-text step-text">{"".join(spans)}</div></div>')

@@ -9,11 +9,10 @@ runs plain greedy decoding and, once more, rollback="none" (KV truncated, DeltaN
 import time
 from dataclasses import dataclass, field
 
-import torch
-
 from demo.costs import time_plain_step
-from demo.race import token_pieces
+from demo.race import sampling, token_pieces
 from demo.stepper.steps import MAX_ROUNDS, Run
+from demo.validate import SKIP_RESTORE
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
 from qwen.trace import Trace
@@ -66,12 +65,6 @@ def record_ids(records):
     return ids
 
 
-def _sampling(settings):
-    if not settings.temperature:
-        return {"temperature": 0}
-    return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
-
-
 def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None, progress=None,
                clock=time.perf_counter):
     """Run speculative decoding once with a trace and keep everything the stepper shows. ids: (1, T).
@@ -80,7 +73,7 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
     stop = tuple(chat.stop)
     out, ended, t0 = [], "", clock()
     stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, settings.k, settings.rollback,
-                                 trace=trace, **_sampling(settings))
+                                 trace=trace, **sampling(settings))
     try:
         for emit, _, _ in stream:
             out += [t for t, _ in emit]
@@ -179,7 +172,7 @@ def skip_restore_proof(model, mtp, chat, ids, settings, min_tokens=PROOF_TOKENS,
     watch = dict(watch_layer=settings.watch_layer,
                  watch_head=settings.watch_head, max_rounds=MAX_ROUNDS)
     runs, traces = {}, {}
-    for name, rollback in (("restored", settings.rollback), ("skipped", "none")):
+    for name, rollback in (("restored", settings.rollback), ("skipped", SKIP_RESTORE)):
         traces[name] = Trace(**watch)
         runs[name] = _take(generate_mtp_stream(model, mtp, ids, n, stop, settings.k, rollback, trace=traces[name]),
                            share)

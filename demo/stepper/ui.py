@@ -1,11 +1,11 @@
 """The "Step through it" tab: one speculative round at a time — guess, verify, accept or roll back.
 
     with gr.Tab("Step through"):
-        build_stepper_tab(shared)       # shared: see demo.frame (model, lang, presenter, prompt, store, compute)
+        build_stepper_tab(shared)       # shared: a demo.frame.Shared (store, model, lang, presenter, ...)
 
 Start records a whole run with the real engine (demo.stepper.recording.record_run); Next / Back / Play / Reset
-then walk the recorded trace with no compute. The position lives in the visitor's gr.State, never in a
-global. A step sends only what changed (render_changes): the run-wide figures once, a round's figures
+then walk the recorded trace with no compute. The position lives in the visitor's gr.State (a Session),
+never in a global. A step sends only what changed (render_changes): the run-wide figures once, a round's figures
 once per phase. Keys: → / PageDown next, ← / PageUp back, space play/pause (ignored while typing);
 presses made during a step wait their turn in the browser. The keys (demo/static/stepper-keys.html) and
 the view's styles (demo/static/stepper.css) come with the page's launch options (demo.theme.launch_options()).
@@ -15,20 +15,22 @@ settings), step_language, step_presenter, step_example, step_{prompt,raw,k}_from
 """
 import itertools
 import logging
+from dataclasses import dataclass, field, replace
 
 import gradio as gr
 from gradio.context import Context
 
-from demo import models, race_ui, serving, traceio
+from demo import models, race_ui, serving, traceio, validate
 from demo.stepper import figures, recording, steps
 from demo.stepper import panels as H
 from demo.stepper.figures import Look
 from demo.frame import model_error_text, model_label, words
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare
-from demo.render import legend_html
+from demo.race_html import legend_html
+from demo.settings import max_prompt_tokens, max_seconds, session_ttl
 from demo.theme import static_text
-from demo.validate import InputError, RaceSettings, as_bool, choose, clamp_number, clean_prompt
+from demo.validate import ROLLBACKS, InputError, RaceSettings, as_bool, choose, clamp_all, clamp_number, clean_prompt
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +38,20 @@ log = logging.getLogger(__name__)
 # a template) and "narrow" (a phone: heatmaps one to a row); see figures.Look.from_client
 LOOK_JS = static_text("look.js")
 
-LIMITS = {"k": (1, 4, 2), "max_new_tokens": (1, steps.MAX_NEW_TOKENS, 48), "temperature": (0.0, 2.0, 0.0),
-          "seed": (0, 2**31 - 1, 0), "watch_layer": (0, 255, 0), "watch_head": (0, 255, 0)}
-ROLLBACKS = ("select", "recompute")
-SESSION_SECONDS = serving.session_ttl()     # a visitor's recorded run is dropped this long after its last change
+# the race's limits, but a recorded run is kept whole: at most steps.MAX_NEW_TOKENS new tokens, 48 unless asked
+LIMITS = {**validate.LIMITS, "max_new_tokens": (1, steps.MAX_NEW_TOKENS, 48)}
+
+
+@dataclass(frozen=True)
+class Session:
+    """One visitor's walk through one recorded (or uploaded) run, kept in their gr.State (None before the
+    first run). Events never change it in place: each returns a new one (dataclasses.replace)."""
+    run: steps.Run
+    step: int = 0                   # where the walk is: steps.where(run, step) -> (round, phase)
+    proof: recording.Proof = None   # the skip-the-restore proof, once asked for
+    id: int = 0                     # the run's number in this process: what was drawn for another run never counts
+    shown: dict = field(default_factory=dict)   # view output -> the key of what the browser shows (render_changes)
+    scales: dict = None             # the run's colour scales (figures.run_scales), computed once
 
 
 # --- plain functions behind the events ---------------------------------------------------------------------
@@ -47,12 +59,9 @@ SESSION_SECONDS = serving.session_ttl()     # a visitor's recorded run is droppe
 def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, raw):
     """Visitor input -> (steps.Settings, [Notice]); raises InputError for an empty prompt."""
     text, notices = clean_prompt(prompt)
-    values = {}
-    for name, value in (("k", k), ("max_new_tokens", max_new), ("temperature", temperature), ("seed", seed),
-                        ("watch_layer", layer), ("watch_head", head)):
-        lo, hi, default = LIMITS[name]
-        values[name], more = clamp_number(value, lo, hi, default, name, integer=name != "temperature")
-        notices += more
+    values, more = clamp_all({"k": k, "max_new_tokens": max_new, "temperature": temperature, "seed": seed,
+                              "watch_layer": layer, "watch_head": head}, LIMITS)
+    notices += more
     rollback, more = choose(rollback, ROLLBACKS, "select", "rollback")
     return steps.Settings(prompt=text, rollback=rollback, raw=as_bool(raw), **values), notices + more
 
@@ -61,7 +70,7 @@ def encode(loaded, settings):
     """The prompt's ids for this model (chat template unless raw), cut to fit. -> (ids, notices)"""
     race = RaceSettings(settings.prompt, settings.max_new_tokens, settings.k, settings.rollback,
                         settings.temperature, settings.seed, settings.raw, False, [])
-    ids, notices = prepare(loaded, race, models.max_prompt_tokens())
+    ids, notices = prepare(loaded, race, max_prompt_tokens())
     settings.max_new_tokens = race.max_new_tokens
     return ids, notices
 
@@ -73,11 +82,11 @@ VIEW = ("heading", "text", "panel", "explain", "layers", "memory", "conv", "kv",
 def _parts(session, look):
     """Per output of the view: (what decides it, a function drawing it). An output whose deciding key
     has not changed since it was last sent need not be sent again (render_changes)."""
-    run, step, lang = session["run"], session["step"], look.lang
+    run, step, lang = session.run, session.step, look.lang
     r, phase = steps.where(run, step)
     rec = run.records[r]
-    run_key = (session.get("id"), look)
-    scales = session.get("scales") or figures.run_scales(run.records)
+    run_key = (session.id, look)
+    scales = session.scales or figures.run_scales(run.records)
 
     def conv():
         columns = len((rec["states"].get("after") or rec["states"]["before"])["conv"][0])
@@ -107,7 +116,7 @@ def _empty_view(lang):
 
 def render(session, lang, dark=False, presenter=False, narrow=False):
     """Everything the view shows for the session's run at its current step (a tuple, in VIEW order)."""
-    if not (session and session.get("run")):
+    if session is None:
         return _empty_view(lang)
     parts = _parts(session, Look(lang=lang, dark=bool(dark), presenter=bool(presenter), narrow=bool(narrow)))
     return tuple(parts[name][1]() for name in VIEW)
@@ -116,10 +125,10 @@ def render(session, lang, dark=False, presenter=False, narrow=False):
 def render_changes(session, look):
     """Like render, but outputs the browser already shows come back as gr.skip() (a step then sends
     two or three small figures instead of seven). -> (session recording what is shown, outputs)"""
-    if not (session and session.get("run")):
+    if session is None:
         return session, _empty_view(look.lang)
-    session = {**session, "scales": session.get("scales") or figures.run_scales(session["run"].records)}
-    shown, parts, out = dict(session.get("shown") or {}), _parts(session, look), []
+    session = replace(session, scales=session.scales or figures.run_scales(session.run.records))
+    shown, parts, out = dict(session.shown), _parts(session, look), []
     for name in VIEW:
         key, draw = parts[name]
         if key is not None and shown.get(name) == key:
@@ -127,13 +136,12 @@ def render_changes(session, look):
         else:
             out.append(draw())
             shown[name] = key
-    return {**session, "shown": shown}, tuple(out)
+    return replace(session, shown=shown), tuple(out)
 
 
 def new_session(run):
-    """A fresh session for a recorded or loaded run (its own id: nothing of an earlier run is reused)."""
-    return {"run": run, "step": 0, "proof": None, "id": next(_RUN_IDS), "shown": {},
-            "scales": figures.run_scales(run.records)}
+    """A fresh Session for a recorded or loaded run (its own id: nothing of an earlier run is reused)."""
+    return Session(run, id=next(_RUN_IDS), scales=figures.run_scales(run.records))
 
 
 _RUN_IDS = itertools.count(1)
@@ -161,12 +169,11 @@ def run_summary(run, lang):
 
 
 def moved(session, how):
-    """A new session dict with the step moved: "next", "prev" or "reset"."""
-    if not session or not session.get("run"):
+    """A new Session with the step moved: "next", "prev" or "reset" (None stays None)."""
+    if session is None:
         return session
-    run, step = session["run"], session["step"]
-    step = {"next": steps.next_step, "prev": steps.prev_step}.get(how, lambda _, s: 0)(run, step)
-    return {**session, "step": step}
+    step = {"next": steps.next_step, "prev": steps.prev_step}.get(how, lambda _, s: 0)(session.run, session.step)
+    return replace(session, step=step)
 
 
 def apply_deep_link(request):
@@ -179,12 +186,9 @@ def apply_deep_link(request):
             out["prompt"] = clean_prompt(params["prompt"], max_chars=4000)[0]
         except InputError:
             pass
-    for key, name in (("k", "k"), ("max_new", "max_new_tokens"), ("max_new_tokens", "max_new_tokens"),
-                      ("temperature", "temperature"), ("seed", "seed"), ("layer", "watch_layer"),
-                      ("head", "watch_head")):
-        if key in params:
-            lo, hi, default = LIMITS[name]
-            out[name] = clamp_number(params[key], lo, hi, default, name, integer=name != "temperature")[0]
+    names = {"k": "k", "max_new": "max_new_tokens", "max_new_tokens": "max_new_tokens", "temperature": "temperature",
+             "seed": "seed", "layer": "watch_layer", "head": "watch_head"}      # the link's name -> the setting's
+    out.update(clamp_all({names[key]: value for key, value in params.items() if key in names}, LIMITS)[0])
     if params.get("rollback") in ROLLBACKS:
         out["rollback"] = params["rollback"]
     if "raw" in params:
@@ -198,12 +202,10 @@ def apply_deep_link(request):
 
 def build_stepper_tab(shared):
     """The stepper's components and events, inside the caller's gr.Tab. Returns the components by name."""
-    store = shared.get("store") or models.ModelStore.from_environment()
-    lang, presenter = shared["lang"], shared["presenter"]
-    compute = shared.get("compute", {})
+    store, model, lang, presenter, compute = shared.store, shared.model, shared.lang, shared.presenter, shared.compute
     L = DEFAULT_LANG
     say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
-    race_prompt, race_raw, race_k = shared.get("prompt"), shared.get("raw"), shared.get("k")
+    race_prompt, race_raw, race_k = shared.prompt, shared.raw, shared.k
     with gr.Column(elem_id="stepper-panel"):
         say(gr.Markdown(t("summary", L), elem_id="stepper-summary"), value="summary")
         with gr.Row(equal_height=False):
@@ -220,14 +222,14 @@ def build_stepper_tab(shared):
                                samples=race_ui.example_samples)
         with gr.Accordion(t("settings", L), open=False, elem_id="stepper-settings") as settings_box:
             with gr.Row():
-                k = say(gr.Slider(1, 4, value=race_k.value if race_k else 2, step=1, label=t("k", L),
-                                  elem_id="stepper-k"), label="k")
+                k = say(gr.Slider(*LIMITS["k"][:2], value=race_k.value if race_k else LIMITS["k"][2], step=1,
+                                  label=t("k", L), elem_id="stepper-k"), label="k")
                 rollback = say(gr.Radio(race_ui.rollback_choices(L), value="select", label=t("step_rollback", L),
                                         elem_id="stepper-rollback"), label="step_rollback",
                                choices=race_ui.rollback_choices)
-                max_new = say(gr.Slider(1, steps.MAX_NEW_TOKENS, value=48, step=1, label=t("max_new", L),
+                max_new = say(gr.Slider(*LIMITS["max_new_tokens"], step=1, label=t("max_new", L),
                                         elem_id="stepper-max-new"), label="max_new")
-                temperature = say(gr.Slider(0, 2, value=0, step=0.05, label=t("temperature", L),
+                temperature = say(gr.Slider(*LIMITS["temperature"], step=0.05, label=t("temperature", L),
                                             elem_id="stepper-temperature"), label="temperature")
             with gr.Row():
                 layer = say(gr.Number(0, precision=0, minimum=0, maximum=255, label=t("watch_layer", L),
@@ -281,8 +283,8 @@ def build_stepper_tab(shared):
                                          type="filepath", elem_id="stepper-import"),
                          label=lambda lang: t("import", lang, mb=traceio.MAX_BYTES // 2**20))
     look = gr.Textbox("", visible=False, label="look")      # "dark narrow": set in the browser on each event
-    model = shared.get("model") or gr.State(store.default)
-    session, playing = gr.State(None, time_to_live=SESSION_SECONDS), gr.State(False)
+    # a visitor's recorded run is dropped this long after its last change ($QWEN_SESSION_TTL)
+    session, playing = gr.State(None, time_to_live=session_ttl()), gr.State(False)
     timer = gr.Timer(1.5, active=False)
     view = [heading, text, panel, explain, layer_fig, memory_fig, conv_fig, kv_fig, cost_fig, acc_fig,
             whatif_fig, whatif_caption]
@@ -302,7 +304,7 @@ def build_stepper_tab(shared):
                 raise models.ModelError(t("model_no_mtp", language).strip(", "))
             ids, more = encode(loaded, settings)
             run = recording.record_run(
-                loaded.model, loaded.mtp, loaded.chat, ids, settings, loaded.key, max_seconds=models.max_seconds(),
+                loaded.model, loaded.mtp, loaded.chat, ids, settings, loaded.key, max_seconds=max_seconds(),
                 progress=lambda done, total: progress(done / max(total, 1), desc=t("recording", language)))
         except InputError as e:
             return failed(t("error", language, error=notice_text(e, language)))
@@ -315,7 +317,7 @@ def build_stepper_tab(shared):
         message = " ".join([run_summary(run, language)] + [notice_text(n, language) for n in notices + more])
         return (new, message, *out, False, gr.Timer(active=False))
 
-    blocks = shared.get("blocks") or Context.root_block
+    blocks = shared.blocks or Context.root_block
 
     def queued(language):
         """Runs at once on click (outside the queue): say where the visitor stands when every compute slot
@@ -340,7 +342,7 @@ def build_stepper_tab(shared):
                      **nav)
 
     def on_play(is_playing, state, seconds, language):
-        on = not is_playing and bool(state and state.get("run")) and not steps.at_end(state["run"], state["step"])
+        on = not is_playing and state is not None and not steps.at_end(state.run, state.step)
         return on, gr.Timer(value=_seconds(seconds), active=on), t("pause" if on else "play", language)
 
     play.click(on_play, [playing, session, speed, lang], [playing, timer, play], api_name="step_play",
@@ -348,7 +350,7 @@ def build_stepper_tab(shared):
 
     def on_tick(state, language, presenter_on, client):
         new, out = render_changes(moved(state, "next"), Look.from_client(language, client, presenter_on))
-        done = not new or not new.get("run") or steps.at_end(new["run"], new["step"])
+        done = new is None or steps.at_end(new.run, new.step)
         stop = (False, gr.Timer(active=False), t("play", language)) if done else (gr.skip(),) * 3
         return (new, *out, *stop)
 
@@ -359,7 +361,7 @@ def build_stepper_tab(shared):
     def on_skip(on, state, model_key, language, presenter_on, client):
         if not on:
             return "", gr.update(visible=False), state
-        run = state and state.get("run")
+        run = state.run if state is not None else None
         if run is None:
             return t("no_run", language), gr.update(visible=False), state
         try:
@@ -367,21 +369,21 @@ def build_stepper_tab(shared):
             settings = steps.Settings(**{**run.settings.__dict__, "temperature": 0.0})
             ids, _ = encode(loaded, settings)
             proof = recording.skip_restore_proof(loaded.model, loaded.mtp, loaded.chat, ids, settings,
-                                                   max_seconds=models.max_seconds())
+                                                   max_seconds=max_seconds())
         except Exception as e:
             log.exception("skip-restore proof failed")
             return t("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"), gr.update(visible=False), state
         look_now = Look.from_client(language, client, presenter_on)
         return (H.proof_html(proof, language, settings.rollback),
                 gr.update(value=figures.drift(proof.drift, proof.first_diff_round, look_now), visible=True),
-                {**state, "proof": proof})
+                replace(state, proof=proof))
 
     skip.input(on_skip, [skip, session, model, lang, presenter, look],
                [proof_html, drift_fig, session], api_name="step_skip_restore", js=LOOK_JS, show_progress="minimal",
                **compute)
 
     def on_export(state, language):
-        run = state and state.get("run")
+        run = state.run if state is not None else None
         if run is None:
             return None, t("nothing_to_export", language)
         return traceio.write_trace(run), run_summary(run, language)
@@ -409,7 +411,7 @@ def build_stepper_tab(shared):
     def relabel(language, state, is_playing, presenter_on, status_now, client):
         new, out = render_changes(state, Look.from_client(language, client, presenter_on))
         idle = {t("no_run", other) for other in LANGS}
-        run = state and state.get("run")
+        run = state.run if state is not None else None
         status_new = t("no_run", language) if status_now in idle else (run_summary(run, language) if run else gr.skip())
         return (new, status_new, gr.update(value=t("pause" if is_playing else "play", language)), *out)
 
@@ -423,11 +425,7 @@ def build_stepper_tab(shared):
     presenter.change(on_presenter, [session, lang, presenter, look], [session, *view], api_name="step_presenter",
                      **nav)
 
-    def pick_example(index):
-        values = race_ui.example_values(index)
-        return values if values else (gr.skip(),) * 3
-
-    examples.click(pick_example, [examples], [prompt, raw, max_new], api_name="step_example", queue=False,
+    examples.click(race_ui.pick_example, [examples], [prompt, raw, max_new], api_name="step_example", queue=False,
                    show_progress="hidden")
     # the race's prompt, raw switch and k carry over to this tab
     for source, target, name in ((race_prompt, prompt, "prompt"), (race_raw, raw, "raw"), (race_k, k, "k")):
@@ -444,18 +442,18 @@ def build_stepper_tab(shared):
 
 def _wire_deep_link(shared, controls):
     """Prefill the controls from the page's query string when it loads; select this tab for ?view=step
-    (through shared["tabs"] when the frame provides its gr.Tabs, else by clicking the tab in the browser)."""
-    blocks = shared.get("blocks") or Context.root_block
+    (through shared.tabs when the page provides its gr.Tabs, else by clicking the tab in the browser)."""
+    blocks = shared.blocks or Context.root_block
     if blocks is None:
         return
-    tabs = shared.get("tabs")
+    tabs = shared.tabs
     outputs = list(controls.values()) + ([tabs] if tabs is not None else [])
 
     def on_load(request: gr.Request):
         values = apply_deep_link(request)
         updates = [values.get(name, gr.skip()) for name in controls]
         if tabs is not None:
-            updates.append(gr.Tabs(selected=shared.get("stepper_tab_id", "stepper")) if "view" in values else gr.skip())
+            updates.append(gr.Tabs(selected=shared.stepper_tab_id) if "view" in values else gr.skip())
         return tuple(updates)
 
     blocks.load(on_load, None, outputs, api_name="step_deep_link", queue=False)

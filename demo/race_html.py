@@ -1,7 +1,8 @@
 """The race as HTML: generated text (speculative tokens coloured by origin), stats, legend, verdict.
 
-Every piece of model or user text is escaped. Token pieces come from race.Detokenizer, so they hold
-whole characters only. A token's origin is shown by colour AND by a mark that needs no colour:
+Every piece of model or user text is escaped, and a line break shows as a faint ↵ (text_html, the
+stepper's texts too). Token pieces come from the race's detokeniser, so they hold whole characters
+only. A token's origin is shown by colour AND by a mark that needs no colour:
 
     main        first token, from the prompt pass         plain
     draft       accepted draft token                      underlined, sky blue
@@ -15,11 +16,10 @@ from html import escape
 
 from demo import costs
 from demo.i18n import is_zh, t
+from demo.validate import ORIGINS
 
-ORIGINS = ("main", "draft", "correction", "bonus")
 
-
-def _text(piece):
+def text_html(piece):
     """Escaped text; each line break gets a faint ↵ so that newline-only tokens can be seen."""
     return escape(piece).replace("\n", '<span class="nl" aria-hidden="true">↵</span>\n')
 
@@ -43,13 +43,13 @@ def plain_text_html(run, lang="English"):
     """The plain run's text, escaped; a blinking cursor while it runs, ⏎ when it reached a stop token."""
     if not run.started:
         return waiting_html(lang)
-    return _text_box(_text(run.text), running=not run.ended, ended=run.ended, lang=lang)
+    return _text_box(text_html(run.text), running=not run.ended, ended=run.ended, lang=lang)
 
 
 def token_spans(pieces, origins, lang="English"):
     """One <span> per token with text, classed by origin (tokens that completed no character are skipped)."""
     titles = {o: escape(t(f"origin_{o}", lang)) for o in ORIGINS}
-    return "".join(f'<span class="tok tok-{o}" title="{titles.get(o, "")}">{_text(p)}</span>'
+    return "".join(f'<span class="tok tok-{o}" title="{titles.get(o, "")}">{text_html(p)}</span>'
                    for p, o in zip(pieces, origins) if p)
 
 
