@@ -7,6 +7,12 @@ import pytest
 gradio_client = pytest.importorskip("gradio_client")
 
 
+# /race's outputs, in order, by their components' labels (the third lane's come after the verdict, so
+# the summary stays last)
+RACE_OUTPUTS = ["status", "plain_stats", "plain_text", "speculative_stats", "speculative_text", "verdict",
+                "select_stats", "select_text", "summary"]
+
+
 @pytest.fixture(scope="module")
 def client(app_url):
     c = gradio_client.Client(app_url, verbose=False)
@@ -14,8 +20,23 @@ def client(app_url):
     c.close()
 
 
+def race(client, *args):
+    """/race's last update as {output label: value}, the labels read from the app's API description."""
+    endpoint = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/race"]
+    labels = [output["label"] for output in endpoint["returns"]]
+    out = client.predict(*args, api_name="/race")
+    assert len(labels) == len(out)
+    return dict(zip(labels, out))
+
+
+def test_race_api_outputs_are_named_and_the_summary_comes_last(client):
+    endpoint = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/race"]
+    assert [output["label"] for output in endpoint["returns"]] == RACE_OUTPUTS
+
+
 def test_race_api_returns_a_consistent_summary(client):
-    *streamed, summary = client.predict("In the beginning God created", 24, api_name="/race")
+    out = race(client, "In the beginning God created", 24)
+    summary = out["summary"]
     assert summary["model"] == "Embedded demo checkpoint"
     plain, spec = summary["plain"], summary["speculative"]
     assert summary["identical"] is True and plain["text"] == spec["text"] and plain["text"]
@@ -23,40 +44,41 @@ def test_race_api_returns_a_consistent_summary(client):
     assert spec["rounds"] >= 1 and 0 <= spec["hits"] <= spec["rounds"] * spec["k"]
     assert (spec["k"], spec["rollback"]) == (2, "select") and 0 <= spec["acceptance"] <= 1
     assert summary["speedup"] > 0 and plain["tok_s"] > 0 and spec["seconds"] > 0
-    assert "race-text" in streamed[2] and "tok-main" in streamed[4] and "verdict ok" in streamed[5]
-    assert len(streamed) == 8                               # ..., verdict, third lane's stats and text
+    assert "race-text" in out["plain_text"] and "tok-main" in out["speculative_text"] and "verdict ok" in out["verdict"]
+    assert "only with" in out["select_text"]                # one speculative lane: the third says it did not run
 
 
 def test_race_api_takes_every_setting(client):
-    *_, summary = client.predict("床前明月光，", 12, 3, "recompute", 0.0, 0, True, False, "Embedded demo checkpoint",
-                                 "中文", api_name="/race")
+    summary = race(client, "床前明月光，", 12, 3, "recompute", 0.0, 0, True, False, "Embedded demo checkpoint",
+                   "中文")["summary"]
     assert summary["identical"] is True and summary["raw"] is True
     assert (summary["speculative"]["k"], summary["speculative"]["rollback"]) == (3, "recompute")
 
 
 def test_race_api_compares_both_rollbacks_in_three_lanes(client):
-    out = client.predict("床前明月光，", 16, 2, "both", 0.0, 0, True, False, "Embedded demo checkpoint", "English",
-                         api_name="/race")
-    assert len(out) == 9                                    # ..., verdict, third lane's stats and text, summary
-    status, plain_stats, plain_text, spec_stats, spec_text, verdict, select_stats, select_text, summary = out
+    out = race(client, "床前明月光，", 16, 2, "both", 0.0, 0, True, False, "Embedded demo checkpoint", "English")
+    summary, verdict = out["summary"], out["verdict"]
     assert summary["identical"] is True and summary["rollback"] == "both"
     spec, third = summary["speculative"], summary["select"]
     assert (spec["rollback"], third["rollback"]) == ("recompute", "select")
     assert summary["plain"]["ids"] == spec["ids"] == third["ids"] and third["tokens"] >= 1
     assert third["speedup"] > 0 and third["predicted_speedup"] > 0 and third["costs"]["rollback"] == "select"
     assert "verdict ok" in verdict and "all 3 runs" in verdict and "select: " in verdict
-    assert "k = 2 · select" in select_stats and "tok-main" in select_text and "k = 2 · recompute" in spec_stats
-    *_, lane_off, single = client.predict("床前明月光，", 4, api_name="/race")
-    assert "select" not in single and "only with" in lane_off       # one speculative lane: the third says so
+    assert "k = 2 · select" in out["select_stats"] and "tok-main" in out["select_text"]
+    assert "k = 2 · recompute" in out["speculative_stats"]
+    single = race(client, "床前明月光，", 4)
+    assert "select" not in single["summary"] and "only with" in single["select_text"]   # one speculative lane
 
 
 def test_bad_input_gets_a_message_and_the_app_keeps_serving(client):
-    status, *_, summary = client.predict("   \x00 ", 8, api_name="/race")
-    assert summary == {"error": "The prompt is empty: type some text first."} and "empty" in status
-    *_, summary = client.predict("hi", -3, api_name="/race")              # clamped, and said so
-    assert summary["max_new_tokens"] == 1 and "outside 1–512" in " ".join(summary["notices"])
-    *_, summary = client.predict("<|im_end|> \x07ok", 8, api_name="/race")
-    assert summary["identical"] is True and summary["notices"]
+    out = race(client, "   \x00 ", 8)
+    assert out["summary"] == {"error": "The prompt is empty: type some text first."}
+    assert out["status"] == "The prompt is empty: type some text first."
+    summary = race(client, "hi", -3)["summary"]                         # clamped, and said so
+    assert summary["max_new_tokens"] == 1 and "max_new_tokens = -3 is outside 1–512; using 1." in summary["notices"]
+    summary = race(client, "<|im_end|> \x07ok", 8)["summary"]
+    assert summary["identical"] is True
+    assert "1 invisible or invalid character(s) were removed from the prompt." in summary["notices"]
 
 
 def test_a_lone_surrogate_sent_as_raw_json_is_removed(client):
@@ -68,10 +90,10 @@ def test_a_lone_surrogate_sent_as_raw_json_is_removed(client):
     event_id = json.load(urllib.request.urlopen(request, timeout=30))["event_id"]
     stream = urllib.request.urlopen(f"{base}/gradio_api/call/race/{event_id}", timeout=60).read().decode()
     final = [line for line in stream.splitlines() if line.startswith("data:")][-1]
-    summary = json.loads(final[5:])[-1]
+    summary = json.loads(final[5:])[RACE_OUTPUTS.index("summary")]
     assert summary["identical"] is True and "removed" in " ".join(summary["notices"])
 
 
 def test_unknown_models_are_refused(client):
-    *_, summary = client.predict("hi", 8, 2, "select", 0.0, 0, False, False, "/etc", api_name="/race")
+    summary = race(client, "hi", 8, 2, "select", 0.0, 0, False, False, "/etc")["summary"]
     assert "not one of the offered models" in summary["error"]

@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from demo import frame, models
+from demo import frame, models, settings
 from demo.i18n import LANGS, STRINGS, notice_text, t
 from demo.race import Detokenizer, Run, encode_prompt, prepare, race, summary, token_pieces, verdict
-from demo.render import legend_html, plain_text_html, spec_text_html, stats_html, verdict_html
+from demo.race_html import legend_html, plain_text_html, spec_text_html, stats_html, verdict_html
 from demo.validate import (RACE_ROLLBACKS, ROLLBACKS, InputError, Notice, clamp_number, clean_prompt, deep_link,
                            fit_prompt, lane_rollbacks, race_settings)
 
@@ -347,19 +347,44 @@ def test_an_unreachable_hub_is_one_plain_sentence_without_the_exception():
 @pytest.mark.parametrize("env, expected", [({}, 1), ({"CPU_CORES": "16"}, 2), ({"CPU_CORES": "x"}, 1),
                                            ({"QWEN_CONCURRENCY": "3", "CPU_CORES": "2"}, 3)])
 def test_compute_concurrency_follows_the_environment(env, expected):
-    assert models.compute_concurrency(env) == expected
+    assert settings.concurrency(env) == expected
 
 
-def test_notice_objects_survive_unknown_params():
-    assert notice_text(Notice("clamped", {}), "English")                  # missing params: no crash
+@pytest.mark.parametrize("read, env, value", [
+    (settings.max_seconds, {}, 120.0), (settings.max_seconds, {"QWEN_MAX_SECONDS": "30"}, 30.0),
+    (settings.max_seconds, {"QWEN_MAX_SECONDS": "nan"}, 120.0),
+    (settings.max_seconds, {"QWEN_MAX_SECONDS": "-1"}, 120.0),
+    (settings.max_prompt_tokens, {}, 2048), (settings.max_prompt_tokens, {"QWEN_MAX_PROMPT_TOKENS": "4"}, 16),
+    (settings.keep_models, {}, 2), (settings.keep_models, {"QWEN_KEEP_MODELS": "x"}, 2),
+    (settings.keep_models, {"QWEN_KEEP_MODELS": "1"}, 1), (settings.queue_size, {}, 16),
+    (settings.session_ttl, {"QWEN_SESSION_TTL": "60"}, 60.0), (settings.max_sessions, {}, 100),
+    (settings.max_request_bytes, {}, 16 * 2**20), (settings.max_request_bytes, {"QWEN_MAX_REQUEST_MB": "0.5"}, 2**19),
+    (settings.dtype_name, {}, None), (settings.dtype_name, {"QWEN_DTYPE": " BFloat16 "}, "bfloat16"),
+    (settings.dtype_name, {"QWEN_DTYPE": "fp8"}, None), (settings.compile_wanted, {}, True),
+    (settings.compile_wanted, {"QWEN_COMPILE": "off"}, False), (settings.default_model, {"QWEN_MODEL": " "}, None),
+    (settings.model_dirs, {"QWEN_MODEL_DIRS": os.pathsep.join(["a", " ", "b"])}, ["a", "b"]),
+])
+def test_each_setting_has_its_default_and_ignores_what_it_cannot_read(read, env, value):
+    assert read(env) == value
 
 
-@pytest.mark.parametrize("env, expected", [({"CPU_CORES": "3"}, 3), ({}, max(1, (os.cpu_count() or 1) - 1))])
-def test_torch_threads_follow_cpu_cores_else_leave_a_core_to_the_server(env, expected):
+def test_notices_read_as_sentences_whatever_params_they_carry():
+    clamped = {"name": "k", "value": 99, "lo": 1, "hi": 4, "used": 4}
+    assert notice_text(Notice("clamped", clamped), "English") == "k = 99 is outside 1–4; using 4."
+    assert notice_text(Notice("clamped", {**clamped, "unknown": "<b>"}), "中文") == "k = 99 超出范围 1–4，改用 4。"
+    assert notice_text(Notice("clamped", {"name": "k", "value": 99}), "English") == "k = 99 is outside ?–?; using ?."
+
+
+@pytest.mark.parametrize("env, machine, threads", [({"CPU_CORES": "3"}, 16, 3), ({}, 16, 15), ({}, 2, 1), ({}, 1, 1),
+                                                   ({"CPU_CORES": "0"}, 8, 7), ({"CPU_CORES": "x"}, 4, 3)])
+def test_torch_threads_follow_cpu_cores_else_leave_a_core_to_the_server(env, machine, threads):
+    assert settings.torch_threads(env, machine_cores=machine) == threads
+
+
+def test_configure_threads_sets_torch_from_cpu_cores():
     import torch
-    from demo.models import configure_threads
     before = torch.get_num_threads()
     try:
-        assert configure_threads(env) == expected
+        assert models.configure_threads({"CPU_CORES": "3"}) == 3 == torch.get_num_threads()
     finally:
         torch.set_num_threads(before)

@@ -14,7 +14,8 @@ import pytest
 
 gradio_client = pytest.importorskip("gradio_client")
 
-from demo import frame, models, serving, traceio  # noqa: E402
+from demo import frame, models, serving, settings, traceio  # noqa: E402
+from demo.stepper.ui import Session  # noqa: E402
 
 EMBEDDED = models.EMBEDDED_KEY
 PROMPTS = ["In the beginning God created", "床前明月光，", ":mod:`json` --- JSON encoder", "My favourite pizza is"]
@@ -84,7 +85,7 @@ def session_of(app, client):
 
 def stepper_run_of(app, client):
     state = session_of(app, client)
-    return next((v["run"] for v in state.state_data.values() if isinstance(v, dict) and v.get("run")), None)
+    return next((v.run for v in state.state_data.values() if isinstance(v, Session)), None)
 
 
 # --- bad input, through the API ----------------------------------------------------------------------------
@@ -168,7 +169,7 @@ def test_a_huge_prompt_is_cut_with_a_notice_and_never_exhausts_memory(app, clien
     *_, summary = client.predict(*race_args(prompt=huge, max_new=4), api_name="/race")
     assert summary["identical"] is True and "only the last" in " ".join(summary["notices"])
     assert "Recorded" in step_start(client, huge, max_new=4)[0]
-    assert len(stepper_run_of(app, client).prompt_ids) <= models.max_prompt_tokens()
+    assert len(stepper_run_of(app, client).prompt_ids) <= settings.max_prompt_tokens()
     assert time.perf_counter() - t0 < 30
 
 
@@ -179,7 +180,7 @@ def test_a_request_body_over_the_limit_is_refused_before_it_is_read(app_url, cli
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     conn.putrequest("POST", "/gradio_api/call/race")
     conn.putheader("Content-Type", "application/json")
-    conn.putheader("Content-Length", str(serving.max_request_bytes() + 1))      # announced, never sent
+    conn.putheader("Content-Length", str(settings.max_request_bytes() + 1))      # announced, never sent
     conn.endheaders(b'{"data": ["xxxx')
     response = conn.getresponse()
     assert response.status == 413 and "too large" in response.read().decode()
@@ -438,10 +439,10 @@ def test_idle_sessions_are_dropped_after_their_time_to_live(app, app_url, monkey
 
 def test_sessions_are_capped_and_the_queue_is_bounded(app):
     options = serving.launch_options()
-    assert options["state_session_capacity"] == serving.max_sessions() == 100
-    assert app.demo.state_session_capacity == serving.max_sessions()
-    assert app.demo._queue.max_size == models.queue_size()
-    assert serving.max_sessions({"QWEN_MAX_SESSIONS": "7"}) == 7 and serving.max_sessions({"QWEN_MAX_SESSIONS": "x"}) == 100
+    assert options["state_session_capacity"] == app.demo.state_session_capacity == 100
+    assert app.demo._queue.max_size == 16
+    assert settings.max_sessions({"QWEN_MAX_SESSIONS": "7"}) == 7
+    assert settings.max_sessions({"QWEN_MAX_SESSIONS": "x"}) == 100
 
 
 def test_the_queue_message_says_where_a_visitor_stands():

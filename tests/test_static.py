@@ -1,13 +1,17 @@
 """The page's CSS and JavaScript files (demo/static/): the CSS palette equals the Python one the plotly
 figures use, palette colours are written only there, every file the launch options name exists, and the
-CSS avoids what Gradio's re-serialisation of it would silently drop."""
+CSS avoids what Gradio's re-serialisation of it would silently drop. And the demo's source, read as text:
+one reader of the environment, the settings it reads all in the README, no module importing app.py."""
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
-from demo import theme
+from demo import settings, theme
 from demo.stepper import ui
+
+ROOT_DIR = Path(__file__).resolve().parent.parent
 
 CSS_FILES = list(theme.CSS_PATHS)
 APP_CSS = theme.STATIC / "app.css"
@@ -127,3 +131,30 @@ def test_event_scripts_are_one_function_expression(js):
     """Gradio runs an event's js as a function: the file holds the expression alone (no // comments)."""
     assert re.match(r"^\([\w.,\s]*\)\s*=>\s*\{", js) and js.rstrip().endswith("}")
     assert not re.search(r"(^|\s)//", js)
+
+
+# --- the demo's source ------------------------------------------------------------------------------------
+
+def source_files(*folders):
+    return [p for folder in folders for p in sorted((ROOT_DIR / folder).rglob("*.py"))]
+
+
+def test_only_demo_settings_reads_the_environment():
+    readers = [p.relative_to(ROOT_DIR).as_posix() for p in source_files("demo") + [ROOT_DIR / "app.py"]
+               if re.search(r"os\.environ|getenv\(", p.read_text(encoding="utf-8"))]
+    assert readers == ["demo/settings.py"]
+
+
+def test_the_readme_lists_every_setting_the_demo_reads():
+    readme = (ROOT_DIR / "README.md").read_text(encoding="utf-8")
+    paragraph = readme[readme.index("Settings (environment)"):]
+    paragraph = paragraph[:paragraph.index("\n\n")]
+    assert [s.name for s in settings.SETTINGS if f"`{s.name}`" not in paragraph] == []
+    read = set(re.findall(r'"((?:QWEN|CPU)_[A-Z_]+)"', (ROOT_DIR / "demo" / "settings.py").read_text(encoding="utf-8")))
+    assert read <= {s.name for s in settings.SETTINGS}                  # nothing read that the list leaves out
+
+
+def test_no_module_outside_the_tests_imports_app():
+    importers = [p.relative_to(ROOT_DIR).as_posix() for p in source_files("demo", "qwen")
+                 if re.search(r"^\s*(import app\b|from app import)", p.read_text(encoding="utf-8"), re.M)]
+    assert importers == []

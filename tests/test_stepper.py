@@ -37,7 +37,7 @@ def test_steps_are_prefill_then_guess_verify_accept_per_round(rand):
         step = stepper.next_step(run, step)
     assert step == 5 and stepper.prev_step(run, step) == 4
     assert stepper.prev_step(run, 0) == 0
-    assert stepper_ui.moved({"run": run, "step": 5, "proof": None}, "reset")["step"] == 0
+    assert stepper_ui.moved(stepper_ui.Session(run, step=5), "reset").step == 0
 
 
 def test_next_at_the_end_stays_and_says_done(rand):
@@ -54,8 +54,9 @@ def test_next_at_the_end_stays_and_says_done(rand):
 def test_a_one_token_run_is_just_the_prefill(rand):
     run = record(rand, k=2, max_new_tokens=1)
     assert len(run.records) == 1 and stepper.n_steps(run) == 1 and stepper.at_end(run, 0)
-    out = stepper_ui.render({"run": run, "step": 0, "proof": None}, "English")
-    assert 'data-phase="prefill"' in out[0] and 'data-done="true"' in out[0] and out[10] is not None
+    out = dict(zip(stepper_ui.VIEW, stepper_ui.render(stepper_ui.Session(run), "English")))
+    assert 'data-phase="prefill"' in out["heading"] and 'data-done="true"' in out["heading"]
+    assert out["whatif"] is not None
 
 
 def test_tokens_appear_only_at_the_accept_phase(rand):
@@ -119,15 +120,15 @@ def test_render_every_step_without_touching_the_model(rand):
         raise AssertionError("stepping must not run the model")
     model.forward = model.hidden = refuse                      # Prev/Next read the recorded trace only
     try:
-        session = {"run": run, "step": 0, "proof": None}
+        session = stepper_ui.Session(run)
         phases = []
         for _ in range(stepper.n_steps(run) + 1):
             out = stepper_ui.render(session, "中文", dark=True)
-            assert len(out) == 12 and out[5] is not None
-            phases.append(stepper.where(run, session["step"])[1])
+            assert len(out) == len(stepper_ui.VIEW) and dict(zip(stepper_ui.VIEW, out))["memory"] is not None
+            phases.append(stepper.where(run, session.step)[1])
             session = stepper_ui.moved(session, "next")
         assert phases[:4] == ["prefill", "guess", "verify", "accept"]
-        assert "验证" in stepper_ui.render({**session, "step": 2}, "中文")[0]
+        assert "验证" in stepper_ui.render(stepper_ui.Session(run, step=2), "中文")[0]
     finally:
         del model.forward, model.hidden
 
