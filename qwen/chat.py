@@ -43,12 +43,43 @@ from jinja2.exceptions import TemplateSyntaxError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 SPECIAL_STOPS = ("<|im_end|>", "<|endoftext|>")
-# Fallback for folders without a chat template: the Qwen form (ChatML with an optional think block).
-QWEN_TEMPLATE = (
-    "{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' -}}{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}"
-    "{%- endif -%}{%- endif -%}")
+# The Qwen form of chat template (ChatML turns, a think block, no tools): the embedded checkpoint's, which the training
+# pipeline writes into tokenizer_config.json (qwen/train/bpe.py), and the fallback for folders without a template.
+# The assistant turns after the last user message carry a think block (empty when there is no reasoning); earlier
+# ones are plain. The generation prompt opens the assistant turn with "<think>\n", or with an empty think block
+# when enable_thinking is false.
+QWEN_TEMPLATE = r"""{%- set ns = namespace(last_query_index=-1) -%}
+{%- for message in messages -%}
+    {%- if message.role == 'user' -%}{%- set ns.last_query_index = loop.index0 -%}{%- endif -%}
+{%- endfor -%}
+{%- for message in messages -%}
+    {%- set content = message.content if message.content is string else '' -%}
+    {%- if message.role == 'assistant' -%}
+        {%- set reasoning_content = '' -%}
+        {%- if message.reasoning_content is string -%}
+            {%- set reasoning_content = message.reasoning_content -%}
+        {%- elif '</think>' in content -%}
+            {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') -%}
+            {%- set content = content.split('</think>')[-1].lstrip('\n') -%}
+        {%- endif -%}
+        {%- if loop.index0 > ns.last_query_index -%}
+            {{- '<|im_start|>assistant\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') -}}
+        {%- else -%}
+            {{- '<|im_start|>assistant\n' + content -}}
+        {%- endif -%}
+        {{- '<|im_end|>\n' -}}
+    {%- else -%}
+        {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>\n' -}}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\n' -}}
+    {%- if enable_thinking is defined and enable_thinking is false -%}
+        {{- '<think>\n\n</think>\n\n' -}}
+    {%- else -%}
+        {{- '<think>\n' -}}
+    {%- endif -%}
+{%- endif -%}"""
 # The tokenizer's named special tokens, which templates read as variables ("{{ bos_token }}").
 NAMED_SPECIALS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # Names a message's reasoning comes under; templates read "reasoning_content" (gpt-oss style ones "thinking").

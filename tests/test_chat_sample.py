@@ -1,5 +1,6 @@
 """Tokenizer, chat template and sampling."""
 import os
+import shutil
 
 import pytest
 import torch
@@ -37,6 +38,15 @@ def test_template_renders_like_the_reference_apply_chat_template(chat, thinking)
     assert chat.build_prompt(plain, enable_thinking=thinking) == want
     assert chat.encode_chat(plain, enable_thinking=thinking)[0].tolist() == \
         ref.apply_chat_template(plain, tokenize=True, add_generation_prompt=True, return_dict=False, **extra)
+
+
+def test_a_folder_without_a_template_renders_like_the_embedded_checkpoint(chat, tmp_path):
+    shutil.copy(os.path.join(ASSETS, "tokenizer.json"), tmp_path)
+    bare = Chat(None, str(tmp_path))
+    assert not bare.has_template and chat.has_template and bare.supports_thinking
+    for thinking in (None, False, True):
+        assert bare.encode_chat(MESSAGES, enable_thinking=thinking)[0].tolist() == \
+            chat.encode_chat(MESSAGES, enable_thinking=thinking)[0].tolist()
 
 
 def test_stop_ids_include_im_end(chat):

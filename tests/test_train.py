@@ -1,13 +1,14 @@
-"""The training script on a tiny random config: the loss goes down and a saved checkpoint reloads exactly."""
+"""The training loop on a tiny random config: both losses go down and the exported checkpoint reloads exactly."""
 import os
 
 import torch
 
-from qwen.cache import State
+from qwen.cache import AttentionState, State
 from qwen.chat import Chat
 from qwen.model import Model
 from qwen.mtp import MTP
-from qwen.train import demo_config, export, init_weights, losses
+from qwen.train.export import export_checkpoint
+from qwen.train.loop import demo_config, init_weights, main_and_mtp_losses
 
 ASSETS = os.path.join(os.path.dirname(__file__), "..", "assets")
 
@@ -27,7 +28,7 @@ def test_a_few_training_steps_lower_both_losses_and_the_export_reloads_identical
     batch = torch.randint(0, 50, (4, 33), generator=g)           # a small repeated batch: it must be learnt
     first = None
     for _ in range(25):
-        main, draft = losses(model, head, batch)
+        main, draft = main_and_mtp_losses(model, head, batch)
         first = first or (main.item(), draft.item())
         opt.zero_grad()
         (main + 0.5 * draft).backward()
@@ -38,7 +39,7 @@ def test_a_few_training_steps_lower_both_losses_and_the_export_reloads_identical
     with torch.no_grad():                                        # bfloat16 on disk: compare with rounded weights
         for p in params:
             p.copy_(p.to(torch.bfloat16).float())
-    export(model, head, ASSETS, str(tmp_path / "ck"), {"steps": 25})
+    export_checkpoint(model, head, ASSETS, str(tmp_path / "ck"), {"steps": 25})
     again = Model.from_pretrained(str(tmp_path / "ck"))
     again_head = MTP.from_pretrained(again.cfg, str(tmp_path / "ck"))
     ids = batch[:1, :20]
@@ -46,5 +47,4 @@ def test_a_few_training_steps_lower_both_losses_and_the_export_reloads_identical
         assert torch.equal(model(ids, State(model)), again(ids, State(again)))
         h = model.hidden(ids, State(model))
         emb = model.embed_tokens(ids)
-        from qwen.cache import AttentionState
         assert torch.equal(head(emb, h, 0, AttentionState()), again_head(emb, h, 0, AttentionState()))
