@@ -1,9 +1,10 @@
 """Chat templates token for token: our encode_chat against transformers' apply_chat_template.
 
-Two templates: the embedded checkpoint's, and one written here in the style of the Qwen3.5 family's (a
-render_content macro, |trim, a namespace, startswith('<tool_response>'), think blocks cut out of earlier replies,
-tools, system + developer merged, enable_thinking). Both run on the embedded tokenizer files; the family one also
-gets the family's non-special added tokens (<tool_call>, <tool_response>, ...). No network.
+Two templates: the embedded checkpoint's own (read from its tokenizer_config.json by both sides), and one written
+here in the style and layout of the Qwen3.5 family's hub templates (a render_content macro, |trim, a namespace,
+startswith('<tool_response>'), think blocks cut out of earlier replies, tools, system + developer merged,
+enable_thinking). Both run on the embedded tokenizer files; the family one also gets the family's non-special added
+tokens (<tool_call>, <tool_response>, ...). No network.
 """
 import os
 
@@ -14,92 +15,105 @@ from qwen.chat import Chat, TemplateRefused, markup_spans
 ASSETS = os.path.join(os.path.dirname(__file__), "..", "assets")
 
 FAMILY_TEMPLATE = r"""
-{%- macro render_content(content) -%}
-    {%- if content is string -%}
-        {{- content -}}
-    {%- elif content is iterable and content is not mapping -%}
-        {%- for part in content -%}
-            {%- if part.type == 'text' -%}
-                {{- part.text -}}
-            {%- else -%}
-                {{- raise_exception('this test template renders text parts only, not ' ~ part.type) -}}
-            {%- endif -%}
-        {%- endfor -%}
-    {%- endif -%}
-{%- endmacro -%}
-{%- set ns = namespace(system='', first=0, multi_step_tool=true, last_query_index=messages|length - 1) -%}
-{%- for message in messages -%}
-    {%- if loop.index0 == ns.first and message.role in ('system', 'developer') -%}
-        {%- set ns.system = (ns.system ~ '\n\n' if ns.system else '') ~ render_content(message.content)|trim -%}
-        {%- set ns.first = loop.index0 + 1 -%}
-    {%- endif -%}
-{%- endfor -%}
-{%- if tools -%}
-    {{- '<|im_start|>system\n' -}}
-    {%- if ns.system -%}{{- ns.system + '\n\n' -}}{%- endif -%}
-    {{- '# Tools\n\nYou may call these functions:\n<tools>' -}}
-    {%- for tool in tools -%}{{- '\n' ~ tool|tojson -}}{%- endfor -%}
-    {{- '\n</tools>\n\nCall one as <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call><|im_end|>\n' -}}
-{%- elif ns.system -%}
-    {{- '<|im_start|>system\n' + ns.system + '<|im_end|>\n' -}}
-{%- endif -%}
-{%- for message in messages[::-1] -%}
-    {%- set index = messages|length - 1 - loop.index0 -%}
-    {%- if ns.multi_step_tool and message.role == 'user' -%}
-        {%- set content = render_content(message.content)|trim -%}
-        {%- if not (content.startswith('<tool_response>') and content.endswith('</tool_response>')) -%}
-            {%- set ns.multi_step_tool = false -%}
-            {%- set ns.last_query_index = index -%}
-        {%- endif -%}
-    {%- endif -%}
-{%- endfor -%}
-{%- if ns.multi_step_tool -%}
-    {{- raise_exception('No user query found in messages.') -}}
-{%- endif -%}
-{%- for message in messages[ns.first:] -%}
-    {%- set index = ns.first + loop.index0 -%}
-    {%- set content = render_content(message.content)|trim -%}
-    {%- if message.role in ('system', 'developer') -%}
-        {{- raise_exception('System message must be at the beginning.') -}}
-    {%- elif message.role == 'user' -%}
-        {{- '<|im_start|>user\n' + content + '<|im_end|>\n' -}}
-    {%- elif message.role == 'assistant' -%}
-        {%- set reasoning = '' -%}
-        {%- if message.reasoning_content is string -%}
-            {%- set reasoning = message.reasoning_content -%}
-        {%- elif '</think>' in content -%}
-            {%- set reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') -%}
-            {%- set content = content.split('</think>')[-1].lstrip('\n') -%}
-        {%- endif -%}
-        {%- if index > ns.last_query_index -%}
-            {{- '<|im_start|>assistant\n<think>\n' + reasoning|trim + '\n</think>\n\n' + content -}}
-        {%- else -%}
-            {{- '<|im_start|>assistant\n' + content -}}
-        {%- endif -%}
-        {%- for call in message.tool_calls or [] -%}
-            {%- set call = call.function if call.function is defined else call -%}
-            {%- if content or not loop.first -%}{{- '\n' -}}{%- endif -%}
-            {{- '<tool_call>\n{"name": "' + call.name + '", "arguments": ' -}}
-            {{- call.arguments if call.arguments is string else call.arguments|tojson -}}
-            {{- '}\n</tool_call>' -}}
-        {%- endfor -%}
-        {{- '<|im_end|>\n' -}}
-    {%- elif message.role == 'tool' -%}
-        {%- if loop.first or messages[index - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}
-        {{- '\n<tool_response>\n' + content + '\n</tool_response>' -}}
-        {%- if loop.last or messages[index + 1].role != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}
-    {%- else -%}
-        {{- raise_exception('Unexpected message role: ' ~ message.role) -}}
-    {%- endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|im_start|>assistant\n' -}}
-    {%- if enable_thinking is defined and enable_thinking is false -%}
-        {{- '<think>\n\n</think>\n\n' -}}
-    {%- else -%}
-        {{- '<think>\n' -}}
-    {%- endif -%}
-{%- endif -%}
+{%- macro render_content(content) %}
+    {%- if content is string %}
+        {{- content }}
+    {%- elif content is iterable and content is not mapping %}
+        {%- for part in content %}
+            {%- if part.type == 'text' %}
+                {{- part.text }}
+            {%- else %}
+                {{- raise_exception('this test template renders text parts only, not ' ~ part.type) }}
+            {%- endif %}
+        {%- endfor %}
+    {%- endif %}
+{%- endmacro %}
+{%- set ns = namespace(system='', first=0, multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages %}
+    {%- if loop.index0 == ns.first and message.role in ('system', 'developer') %}
+        {%- set ns.system = (ns.system ~ '\n\n' if ns.system else '') ~ render_content(message.content)|trim %}
+        {%- set ns.first = loop.index0 + 1 %}
+    {%- endif %}
+{%- endfor %}
+{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if ns.system %}
+        {{- ns.system + '\n\n' }}
+    {%- endif %}
+    {{- '# Tools\n\nYou may call these functions:\n<tools>' }}
+    {%- for tool in tools %}
+        {{- '\n' ~ tool|tojson }}
+    {%- endfor %}
+    {{- '\n</tools>\n\nCall one as <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call><|im_end|>\n' }}
+{%- elif ns.system %}
+    {{- '<|im_start|>system\n' + ns.system + '<|im_end|>\n' }}
+{%- endif %}
+{%- for message in messages[::-1] %}
+    {%- set index = messages|length - 1 - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == 'user' %}
+        {%- set content = render_content(message.content)|trim %}
+        {%- if not (content.startswith('<tool_response>') and content.endswith('</tool_response>')) %}
+            {%- set ns.multi_step_tool = false %}
+            {%- set ns.last_query_index = index %}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if ns.multi_step_tool %}
+    {{- raise_exception('No user query found in messages.') }}
+{%- endif %}
+{%- for message in messages[ns.first:] %}
+    {%- set index = ns.first + loop.index0 %}
+    {%- set content = render_content(message.content)|trim %}
+    {%- if message.role in ('system', 'developer') %}
+        {{- raise_exception('System message must be at the beginning.') }}
+    {%- elif message.role == 'user' %}
+        {{- '<|im_start|>user\n' + content + '<|im_end|>\n' }}
+    {%- elif message.role == 'assistant' %}
+        {%- set reasoning = '' %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in content %}
+                {%- set reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+                {%- set content = content.split('</think>')[-1].lstrip('\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- set reasoning = reasoning|trim %}
+        {%- if index > ns.last_query_index %}
+            {{- '<|im_start|>assistant\n<think>\n' + reasoning + '\n</think>\n\n' + content }}
+        {%- else %}
+            {{- '<|im_start|>assistant\n' + content }}
+        {%- endif %}
+        {%- for call in message.tool_calls or [] %}
+            {%- set call = call.function if call.function is defined else call %}
+            {%- if content or not loop.first %}
+                {{- '\n' }}
+            {%- endif %}
+            {{- '<tool_call>\n{"name": "' + call.name + '", "arguments": ' }}
+            {{- call.arguments if call.arguments is string else call.arguments|tojson }}
+            {{- '}\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == 'tool' %}
+        {%- if loop.first or messages[index - 1].role != 'tool' %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' + content + '\n</tool_response>' }}
+        {%- if loop.last or messages[index + 1].role != 'tool' %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- else %}
+        {{- raise_exception('Unexpected message role: ' ~ message.role) }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\n\n</think>\n\n' }}
+    {%- else %}
+        {{- '<think>\n' }}
+    {%- endif %}
+{%- endif %}
 """
 FAMILY_TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")   # added, not special
 
