@@ -147,11 +147,6 @@ def accept_drafts(main_logits, drafts, draft_probs, temperature=0, top_k=None, t
 
 
 
-def forward_hidden(model, ids, state):
-    """model(ids, state), also returning the last-layer output the head reads. -> (logits, hidden)"""
-    return model.forward_hidden(ids, state)
-
-
 @dataclass
 class Guess:
     """The head's guess for one position: the token, its distribution q over the whole vocabulary
@@ -261,7 +256,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
                         top_k=None, top_p=None, generator=None, trace=None):
     """Speculative decoding with the MTP head (batch 1). Yields, after prefill and after each round,
     (new tokens with their origins [(id, "main"|"draft"|"correction"|"bonus")], rounds, hits).
-    `trace`: a list (or callable) that receives one plain-data record per round (see qwen.trace)."""
+    `trace`: a qwen.trace.Trace that receives one plain-data record per round."""
     from qwen import trace as tr                                       # recording lives beside, not inside
     if rollback not in ROLLBACKS:
         raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
@@ -269,11 +264,10 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
     check_prompt(model, ids)
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
-    record = tr.recorder(trace)
     capacity = ids.shape[1] + max_new_tokens + k + 1                      # allocated once: nothing grows
     state, head_cache = State(model, capacity), AttentionState()
     head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
-    clock = Clock() if record else NoClock()
+    clock = Clock() if trace is not None else NoClock()
     hidden = model.hidden(ids, state)                                      # (1, T, H) prefill
     logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
     clock.lap("prefill")
@@ -281,15 +275,14 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     nxt = torch.cat([ids[:, 1:], torch.tensor([[tok]], device=ids.device)], dim=1)
     first = guess(mtp, model, hidden, nxt, 0, head_cache, sampling)
     clock.lap("draft")
-    if record:
-        record(tr.prefill_record(state, head_cache, ids, tok, first, clock.seconds, record.watch))
+    if trace is not None:
+        trace.add(tr.prefill_record(ids, tok, first, clock.seconds, trace.view(state, head_cache)))
     out, rounds, hits = [tok], 0, 0
     yield [(tok, "main")], rounds, hits
     while len(out) < max_new_tokens and out[-1] not in stop:
-        views = {"before": tr.state_view(state, head_cache, record.watch)} if record else {}
-        clock = Clock() if record else clock
-        watch = (lambda phase: views.update({phase: tr.state_view(state, head_cache, record.watch)})) \
-            if record else None
+        views = {"before": trace.view(state, head_cache)} if trace is not None else {}
+        clock = Clock() if trace is not None else clock
+        watch = (lambda phase: views.update({phase: trace.view(state, head_cache)})) if trace is not None else None
         r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)
         rounds = rounds + 1
         emitted = [(d, "draft") for d in r.drafts[:r.accepted]] + \
@@ -304,9 +297,9 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
                 break
         hits += sum(origin == "draft" for _, origin in emit)     # accepted drafts past the budget don't count
         tok, first = r.next_token, r.next_guess
-        if record:
-            views["after"] = tr.state_view(state, head_cache, record.watch)
-            record(tr.round_record(rounds, r, emit, rollback, views))
+        if trace is not None:
+            views["after"] = trace.view(state, head_cache)
+            trace.add(tr.round_record(rounds, r, emit, rollback, views))
         yield emit, rounds, hits
 
 

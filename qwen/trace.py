@@ -1,7 +1,7 @@
 """What one speculative round did, as plain data (lists, numbers, strings: JSON-ready, no tensors).
 
-generate_mtp(..., trace=t) hands one record per round to `t` (a list, a callable, or a `Trace`,
-which also says which DeltaNet layer and head to watch). Round 0 is the prefill. A round record:
+generate_mtp(..., trace=Trace()) adds one record per round to the trace, which also says which DeltaNet
+layer and head to watch. Round 0 is the prefill. A round record:
 
     round, pos                 round number; position of the token the round starts from
     draft     [{token, prob, top: [[id, prob], ...]}]          the head's k guesses
@@ -22,28 +22,24 @@ GRID = 24         # memory matrices and conv windows are averaged down to at mos
 
 
 class Trace(list):
-    """A list of round records that also names the DeltaNet layer (index among DeltaNet layers) and
-    value head whose memory is recorded."""
+    """The round records of one run, in order, and what to record: the DeltaNet layer (index among
+    DeltaNet layers) and value head whose memory is watched, and at most how many rounds to keep
+    (a very long run keeps its first ones).
+
+        trace = Trace(watch_layer=0, watch_head=0)
+        generate_mtp(model, head, ids, 64, k=2, trace=trace)      # trace[0] is the prefill"""
 
     def __init__(self, watch_layer=0, watch_head=0, max_rounds=None):
         super().__init__()
         self.watch_layer, self.watch_head, self.max_rounds = watch_layer, watch_head, max_rounds
 
+    def add(self, record):
+        if self.max_rounds is None or len(self) <= self.max_rounds:
+            self.append(record)
 
-def recorder(trace):
-    """A function that stores one record, or None when no trace was asked for."""
-    if trace is None:
-        return None
-    watch = (getattr(trace, "watch_layer", 0), getattr(trace, "watch_head", 0))
-    limit = getattr(trace, "max_rounds", None)
-    store = trace.append if hasattr(trace, "append") else trace
-
-    def record(rec):
-        if limit is not None and hasattr(trace, "__len__") and len(trace) > limit:
-            return                                     # bounded: a very long run keeps its first rounds
-        store(rec)
-    record.watch = watch
-    return record
+    def view(self, state, head_cache):
+        """The live state, as a record shows it (state_view), watching this trace's layer and head."""
+        return state_view(state, head_cache, (self.watch_layer, self.watch_head))
 
 
 def _grid(x):
@@ -90,12 +86,12 @@ def _draft_entry(guess):
     return {"token": int(guess.token), "prob": round(prob, 5), "top": _top(probs, cols)}
 
 
-def prefill_record(state, head_cache, ids, tok, first, seconds, watch=(0, 0)):
-    """Round 0: the prompt's pass, its token, and the head's first guess."""
+def prefill_record(ids, tok, first, seconds, after):
+    """Round 0: the prompt's pass, its token, and the head's first guess. after: state_view() after it."""
     return {"round": 0, "kind": "prefill", "pos": 0, "prompt_tokens": ids.shape[1],
             "emitted": [{"token": int(tok), "origin": "main"}], "next_draft": _draft_entry(first),
             "seconds": {"prefill": seconds["prefill"], "draft": seconds["draft"]},
-            "states": {"after": state_view(state, head_cache, watch)}}
+            "states": {"after": after}}
 
 
 def round_record(n_round, r, emitted, rollback, views):
