@@ -3,8 +3,9 @@
 Eager PyTorch pays twice per decoding step: Python and dispatch for every small operation, and, on
 CPUs without native bfloat16, a matmul with 2-5 rows that costs 2-3x one row (the BLAS packs the
 weight matrix on every call), so verifying k+1 tokens is not free. A compiled step fixes both: one
-fused program per shape (weights packed once, "freezing", would also stream each weight a single
-time for all rows, but costs a copy of the weights per graph; see _compile).
+fused program per shape, with the weights frozen into it (packed once, so a pass of T rows streams
+each weight a single time). Freezing costs a packed copy of the weights per graph, so it is chosen
+only where those copies fit in memory (freeze_fits); elsewhere the graphs take the weights as inputs.
 
 Compiling needs static shapes, which cache.py provides: every state buffer keeps its shape and is
 written in place; positions are a tensor; the KV capacity is one dynamic dimension. Then each of
@@ -17,8 +18,8 @@ compiles once per T and is reused for every position. Prefill (long T) stays eag
     compile_model(model, ks=(2,)); compile_head(head, ks=(2,))    # lazy: compiles on first use
     report = warm_up(model, head, ks=(2,))                        # compile now, time it, keep if faster
 
-On CPU: inductor (max-autotune GEMMs for models of hidden size >= 1024); on CUDA:
-CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
+On CPU: inductor (frozen where it fits; max-autotune GEMMs for models of hidden size >= 1024); on
+CUDA: CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
 stays eager and the reason is kept in `model.compiled.status`.
 """
 import logging
@@ -179,7 +180,9 @@ def _freeze_choice(freeze, modules, graphs, device):
         return bool(freeze), "as asked"
     if torch.device(device).type == "cuda":
         return False, "CUDA graphs instead"
-    return freeze_fits(modules, graphs)
+    fits, why = freeze_fits(modules, graphs)
+    log.info("%s the weights: %s", "freezing" if fits else "not freezing", why)
+    return fits, why
 
 
 def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
