@@ -30,6 +30,8 @@ import time
 
 import torch
 
+from qwen import settings
+
 log = logging.getLogger("qwen.compile")
 
 
@@ -38,7 +40,7 @@ def cache_dir():
     $QWEN_COMPILE_CACHE, else under ~/.cache/qwen-mtp/inductor.
     subtle: inductor's cache is not keyed by the vector ISA; kernels built for AVX-512 and loaded by a
     process running at AVX2 (ATEN_CPU_CAPABILITY, or a cache copied to another host) compute garbage."""
-    root = os.environ.get("QWEN_COMPILE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen-mtp",
+    root = settings.read("QWEN_COMPILE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen-mtp",
                                                                  "inductor")
     return os.path.join(root, "cpu-" + torch.backends.cpu.get_cpu_capability().lower())
 
@@ -60,7 +62,7 @@ def compiler_missing(device="cpu"):
     """Why compiling cannot work here, or None. (Inductor builds C++ on CPU, Triton kernels on CUDA.)"""
     if torch.device(device).type == "cuda":
         return None
-    if not (os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+    if not (settings.read("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
         return "no C++ compiler (install g++)"
     return None
 
@@ -140,7 +142,7 @@ def freeze_fits(modules, graphs, available=None):
 
 
 def _compile(fn, device, autotune=True, freeze=False):
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache_dir())
+    settings.default_for_others("TORCHINDUCTOR_CACHE_DIR", cache_dir())
     # one graph per (T, keep-step-states): up to 2 per draft length, well within this limit
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
     # subtle: T must stay static (one graph per T, the delta rule unrolled), so no dimension turns
@@ -188,30 +190,26 @@ def _freeze_choice(freeze, modules, graphs, device):
 def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
     """Prepare compiled main-model steps (compiled on first use). freeze=None freezes the weights
     when a copy per graph fits in memory (freeze_fits). -> CompiledSteps"""
-    device = model.embed_tokens.weight.device
-    autotune = model.cfg.hidden_size >= AUTOTUNE_HIDDEN
-    variants = variants_for(ks, rollbacks)[0]
-    freeze, why = _freeze_choice(freeze, [model], len(variants), device)
-    model.compiled = CompiledSteps(_compile(model.step, device, autotune, freeze), variants)
-    model.compiled.frozen, model.compiled.freeze_reason = freeze, why
-    missing = compiler_missing(device)
-    if missing:
-        model.compiled.disable(missing)
+    model.compiled = _prepare(model, model.step, variants_for(ks, rollbacks)[0], freeze)
     return model.compiled
 
 
 def compile_head(head, ks=(2,), freeze=None):
     """Prepare compiled MTP head passes for T = 1 and 1+k. -> CompiledSteps"""
-    device = head.fc.weight.device
-    autotune = head.cfg.hidden_size >= AUTOTUNE_HIDDEN
-    variants = {(T, False) for T in variants_for(ks)[1]}
-    freeze, why = _freeze_choice(freeze, [head], len(variants), device)
-    head.compiled = CompiledSteps(_compile(head.run, device, autotune, freeze), variants)
-    head.compiled.frozen, head.compiled.freeze_reason = freeze, why
+    head.compiled = _prepare(head, head.run, {(T, False) for T in variants_for(ks)[1]}, freeze)
+    return head.compiled
+
+
+def _prepare(module, fn, variants, freeze):
+    device = next(module.parameters()).device
+    autotune = module.cfg.hidden_size >= AUTOTUNE_HIDDEN
+    freeze, why = _freeze_choice(freeze, [module], len(variants), device)
+    steps = CompiledSteps(_compile(fn, device, autotune, freeze), variants)
+    steps.frozen, steps.freeze_reason = freeze, why
     missing = compiler_missing(device)
     if missing:
-        head.compiled.disable(missing)
-    return head.compiled
+        steps.disable(missing)
+    return steps
 
 
 def _time(fn, repeats=5):
@@ -274,6 +272,12 @@ def _warm_up(model, head, parts, report, context, keep_if_faster):
         report.update(status=model.compiled.status, seconds=time.perf_counter() - t0)
         return report
     report["seconds"] = time.perf_counter() - t0
+    wrong = _disagreement(model, head, ids)
+    if wrong:                                   # a miscompiled step must never reach a user
+        for part in parts:
+            part.compiled.disable(f"the compiled {wrong} disagrees with eager")
+        report["status"] = model.compiled.status
+        return report
     state = State(model)
     model.hidden(ids, state)
 
@@ -293,3 +297,48 @@ def _warm_up(model, head, parts, report, context, keep_if_faster):
     log.info("warm-up: %s in %.1f s, decode step %.2fx eager", report["status"], report["seconds"],
              report["step_speedup"])
     return report
+
+
+def _disagreement(model, head, ids):
+    """Run every compiled pass and its eager twin on the same inputs and state; -> which pass differs
+    by more than rounding (e.g. "verify of 3 tokens (max |logit difference| 4.1)"), or None.
+    (Inductor has shipped CPU kernels that computed garbage; this is cheap insurance.)"""
+    from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_state
+    context = ids.shape[1]
+    tolerance = 1e-3 if model.embed_tokens.weight.dtype == torch.float32 else 5e-2    # relative to max |logit|
+
+    def differs(a, b):
+        a, b = a.float(), b.float()
+        gap = (a - b).abs().max()
+        return gap if not gap <= tolerance * a.abs().max() + 1e-4 else None       # NaN counts as different
+
+    state = State(model)
+    hidden = model.hidden(ids, state)                                                  # (1, context, H)
+    snap = snapshot_state(state)
+    for T, keep in sorted(model.compiled.variants):
+        outs = []
+        for compiled in (False, True):
+            restore_state(state, snap)
+            keep_step_states(state, T, on=keep)
+            model.compiled.enabled = compiled
+            outs.append(model.forward(ids[:, :T], state))                            # (1, T, V)
+        keep_step_states(state, T, on=False)
+        model.compiled.enabled = True
+        gap = differs(*outs)
+        if gap is not None:
+            return f"{'decode step' if T == 1 else f'verify of {T} tokens'} (max |logit difference| {float(gap):.3g})"
+    if head is None:
+        return None
+    emb = model.embed_tokens(ids)
+    for T, _ in sorted(head.compiled.variants):
+        cache, outs = AttentionState(), []
+        head(emb, hidden, 0, cache)                                                    # eager (T = context)
+        for compiled in (False, True):
+            cache.truncate(context)
+            head.compiled.enabled = compiled
+            outs.append(head(emb[:, :T], hidden[:, :T], context, cache))            # (1, T, H)
+        head.compiled.enabled = True
+        gap = differs(*outs)
+        if gap is not None:
+            return f"draft head pass of {T} tokens (max |difference| {float(gap):.3g})"
+    return None

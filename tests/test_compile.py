@@ -138,6 +138,24 @@ def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
 
+def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
+    """A compiler that runs but computes wrong logits (as inductor's AVX2 kernels did on this project's
+    machines) must leave the model eager, saying why, and generation exact."""
+    def wrong_compiler(fn, device, autotune, freeze=False):
+        def compiled(*args):
+            out = fn(*args)
+            return (out[0] + 0.5 * out[0].abs().max(), out[1]) if isinstance(out, tuple) else out
+        return compiled
+    monkeypatch.setattr(qc, "_compile", wrong_compiler)
+    model, head = random_pair("small", seed=17)
+    eager, _ = random_pair("small", seed=17)
+    report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
+    assert report["status"].startswith("eager: the compiled decode step (max |logit difference|"), report
+    assert not model.compiled.enabled and not head.compiled.enabled
+    ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
+    assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
+
+
 def test_a_compile_failure_during_generation_falls_back_to_eager(monkeypatch):
     monkeypatch.setattr(qc, "_compile", crashing_compiler("simulated failure on first use"))
     model, head = random_pair("small", seed=13)

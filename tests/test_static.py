@@ -145,6 +145,13 @@ def test_only_demo_settings_reads_the_environment():
     assert readers == ["demo/settings.py"]
 
 
+def test_the_engine_reads_the_environment_in_one_place_too():
+    """qwen/settings.py, plus bench.py, which only copies the environment for a child process."""
+    readers = [p.relative_to(ROOT_DIR).as_posix() for p in source_files("qwen")
+               if re.search(r"os\.environ|getenv\(", p.read_text(encoding="utf-8"))]
+    assert readers == ["qwen/bench.py", "qwen/settings.py"]
+
+
 def test_the_readme_lists_every_setting_the_demo_reads():
     readme = (ROOT_DIR / "README.md").read_text(encoding="utf-8")
     paragraph = readme[readme.index("Settings (environment)"):]

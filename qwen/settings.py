@@ -1,0 +1,18 @@
+"""Every environment variable the engine reads, in one list (the app's own are in demo/settings.py).
+
+    QWEN_MODEL          the model find_model() loads when given none (default: the embedded demo, assets/)
+    QWEN_COMPILE_CACHE  where compiled artefacts live (default ~/.cache/qwen-mtp/inductor), one folder
+                        per CPU capability; also handed to inductor as TORCHINDUCTOR_CACHE_DIR
+    CXX                 the C++ compiler inductor builds CPU kernels with (else g++, c++ or clang++ on PATH)
+"""
+import os
+
+
+def read(name, default=""):
+    """The variable's value, or `default` when it is unset or empty."""
+    return os.environ.get(name) or default
+
+
+def default_for_others(name, value):
+    """Set a variable another library reads (e.g. inductor's cache folder), unless the user did."""
+    os.environ.setdefault(name, value)
