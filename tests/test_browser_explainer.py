@@ -30,6 +30,8 @@ ENGLISH_JS = r"""() => {
   while (walk.nextNode()) {
     const el = walk.currentNode.parentElement;
     if (!el || el.closest(skip) || !el.getClientRects().length) continue;
+    const box = el.getBoundingClientRect();              // screen-reader-only text (Gradio's own, e.g.
+    if (box.width <= 1 || box.height <= 1) continue;     // "common.complete") is 1 px: nobody sees it
     const words = (walk.currentNode.textContent.match(/[A-Za-z]{3,}/g) || []).filter(w => !names.test(w));
     if (words.length) out.push(walk.currentNode.textContent.trim().slice(0, 60));
   }
