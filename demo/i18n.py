@@ -177,6 +177,10 @@ STRINGS = {
     # input notices (demo.validate)
     "empty_prompt": ("The prompt is empty: type some text first.", "提示词为空：请先输入一些文字。"),
     "prompt_too_long": ("The prompt does not fit the model's context.", "提示词超出了模型的上下文长度。"),
+    "timing_while_compiling": ("The decoding steps are still compiling in the background and share the CPU with "
+                               "this race, so its timings are disturbed. Run it again once the model line says "
+                               "compiled.",
+                               "解码步骤仍在后台编译，与这次比赛争用 CPU，计时会受干扰。等模型一栏显示“已编译”后再跑一次。"),
     "removed_chars": ("{n} invisible or invalid character(s) were removed from the prompt.",
                       "已从提示词中删除 {n} 个不可见或无效字符。"),
     "truncated_chars": ("The prompt had {n} characters; only the last {kept} were kept.",

@@ -23,7 +23,8 @@ from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.race import prepare, race, summary
 from demo.race_html import (lane_off_html, legend_html, plain_text_html, spec_text_html, stats_html, verdict_html,
                             waiting_html)
-from demo.validate import BOTH, LIMITS, RACE_ROLLBACKS, ROLLBACKS, InputError, lane_rollbacks, race_settings
+from demo.validate import (BOTH, LIMITS, RACE_ROLLBACKS, ROLLBACKS, InputError, Notice, lane_rollbacks,
+                           race_settings)
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,9 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
         if loaded.mtp is None:
             raise models.ModelError(t("no_mtp", lang, model=loaded.key))
         ids, more = prepare(loaded, chosen, settings.max_prompt_tokens())
-        notices = chosen.notices + more
+        notices = list(chosen.notices) + list(more)
+        if loaded.compile_status() == "compiling":       # the compiler shares the CPU: say the timings suffer
+            notices.append(Notice("timing_while_compiling"))
         for n in notices[:3]:
             gr.Warning(notice_text(n, lang))
         sent = {}                       # what a lane showed last (unchanged: not sent again)

@@ -388,3 +388,14 @@ def test_configure_threads_sets_torch_from_cpu_cores():
         assert models.configure_threads({"CPU_CORES": "3"}) == 3 == torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_race_while_the_model_compiles_says_its_timings_are_disturbed(store, loaded, monkeypatch):
+    from demo.race_ui import race_stream
+    monkeypatch.setattr(type(loaded), "compile_status", lambda self: "compiling")
+    *_, last = race_stream(store, "The LORD is my shepherd;", max_new_tokens=4, raw=True, lang="English")
+    assert "still compiling in the background" in last[0]
+    assert any("still compiling" in n for n in last[-1]["notices"])
+    monkeypatch.setattr(type(loaded), "compile_status", lambda self: "compiled")
+    *_, last = race_stream(store, "The LORD is my shepherd;", max_new_tokens=4, raw=True, lang="中文")
+    assert "编译" not in last[0] and last[-1]["notices"] == []
