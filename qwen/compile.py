@@ -141,8 +141,14 @@ def freeze_fits(modules, graphs, available=None):
                      f"{available / 2**30:.1f} GB available")
 
 
+def use_cache_dir():
+    """Make inductor keep its artefacts in cache_dir(), unless the user named a folder for it."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    settings.default_for_others("TORCHINDUCTOR_CACHE_DIR", cache_dir(), library_default=default_cache_dir())
+
+
 def _compile(fn, device, autotune=True, freeze=False):
-    settings.default_for_others("TORCHINDUCTOR_CACHE_DIR", cache_dir())
+    use_cache_dir()
     # one graph per (T, keep-step-states): up to 2 per draft length, well within this limit
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
     # subtle: T must stay static (one graph per T, the delta rule unrolled), so no dimension turns

@@ -2,7 +2,8 @@
 
     QWEN_MODEL          the model find_model() loads when given none (default: the embedded demo, assets/)
     QWEN_COMPILE_CACHE  where compiled artefacts live (default ~/.cache/qwen-mtp/inductor), one folder
-                        per CPU capability; also handed to inductor as TORCHINDUCTOR_CACHE_DIR
+                        per CPU capability; handed to inductor as TORCHINDUCTOR_CACHE_DIR unless that
+                        names another folder
     CXX                 the C++ compiler inductor builds CPU kernels with (else g++, c++ or clang++ on PATH)
 """
 import os
@@ -13,6 +14,9 @@ def read(name, default=""):
     return os.environ.get(name) or default
 
 
-def default_for_others(name, value):
-    """Set a variable another library reads (e.g. inductor's cache folder), unless the user did."""
-    os.environ.setdefault(name, value)
+def default_for_others(name, value, library_default=None):
+    """Set a variable another library reads (e.g. inductor's cache folder), unless the user did.
+    subtle: a library may write its own default into the environment when imported (torch._dynamo
+    sets TORCHINDUCTOR_CACHE_DIR to /tmp/torchinductor_<user>); that value counts as unset."""
+    if os.environ.get(name) in (None, "", library_default):
+        os.environ[name] = value

@@ -127,6 +127,18 @@ def test_the_compile_cache_is_kept_apart_per_cpu_capability(monkeypatch, tmp_pat
     assert avx2 != qc.cache_dir() and avx2.startswith(str(tmp_path)) and avx2.endswith("avx2")
 
 
+def test_inductor_writes_into_that_cache_unless_the_user_named_a_folder(monkeypatch, tmp_path):
+    import torch._dynamo  # noqa: F401  (importing it writes inductor's default folder into the environment)
+    from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir, default_cache_dir
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+    qc.use_cache_dir()
+    assert inductor_cache_dir() == qc.cache_dir() and qc.cache_dir().startswith(str(tmp_path))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    qc.use_cache_dir()
+    assert inductor_cache_dir() == str(tmp_path / "mine")
+
+
 def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
     monkeypatch.setattr(qc, "_compile", crashing_compiler("simulated compiler crash"))
     model, head = random_pair("small", seed=12)
