@@ -196,20 +196,36 @@ def _freeze_choice(freeze, modules, graphs, device):
 def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
     """Prepare compiled main-model steps (compiled on first use). freeze=None freezes the weights
     when a copy per graph fits in memory (freeze_fits). -> CompiledSteps"""
-    model.compiled = _prepare(model, model.step, variants_for(ks, rollbacks)[0], freeze)
+    model.compiled = _prepare([model], model.step, variants_for(ks, rollbacks)[0], freeze)
     return model.compiled
 
 
 def compile_head(head, ks=(2,), freeze=None):
     """Prepare compiled MTP head passes for T = 1 and 1+k. -> CompiledSteps"""
-    head.compiled = _prepare(head, head.run, {(T, False) for T in variants_for(ks)[1]}, freeze)
+    head.compiled = _prepare([head], head.run, {(T, False) for T in variants_for(ks)[1]}, freeze)
     return head.compiled
 
 
-def _prepare(module, fn, variants, freeze):
-    device = next(module.parameters()).device
-    autotune = module.cfg.hidden_size >= AUTOTUNE_HIDDEN
-    freeze, why = _freeze_choice(freeze, [module], len(variants), device)
+FUSE_HIDDEN = 1024           # models narrower than this compile each greedy round into one graph
+
+
+def compile_round(model, head, ks=(2,), freeze=None):
+    """Prepare the whole greedy `select` round (mtp.greedy_round: drafts, verify, select, the head's
+    catch-up) as one compiled graph per k, kept in head.round_compiled. On a small model a round of
+    separate calls (a head pass per draft, the verify pass, the Python between) costs several steps
+    of pure overhead; one call costs about a verify pass. -> CompiledSteps"""
+    from qwen.mtp import greedy_round
+
+    def round_(state, head_cache, tok_d1, out1, positions):
+        return greedy_round(model, head, state, head_cache, tok_d1, out1, positions)
+    head.round_compiled = _prepare([model, head], round_, {(1 + int(k), True) for k in ks}, freeze)
+    return head.round_compiled
+
+
+def _prepare(modules, fn, variants, freeze):
+    device = next(modules[0].parameters()).device
+    autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
+    freeze, why = _freeze_choice(freeze, modules, len(variants), device)
     steps = CompiledSteps(_compile(fn, device, autotune, freeze), variants)
     steps.frozen, steps.freeze_reason = freeze, why
     missing = compiler_missing(device)
@@ -218,44 +234,54 @@ def _prepare(module, fn, variants, freeze):
     return steps
 
 
-def _time(fn, repeats=5):
-    times = []
+def _time_both(a, b, repeats=15):
+    """Median seconds of a() and of b(), run alternately so that a busy moment of the machine (these
+    hosts are noisy) falls on both. -> (seconds of a, seconds of b)"""
+    times = ([], [])
     for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
+        for fn, out in zip((a, b), times):
+            t = time.perf_counter()
+            fn()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            out.append(time.perf_counter() - t)
+    return tuple(sorted(ts)[len(ts) // 2] for ts in times)
 
 
 @torch.inference_mode()
 def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None):
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), time the compiled and the eager decode step, and go eager where compiling is not faster.
+    A small model (hidden < FUSE_HIDDEN) with `select` also gets each greedy round as one graph.
     -> {"status", "seconds" (compiling), "step_speedup" (eager / compiled, one-token step)}.
     Other threads keep running eagerly until it is done (the app serves while it compiles)."""
-    parts = [model] + ([head] if head is not None else [])
     if model.compiled is None:
         compile_model(model, ks, rollbacks, freeze)
     if head is not None and head.compiled is None:
         compile_head(head, ks, freeze)
+    if head is not None and head.round_compiled is None and "select" in rollbacks \
+            and model.cfg.hidden_size < FUSE_HIDDEN:
+        compile_round(model, head, ks, freeze)
+    steps = [model.compiled] + ([head.compiled] if head is not None else []) + \
+        ([head.round_compiled] if head is not None and head.round_compiled is not None else [])
     report = {"status": model.compiled.status, "seconds": 0.0, "step_speedup": None}
     if not model.compiled.enabled:
         return report
-    for part in parts:
-        part.compiled.status, part.compiled.warming_thread = "compiling", threading.get_ident()
+    for compiled in steps:
+        compiled.status, compiled.warming_thread = "compiling", threading.get_ident()
     try:
-        return _warm_up(model, head, parts, report, context, keep_if_faster)
+        return _warm_up(model, head, steps, report, context, keep_if_faster)
     finally:
-        for part in parts:
-            part.compiled.warming_thread = None
+        for compiled in steps:
+            compiled.warming_thread = None
 
 
-def _warm_up(model, head, parts, report, context, keep_if_faster):
+def _warm_up(model, head, steps, report, context, keep_if_faster):
     from qwen.cache import AttentionState, State, keep_step_states
+    from qwen.mtp import generate_mtp
     device = model.embed_tokens.weight.device
     ids = torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size        # (1, context)
+    rounds = head.round_compiled if head is not None and head.round_compiled is not None else None
     t0 = time.perf_counter()
     try:
         for T, keep in sorted(model.compiled.variants):
@@ -271,17 +297,19 @@ def _warm_up(model, head, parts, report, context, keep_if_faster):
                 cache = AttentionState()
                 head(model.embed_tokens(ids), hidden, 0, cache)
                 head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
+        for T, _ in sorted(rounds.variants if rounds else []):
+            generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)        # compiles round k
     except Exception as e:                      # a compiler that fails here would fail for the user: go eager
         first_line = (str(e).splitlines() or [""])[0][:200]
-        for part in parts:
-            part.compiled.disable(f"compiling failed ({type(e).__name__}: {first_line})")
+        for compiled in steps:
+            compiled.disable(f"compiling failed ({type(e).__name__}: {first_line})")
         report.update(status=model.compiled.status, seconds=time.perf_counter() - t0)
         return report
     report["seconds"] = time.perf_counter() - t0
-    wrong = _disagreement(model, head, ids)
+    wrong = _disagreement(model, head, ids) or (_round_disagreement(model, head, ids[:, :8]) if rounds else None)
     if wrong:                                   # a miscompiled step must never reach a user
-        for part in parts:
-            part.compiled.disable(f"the compiled {wrong} disagrees with eager")
+        for compiled in steps:
+            compiled.disable(f"the compiled {wrong} disagrees with eager")
         report["status"] = model.compiled.status
         return report
     state = State(model)
@@ -291,14 +319,14 @@ def _warm_up(model, head, parts, report, context, keep_if_faster):
         model.compiled.enabled = compiled
         state.pos = context
         model.forward(ids[:, :1], state)
-    eager, compiled = _time(lambda: step(False)), _time(lambda: step(True))
+    eager, compiled = _time_both(lambda: step(False), lambda: step(True))
     model.compiled.enabled = True
     report["step_speedup"] = eager / compiled
-    for part in parts:
+    for part in steps:
         if keep_if_faster and compiled >= eager:
-            part.compiled.disable(f"the compiled step is not faster than eager on this host ({eager / compiled:.2f}x)")
+            part.disable(f"the compiled step is not faster than eager on this host ({eager / compiled:.2f}x)")
         else:
-            part.compiled.status = "compiled"
+            part.status = "compiled"
     report["status"] = model.compiled.status
     log.info("warm-up: %s in %.1f s, decode step %.2fx eager", report["status"], report["seconds"],
              report["step_speedup"])
@@ -347,4 +375,17 @@ def _disagreement(model, head, ids):
         gap = differs(*outs)
         if gap is not None:
             return f"draft head pass of {T} tokens (max |difference| {float(gap):.3g})"
+    return None
+
+
+def _round_disagreement(model, head, prompt):
+    """Greedy decoding through each compiled round graph against plain decoding (its steps checked
+    above); -> which round gives other tokens, or None."""
+    from qwen.mtp import generate_mtp
+    from qwen.sample import generate
+    for T, _ in sorted(head.round_compiled.variants):
+        want = generate(model, prompt, max_new_tokens=4 * T)
+        got = generate_mtp(model, head, prompt, max_new_tokens=4 * T, k=T - 1)[0]
+        if got != want:
+            return f"greedy round with k={T - 1} (tokens {got[:8]}… instead of {want[:8]}…)"
     return None

@@ -49,6 +49,7 @@ class MTP(nn.Module):
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.draft_vocab = None        # optional (V',) token ids the draft scores (FR-Spec); None = all
         self.compiled = None           # compiled head passes by T, set by compile.py
+        self.round_compiled = None     # the whole greedy round (greedy_round) compiled per k, ditto
 
     @classmethod
     def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, compile=False, ks=(2,)):
@@ -251,6 +252,70 @@ def speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sa
                  snapshot_bytes(snap) if snap else 0)
 
 
+def greedy_guess(mtp, out, lm_head):
+    """The head's greedy guess from its output out (B, H) -> token ids (B,), as tensors."""
+    logits, cols = mtp.draft_logits(out, lm_head)                                  # (B, V')
+    best = logits.argmax(-1)
+    return best if cols is None else cols[best]
+
+
+def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions):
+    """speculative_round for greedy decoding with rollback by `select`, every decision kept in tensors:
+    no Python number is read until it returns, so it compiles into one graph per k (compile.py) and a
+    round costs one call instead of a head pass per draft, a verify pass and the Python between them.
+
+    tok_d1: (1, 2) the round's first token and the head's guess d1; out1: (1, 1, H) the head output
+    that guessed d1; positions: (k+1,) P..P+k. The state keeps step states (keep_step_states).
+    -> drafts (1, k), n accepted (1,), the main model's next token (1,), the next round's d1 (1,)
+    and the head output behind it (1, 1, H). The state is selected after token n+1 in place; its
+    Python bookkeeping (pos, KV lengths) is the caller's (fused_round)."""
+    k = positions.shape[0] - 1
+    drafts, out = [tok_d1[:, 1:]], out1
+    for j in range(1, k):                                       # d2..dk: the head fed its own output
+        out = mtp.run(model.embed_tokens(drafts[-1]), out, positions[j - 1:j], head_cache)   # (1, 1, H)
+        drafts.append(greedy_guess(mtp, out[:, 0], model.lm_head)[:, None])                  # (1, 1)
+    drafts = torch.cat(drafts, dim=1)                                                          # (1, k)
+    logits, hidden = model.step(torch.cat([tok_d1[:, :1], drafts], dim=1), positions, state)  # verify
+    choice = logits[0].argmax(-1)                                                              # (k+1,)
+    # subtle: indices stay tensors (index_select, not choice[n]): reading n as a number ends the graph
+    n = (choice[:k] == drafts[0]).long().cumprod(0).sum(0, keepdim=True)    # (1,) the longest agreeing prefix
+    nxt = choice.index_select(0, n)                                          # (1,)
+    for s in state.deltanet_layers():                            # select: the memory after token n+1
+        s.conv.copy_(s.conv_steps.index_select(0, n)[0])
+        s.S.copy_(s.S_steps.index_select(0, n)[0])
+    # the head catches up on P..P+n (d1..dn, then nxt); the positions after are overwritten before read
+    fill = torch.cat([drafts[0], drafts[0, -1:]])                                              # (k+1,)
+    tokens = torch.where(torch.arange(k + 1, device=fill.device) < n, fill, nxt)[None]         # (1, k+1)
+    out = mtp.run(model.embed_tokens(tokens), hidden, positions, head_cache)[0].index_select(0, n)[None]  # (1, 1, H)
+    return drafts, n, nxt, greedy_guess(mtp, out[:, 0], model.lm_head), out
+
+
+def fuses(model, mtp, k):
+    """Does a greedy `select` round run as greedy_round? Where its compiled graph is ready, or where no
+    compiled verify pass would be lost (everything eager); the step-by-step round otherwise."""
+    if mtp.round_compiled is not None and mtp.round_compiled.lookup(k + 1, True):
+        return True
+    return model.compiled is None or model.compiled.lookup(k + 1, True) is None
+
+
+def fused_round(model, mtp, state, head_cache, tok, first, k):
+    """One greedy `select` round through greedy_round (compiled when compile.py prepared it for this k),
+    then its Python bookkeeping. -> Round (without per-draft records or logits)."""
+    P, device = state.pos, head_cache.k.device
+    keep_step_states(state, k + 1)
+    positions = state.begin_pass(torch.empty(1, k + 1, device=device))        # only the shape counts
+    args = (torch.tensor([[tok, first.token]], device=device), dense(first.out), positions)
+    compiled = mtp.round_compiled.lookup(k + 1, True) if mtp.round_compiled is not None else None
+    out = compiled(state, head_cache, *args) if compiled else None
+    drafts, n, nxt, guess_next, out = out if out is not None else \
+        greedy_round(model, mtp, state, head_cache, *args)
+    n = int(n[0])
+    state.end_pass(n + 1)                                      # pos and KV lengths: P + n + 1
+    keep_step_states(state, on=False)
+    head_cache.n = P + n + 1
+    return Round(P, drafts[0].tolist(), [], None, None, n, int(nxt[0]), Guess(int(guess_next[0]), None, out, None), {})
+
+
 @torch.inference_mode()     # as a decorator: entered on every resume, whichever thread resumes
 def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
                         top_k=None, top_p=None, generator=None, trace=None):
@@ -268,6 +333,9 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     state, head_cache = State(model, capacity), AttentionState()
     head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
     clock = Clock() if trace is not None else NoClock()
+    # greedy `select` rounds of a real head run as one call each (greedy_round); the trace and the
+    # scripted head need the step-by-step round
+    fused = rollback == "select" and not temperature and trace is None and isinstance(mtp, MTP)
     hidden = model.hidden(ids, state)                                      # (1, T, H) prefill
     logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
     clock.lap("prefill")
@@ -283,7 +351,10 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         views = {"before": trace.view(state, head_cache)} if trace is not None else {}
         clock = Clock() if trace is not None else clock
         watch = (lambda phase: views.update({phase: trace.view(state, head_cache)})) if trace is not None else None
-        r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)
+        if fused and fuses(model, mtp, k):
+            r = fused_round(model, mtp, state, head_cache, tok, first, k)
+        else:
+            r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)
         rounds = rounds + 1
         emitted = [(d, "draft") for d in r.drafts[:r.accepted]] + \
                   [(r.next_token, "bonus" if r.accepted == k else "correction")]

@@ -65,6 +65,19 @@ def test_speculative_equals_plain_under_compile(compiled_pair, rollback, k):
 
 
 @needs_compiler
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_greedy_select_round_of_a_small_model_is_one_compiled_call(compiled_pair, monkeypatch, k):
+    model, head, eager, _ = compiled_pair
+    calls = {"round": 0, "step": 0, "head": 0}
+    for name, steps in (("round", head.round_compiled), ("step", model.compiled), ("head", head.compiled)):
+        monkeypatch.setattr(steps, "fn", lambda *a, _fn=steps.fn, _name=name: calls.__setitem__(_name, calls[_name] + 1) or _fn(*a))
+    ids = torch.tensor([[5, 1, 7, 2, 8, 3]])             # 6 tokens: the head's prefill pass is no compiled T
+    tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k)
+    assert tokens == generate(eager, ids, max_new_tokens=30)
+    assert head.round_compiled.status == "compiled" and calls == {"round": rounds, "step": 0, "head": 0}
+
+
+@needs_compiler
 @pytest.mark.parametrize("rollback", ["select", "recompute"])
 def test_select_and_restore_under_compile_leave_the_state_plain_decoding_has(compiled_pair, rollback):
     model, _, eager, _ = compiled_pair
@@ -145,7 +158,7 @@ def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
     eager, _ = random_pair("small", seed=12)
     report = qc.warm_up(model, head, ks=(2,))
     assert report["status"].startswith("eager: compiling failed (RuntimeError: simulated compiler crash")
-    assert not model.compiled.enabled and not head.compiled.enabled
+    assert not model.compiled.enabled and not head.compiled.enabled and not head.round_compiled.enabled
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
@@ -156,14 +169,16 @@ def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
     def wrong_compiler(fn, device, autotune, freeze=False):
         def compiled(*args):
             out = fn(*args)
-            return (out[0] + 0.5 * out[0].abs().max(), out[1]) if isinstance(out, tuple) else out
+            if isinstance(out, tuple) and len(out) == 2:                  # a step's (logits, hidden)
+                return out[0] + 0.5 * out[0].abs().max(), out[1]
+            return out
         return compiled
     monkeypatch.setattr(qc, "_compile", wrong_compiler)
     model, head = random_pair("small", seed=17)
     eager, _ = random_pair("small", seed=17)
     report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
     assert report["status"].startswith("eager: the compiled decode step (max |logit difference|"), report
-    assert not model.compiled.enabled and not head.compiled.enabled
+    assert not model.compiled.enabled and not head.compiled.enabled and not head.round_compiled.enabled
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
@@ -223,8 +238,8 @@ def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
     from demo import frame, models
     # the eager function itself standing in for a compiled one, or a compiler that crashes
     monkeypatch.setattr(qc, "_compile", (lambda fn, device, autotune, freeze=False: fn) if works else crashing_compiler("simulated"))
-    timings = iter([2e-3, 1e-3])                # eager, then "compiled": the stand-in must count as faster
-    monkeypatch.setattr(qc, "_time", lambda fn: (fn(), next(timings))[1])
+    # eager, then "compiled": the stand-in must count as faster
+    monkeypatch.setattr(qc, "_time_both", lambda eager, compiled: (eager(), compiled(), 2e-3, 1e-3)[2:])
     model, head = random_pair("small", seed=15)
     loaded = models.Loaded("test", "", model, head, None, torch.float32, 0.0)
     assert frame.compile_note(loaded, "English") == ""                  # nothing asked: no note
