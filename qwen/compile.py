@@ -13,12 +13,18 @@ written in place; positions are a tensor; the KV capacity is one dynamic dimensi
     model.step(ids, positions, state)        T = 1 (decode) and T = 1+k (verify), k in ks
     head.run(emb, hidden, positions, cache)  T = 1 (draft) and T = 1+k (the head's catch-up pass)
 
-compiles once per T and is reused for every position. Prefill (long T) stays eager and chunked.
+compiles once per T and is reused for every position. Prefill (long T) stays eager and chunked. For
+small models, where a round's separate calls cost more than their arithmetic, the whole greedy round
+
+    mtp.greedy_round(model, head, state, head_cache, ...)   drafts, verify, select, catch-up: one call
+
+compiles too, once per k (compile_round).
 
     compile_model(model, ks=(2,)); compile_head(head, ks=(2,))    # lazy: compiles on first use
     report = warm_up(model, head, ks=(2,))                        # compile now, time it, keep if faster
 
-On CPU: inductor (frozen where it fits; max-autotune GEMMs for models of hidden size >= 1024); on
+On CPU: inductor (frozen where it fits; for models of hidden size >= 1024 max-autotune GEMMs and packed
+weights, for smaller ones unpacked weights, so inductor can cache the graphs on disk); on
 CUDA: CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
 stays eager and the reason is kept in `model.compiled.status`.
 """
