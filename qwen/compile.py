@@ -175,7 +175,7 @@ def _compile(fn, device, autotune=True, freeze=False):
     # Small models (no autotuning) keep their frozen weights unpacked: MKL's packed GEMM costs ~20-40 us
     # a call on their tiny matrices, and packed weights cannot be pickled, so inductor never caches
     # such a graph on disk and every start compiles it again (embedded model at AVX2: speculative
-    # 0.98x instead of 0.80x compiled plain, and ~30 s instead of ~150 s from the cache).
+    # 0.98x instead of 0.80x compiled plain, and 44 s instead of ~150 s from the cache).
     config = dict(freezing=True) if autotune else {"freezing": True, "cpp.weight_prepack": False}
 
     def frozen(*args):
@@ -224,8 +224,8 @@ FUSE_HIDDEN = 1024           # models narrower than this compile each greedy rou
 def compile_round(model, head, ks=(2,), freeze=None):
     """Prepare the whole greedy `select` round (mtp.greedy_round: drafts, verify, select, the head's
     catch-up) as one compiled graph per k, kept in head.round_compiled. On a small model a round of
-    separate calls (a head pass per draft, the verify pass, the Python between) costs several steps
-    of pure overhead; one call costs about a verify pass. -> CompiledSteps"""
+    separate calls (a head pass per draft, the verify pass, the Python between) pays the overhead of
+    each; as one call it ran about 1.2x faster (README, benchmarks). -> CompiledSteps"""
     from qwen.mtp import greedy_round
 
     def round_(state, head_cache, tok_d1, out1, positions):
