@@ -183,6 +183,27 @@ def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
 
+def test_a_wrong_round_graph_is_dropped_and_the_checked_steps_kept(monkeypatch):
+    """A round graph that emits another token than plain decoding would goes; rounds then run step by
+    step through the compiled steps, which agreed with eager."""
+    def wrong_round_compiler(fn, device, autotune, freeze=False):
+        def compiled(*args):
+            out = fn(*args)
+            if isinstance(out, tuple) and len(out) == 5:                  # greedy_round's outputs
+                drafts, n, nxt, guess, head_out = out
+                return drafts, n, (nxt + 1) % 61, guess, head_out
+            return out
+        return compiled
+    monkeypatch.setattr(qc, "_compile", wrong_round_compiler)
+    model, head = random_pair("small", seed=18)
+    eager, _ = random_pair("small", seed=18)
+    report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
+    assert report["status"] == "compiled" and model.compiled.enabled and head.compiled.enabled
+    assert head.round_compiled.status.startswith("eager: the compiled greedy round with k=2"), head.round_compiled.status
+    ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
+    assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
+
+
 def test_a_compile_failure_during_generation_falls_back_to_eager(monkeypatch):
     monkeypatch.setattr(qc, "_compile", crashing_compiler("simulated failure on first use"))
     model, head = random_pair("small", seed=13)
