@@ -29,6 +29,17 @@ def crashing_compiler(message):
     return compile_
 
 
+def corrupting_compiler(arity, corrupt):
+    """A stand-in for qc._compile whose compiled functions run eagerly but pass every result of
+    `arity` values through corrupt(*out): a compiler that runs and computes something wrong."""
+    def compile_(fn, device, autotune, freeze=False):
+        def compiled(*args):
+            out = fn(*args)
+            return corrupt(*out) if isinstance(out, tuple) and len(out) == arity else out
+        return compiled
+    return compile_
+
+
 def graphs_compiled():
     return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
@@ -166,14 +177,8 @@ def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
 def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
     """A compiler that runs but computes wrong logits (as inductor's AVX2 kernels did on this project's
     machines) must leave the model eager, saying why, and generation exact."""
-    def wrong_compiler(fn, device, autotune, freeze=False):
-        def compiled(*args):
-            out = fn(*args)
-            if isinstance(out, tuple) and len(out) == 2:                  # a step's (logits, hidden)
-                return out[0] + 0.5 * out[0].abs().max(), out[1]
-            return out
-        return compiled
-    monkeypatch.setattr(qc, "_compile", wrong_compiler)
+    wrong_logits = lambda logits, hidden: (logits + 0.5 * logits.abs().max(), hidden)     # a step's outputs
+    monkeypatch.setattr(qc, "_compile", corrupting_compiler(2, wrong_logits))
     model, head = random_pair("small", seed=17)
     eager, _ = random_pair("small", seed=17)
     report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
@@ -186,15 +191,8 @@ def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
 def test_a_wrong_round_graph_is_dropped_and_the_checked_steps_kept(monkeypatch):
     """A round graph that emits another token than plain decoding would goes; rounds then run step by
     step through the compiled steps, which agreed with eager."""
-    def wrong_round_compiler(fn, device, autotune, freeze=False):
-        def compiled(*args):
-            out = fn(*args)
-            if isinstance(out, tuple) and len(out) == 5:                  # greedy_round's outputs
-                drafts, n, nxt, guess, head_out = out
-                return drafts, n, (nxt + 1) % 61, guess, head_out
-            return out
-        return compiled
-    monkeypatch.setattr(qc, "_compile", wrong_round_compiler)
+    wrong_token = lambda drafts, n, nxt, guess, out: (drafts, n, (nxt + 1) % 61, guess, out)  # greedy_round's
+    monkeypatch.setattr(qc, "_compile", corrupting_compiler(5, wrong_token))
     model, head = random_pair("small", seed=18)
     eager, _ = random_pair("small", seed=18)
     report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
