@@ -12,7 +12,9 @@ a GPU, where a pass over 3 tokens costs about one step, 2.4 tokens per round is 
 CPU whose matrix kernels pay per row, a pass over 3 tokens can cost 2 steps and the gain vanishes.
 
 The costs come from the engine's own per-round timings (qwen.trace records `seconds`), medians over
-a few rounds after a warm-up one, so one slow round does not move them.
+a few rounds after a warm-up one, so one slow round does not move them. A traced round runs step by
+step; where the race runs each greedy `select` round as one call instead (qwen.mtp.greedy_round,
+compiled on small models), that call is timed as a whole too (`whole`), and it is what the round costs.
 """
 import statistics
 import time
@@ -21,7 +23,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from qwen.cache import State
-from qwen.mtp import generate_mtp_stream
+from qwen.mtp import generate_mtp_stream, rounds_in_one_call
 from qwen.trace import Trace
 
 ROUNDS = 6                  # rounds timed by measure() (after one warm-up round)
@@ -29,8 +31,10 @@ ROUNDS = 6                  # rounds timed by measure() (after one warm-up round
 
 @dataclass
 class Costs:
-    """Seconds on this host. Per round: draft (k head passes), verify (one pass over k+1 tokens),
-    snapshot; back / keep: restore + re-run of a round that rolled back / that did not."""
+    """Seconds on this host. Per round, step by step: draft (k head passes), verify (one pass over k+1
+    tokens), snapshot; back / keep: restore + re-run of a round that rolled back / that did not.
+    whole: a round run as one call (greedy `select`, qwen.mtp.greedy_round), or 0 where rounds run step
+    by step; when set, it is the round's cost and the others only take it apart."""
     k: int
     rollback: str
     step: float                 # one plain decoding step (one token through the main model)
@@ -39,13 +43,17 @@ class Costs:
     snapshot: float = 0.0
     back: float = 0.0
     keep: float = 0.0
+    whole: float = 0.0
 
     def round_seconds(self, rolled_back=0.0):
         """Mean seconds of a round when a share `rolled_back` of rounds reject a draft."""
+        if self.whole:
+            return self.whole
         return self.draft + self.verify + self.snapshot + rolled_back * self.back + (1 - rolled_back) * self.keep
 
     def ratios(self, rolled_back=0.0):
-        """Each cost ÷ one plain step: verify, draft (per head pass), draft_round (all k), rollback, round."""
+        """Each cost ÷ one plain step: verify, draft (per head pass), draft_round (all k), rollback, round
+        (the whole round: its one call where it runs as one, else the sum of its parts)."""
         step = max(self.step, 1e-12)
         return {"verify": self.verify / step, "draft": self.draft / self.k / step, "draft_round": self.draft / step,
                 "rollback": (self.snapshot + rolled_back * self.back + (1 - rolled_back) * self.keep) / step,
@@ -98,25 +106,54 @@ def from_records(records, k, rollback, step):
                  back, keep)
 
 
-def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS, step=None):
+def _run_length(model, ids, k, rounds):
+    """New tokens enough for `rounds` + 1 rounds (each yields at most k+1) within the model's context."""
+    limit = model.cfg.max_position_embeddings - ids.shape[1] - k - 2
+    return max(2, min((rounds + 1) * (k + 1) + 1, limit))
+
+
+def time_whole_rounds(model, mtp, ids, k, rounds=ROUNDS):
+    """Median seconds from one round's tokens to the next's in an untraced greedy `select` run, the
+    way the race runs it (each round one call, where rounds_in_one_call), the first round left out."""
+    stream = generate_mtp_stream(model, mtp, ids, _run_length(model, ids, k, rounds), (), k, "select")
+    times = []
+    try:
+        next(stream)                                         # prefill and the first guess
+        t = time.perf_counter()
+        for _ in range(rounds + 1):
+            next(stream)
+            now = time.perf_counter()
+            times.append(now - t)
+            t = now
+    except StopIteration:                                    # the context ran out first
+        pass
+    finally:
+        stream.close()
+    return statistics.median(times[1:] or times) if times else 0.0
+
+
+def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS, step=None, temperature=0):
     """Time a short speculative run of `rounds` rounds (+1 warm-up) on the prompt `ids` (1, T), and
     plain steps (unless `step`, seconds of one, is given). It ignores stop tokens, so it always runs
-    its rounds."""
+    its rounds. Where a run with this rollback and temperature makes each round one call, such rounds
+    are timed as well (Costs.whole)."""
     trace = Trace(max_rounds=rounds + 2)
-    limit = model.cfg.max_position_embeddings - ids.shape[1] - k - 2
-    stream = generate_mtp_stream(model, mtp, ids, max(2, min((rounds + 1) * (k + 1) + 1, limit)), (), k, rollback,
-                                 trace=trace)
+    stream = generate_mtp_stream(model, mtp, ids, _run_length(model, ids, k, rounds), (), k, rollback, trace=trace)
     try:
         for _ in stream:
             if len(trace) > rounds + 1:
                 break
     finally:
         stream.close()
-    return from_records(list(trace), k, rollback, step if step is not None else time_plain_step(model, ids))
+    c = from_records(list(trace), k, rollback, step if step is not None else time_plain_step(model, ids))
+    if rounds_in_one_call(model, mtp, k, rollback, temperature):
+        c.whole = time_whole_rounds(model, mtp, ids, k, rounds)
+    return c
 
 
-def measure_each(model, mtp, ids, k, rollbacks, rounds=ROUNDS):
+def measure_each(model, mtp, ids, k, rollbacks, rounds=ROUNDS, temperature=0):
     """measure() for each rollback, all against one timing of a plain step (so their ratios compare).
-    -> {rollback: Costs}. Each rollback adds only its `rounds` + 1 traced rounds."""
+    -> {rollback: Costs}. Each rollback adds only its `rounds` + 1 traced rounds (and as many untraced
+    ones where rounds run as one call)."""
     step = time_plain_step(model, ids)
-    return {rollback: measure(model, mtp, ids, k, rollback, rounds, step) for rollback in rollbacks}
+    return {rollback: measure(model, mtp, ids, k, rollback, rounds, step, temperature) for rollback in rollbacks}

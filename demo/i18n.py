@@ -153,6 +153,8 @@ STRINGS = {
                    "work {rollback:.2f}): predicted {predicted:.2f}×.",
                    "在这里一轮耗时 {round:.2f} 个普通步（验证 {verify:.2f}，草稿 {draft:.2f}，回滚开销 {rollback:.2f}）："
                    "预测加速 {predicted:.2f}×。"),
+    "lane_costs_whole": ("Here a round, run as one call, costs {round:.2f} plain steps: predicted {predicted:.2f}×.",
+                         "在这里一轮合为一次调用，耗时 {round:.2f} 个普通步：预测加速 {predicted:.2f}×。"),
     "faster": ("faster", "更快"),
     "slower": ("(slower)", "（更慢）"),
     "per_pass_line": ("{per_round:.2f} tokens per main-model pass (plain decoding: 1). This number does not depend "
@@ -162,6 +164,12 @@ STRINGS = {
                    "pass {draft:.2f}{rollback}, so a round costs {round:.2f} steps: predicted {predicted:.2f}×.",
                    "在这台机器上，一次前向验证 {n} 个词元耗时相当于 {verify:.2f} 个普通步，一次草稿 {draft:.2f} 步"
                    "{rollback}，所以一轮耗时 {round:.2f} 步：预测加速 {predicted:.2f}×。"),
+    "costs_line_whole": ("On this machine a whole round ({k} head passes and the verify of {n} tokens, run as one "
+                         "call) costs {round:.2f} plain steps; taken apart, step by step, the verify costs "
+                         "{verify:.2f} and a head pass {draft:.2f}: predicted {predicted:.2f}×.",
+                         "在这台机器上，完整的一轮（{k} 次草稿头前向加一次验证 {n} 个词元，合为一次调用）耗时相当于 "
+                         "{round:.2f} 个普通步；分开逐步计时，验证 {verify:.2f} 步，一次草稿 {draft:.2f} 步："
+                         "预测加速 {predicted:.2f}×。"),
     "costs_rollback": (", snapshots and rollbacks {rollback:.2f} a round", "，快照与回滚每轮 {rollback:.2f} 步"),
     "why_slower": ("Why slower: a round yields {per_round:.2f} tokens but costs {round:.2f} plain steps here. On a GPU "
                    "a pass over {n} tokens costs about one step; on this CPU it costs {verify:.2f}.",

@@ -236,7 +236,8 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     measured = {}
     if measure_costs and all(lane.rounds for lane in lanes):
         yield update("measuring")
-        measured = costs.measure_each(loaded.model, loaded.mtp, ids, settings.k, rollbacks)
+        measured = costs.measure_each(loaded.model, loaded.mtp, ids, settings.k, rollbacks,
+                                      temperature=settings.temperature)
     yield update("done", verdict=verdict(plain, lanes[0], settings.temperature, *lanes[1:]),
                  costs=measured.get(rollbacks[0]), select_costs=measured.get("select") if len(lanes) > 1 else None)
 

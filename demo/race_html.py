@@ -121,7 +121,8 @@ def speed_html(plain, spec, lang="English", measured=None):
         predicted = costs.predict(measured, spec.per_round, share)
         extra = t("costs_rollback", lang, rollback=r["rollback"]) if r["rollback"] >= 0.005 else ""
         n = spec.k + 1
-        lines.append(escape(t("costs_line", lang, n=n, verify=r["verify"], draft=r["draft"], rollback=extra,
+        line = "costs_line_whole" if measured.whole else "costs_line"      # a round as one call, or step by step
+        lines.append(escape(t(line, lang, n=n, k=spec.k, verify=r["verify"], draft=r["draft"], rollback=extra,
                               round=r["round"], predicted=predicted)))
         if ratio < 1 and predicted < 1:
             lines.append(escape(t("why_slower", lang, per_round=spec.per_round, round=r["round"], n=n,
@@ -150,7 +151,8 @@ def lanes_speed_html(plain, lanes, lang="English"):
         why = [t(f"lane_{run.rollback}", lang, rolled=run.rolled_back, rounds=run.rounds)] if run.rounds else []
         if measured is not None and run.rounds:
             r = measured.ratios(run.rolled_back_share)
-            why.append(t("lane_costs", lang, round=r["round"], verify=r["verify"], draft=r["draft_round"],
+            why.append(t("lane_costs_whole" if measured.whole else "lane_costs", lang, round=r["round"],
+                         verify=r["verify"], draft=r["draft_round"],
                          rollback=r["rollback"], predicted=costs.predict(measured, run.per_round,
                                                                          run.rolled_back_share)))
         rows.append(f'<span class="lane-speed" data-rollback="{escape(run.rollback)}">'

@@ -298,6 +298,14 @@ def fuses(model, mtp, k):
     return model.compiled is None or model.compiled.lookup(k + 1, True) is None
 
 
+def rounds_in_one_call(model, mtp, k, rollback="select", temperature=0, traced=False):
+    """Does generate_mtp_stream run its next round as one greedy_round call? Greedy `select` rounds of
+    a real head without a trace, where fuses() allows (the scripted head, sampling, `recompute` and the
+    trace need the step-by-step round)."""
+    return rollback == "select" and not temperature and not traced and isinstance(mtp, MTP) \
+        and fuses(model, mtp, k)
+
+
 def fused_round(model, mtp, state, head_cache, tok, first, k):
     """One greedy `select` round through greedy_round (compiled when compile.py prepared it for this k),
     then its Python bookkeeping. -> Round (without per-draft records or logits)."""
@@ -333,9 +341,6 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     state, head_cache = State(model, capacity), AttentionState()
     head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
     clock = Clock() if trace is not None else NoClock()
-    # greedy `select` rounds of a real head run as one call each (greedy_round); the trace and the
-    # scripted head need the step-by-step round
-    fused = rollback == "select" and not temperature and trace is None and isinstance(mtp, MTP)
     hidden = model.hidden(ids, state)                                      # (1, T, H) prefill
     logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
     clock.lap("prefill")
@@ -351,7 +356,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         views = {"before": trace.view(state, head_cache)} if trace is not None else {}
         clock = Clock() if trace is not None else clock
         watch = (lambda phase: views.update({phase: trace.view(state, head_cache)})) if trace is not None else None
-        if fused and fuses(model, mtp, k):
+        if rounds_in_one_call(model, mtp, k, rollback, temperature, trace is not None):
             r = fused_round(model, mtp, state, head_cache, tok, first, k)
         else:
             r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)

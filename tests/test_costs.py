@@ -45,6 +45,42 @@ def test_measured_costs_come_from_the_real_engine(tiny):
     assert 0 < costs.predict(c, 2.0) < 50
 
 
+def test_a_round_run_as_one_call_costs_what_that_call_costs():
+    # taken apart step by step the round would cost 1.2 + 2 x 0.3 = 1.8 steps; as one call it cost 1.5
+    c = costs.Costs(k=2, rollback="select", step=0.010, draft=0.006, verify=0.012, whole=0.015)
+    r = c.ratios()
+    assert r["round"] == pytest.approx(1.5) and r["verify"] == pytest.approx(1.2) and r["draft"] == pytest.approx(0.3)
+    assert costs.predict(c, tokens_per_round=2.4) == pytest.approx(1.6)
+    assert costs.predict(costs.Costs(k=2, rollback="select", step=0.010, draft=0.006, verify=0.012), 2.4) \
+        == pytest.approx(2.4 / 1.8)
+
+
+def test_measured_costs_time_whole_rounds_where_the_race_runs_them_as_one_call(tiny, monkeypatch):
+    import qwen.mtp
+    model, mtp, ids = tiny
+    calls = []
+    real = qwen.mtp.greedy_round
+    monkeypatch.setattr(qwen.mtp, "greedy_round", lambda *a: calls.append(1) or real(*a))
+    each = costs.measure_each(model, mtp, ids, 2, ("recompute", "select"), rounds=3)
+    assert each["select"].whole > 0 and len(calls) >= 4       # greedy select: rounds of one call each, timed
+    assert each["select"].ratios()["round"] == pytest.approx(each["select"].whole / each["select"].step)
+    assert each["recompute"].whole == 0                        # recompute runs step by step: its parts add up
+    calls.clear()
+    sampled = costs.measure(model, mtp, ids, 2, "select", rounds=3, temperature=0.8)
+    assert sampled.whole == 0 and not calls                    # sampling rounds run step by step too
+
+
+def test_the_verdict_names_the_one_call_round_cost_and_predicts_from_it():
+    plain = Run("plain", tokens=list(range(41)), seconds=1.0, started=True, ended="length")
+    spec = spec_run(41, 20, 10, 1.25)                       # 2 tokens a round, 0.80x
+    one_call = costs.Costs(k=2, rollback="select", step=0.010, draft=0.004, verify=0.014, whole=0.025)
+    html = speed_html(plain, spec, "English", one_call)
+    assert "a whole round (2 head passes and the verify of 3 tokens, run as one call) costs 2.50 plain steps" in html
+    assert "the verify costs 1.40 and a head pass 0.20" in html and "predicted 0.80×" in html
+    assert "Why slower: a round yields 2.00 tokens but costs 2.50 plain steps" in html
+    assert "合为一次调用" in speed_html(plain, spec, "中文", one_call)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     import torch
