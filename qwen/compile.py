@@ -24,7 +24,8 @@ compiles too, once per k (compile_round).
     report = warm_up(model, head, ks=(2,))                        # compile now, time it, keep if faster
 
 On CPU: inductor (frozen where it fits; for models of hidden size >= 1024 max-autotune GEMMs and packed
-weights, for smaller ones unpacked weights, so inductor can cache the graphs on disk); on
+weights, for smaller ones unpacked weights, so inductor can cache the graphs on disk, each stored as
+the transpose it is multiplied by: lay_out_transposed); on
 CUDA: CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
 stays eager and the reason is kept in `model.compiled.status`.
 """
@@ -234,9 +235,27 @@ def compile_round(model, head, ks=(2,), freeze=None):
     return head.round_compiled
 
 
+def lay_out_transposed(modules):
+    """Store every Linear weight W (out, in) as the contiguous transpose it is multiplied by: the
+    values and shape stay, only the memory order changes (strides (1, in)). Idempotent; a tied
+    weight (lm_head = embed_tokens) is laid out once.
+    subtle: a Linear computes x @ W.T. With W row-major that is MKL's "NT" GEMM, which for 2-4 rows
+    of a small matrix costs 3-4 times one row at AVX2 (704x192, 3 rows: 52 us against 14); with W.T
+    contiguous it is an "NN" GEMM streaming the weight once (17 us against 10). For the embedded model,
+    compiled: verifying 3 tokens 1.24 steps instead of 1.56, speculative decoding 1.1-1.4x plain
+    instead of 0.8-1.3x. (Large models freeze packed weights, where the layout does not matter.)"""
+    for module in modules:
+        for linear in module.modules():
+            w = linear.weight if isinstance(linear, torch.nn.Linear) else None
+            if w is not None and w.dim() == 2 and w.stride() == (w.shape[1], 1) and w.shape[1] > 1:
+                w.data = w.data.t().contiguous().t()
+
+
 def _prepare(modules, fn, variants, freeze):
     device = next(modules[0].parameters()).device
     autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
+    if device.type == "cpu" and not autotune:
+        lay_out_transposed(modules)
     freeze, why = _freeze_choice(freeze, modules, len(variants), device)
     steps = CompiledSteps(_compile(fn, device, autotune, freeze), variants)
     steps.frozen, steps.freeze_reason = freeze, why

@@ -143,6 +143,24 @@ def test_freezing_is_chosen_only_where_a_weight_copy_per_graph_fits():
     assert not model.compiled.frozen and model.compiled.freeze_reason == "as asked"
 
 
+def test_small_models_store_each_weight_as_the_transpose_it_is_multiplied_by():
+    model, head = random_pair("small", seed=17)
+    model.lm_head.weight = model.embed_tokens.weight                    # tied, as in the embedded model
+    before = {name: p.clone() for name, p in list(model.named_parameters()) + list(head.named_parameters())}
+    ids = torch.tensor([[5, 9, 2, 7, 1]])
+    with torch.inference_mode():
+        want = model(ids, State(model))
+    qc.compile_model(model, ks=(2,))                                    # lazy: lays out, compiles nothing
+    qc.compile_head(head, ks=(2,))
+    linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(m.weight.stride() == (1, m.weight.shape[0]) for m in linears)      # (in, out) in memory
+    assert model.lm_head.weight is model.embed_tokens.weight                                   # still one table
+    after = dict(list(model.named_parameters()) + list(head.named_parameters()))
+    assert all(torch.equal(after[name], w) for name, w in before.items())                     # the same values
+    with torch.inference_mode():
+        assert torch.allclose(model(ids, State(model)), want, atol=1e-5)
+
+
 def test_the_compile_cache_is_kept_apart_per_cpu_capability(monkeypatch, tmp_path):
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
