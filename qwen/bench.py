@@ -13,8 +13,9 @@
         tokens and of one draft step relative to one main step, snapshot/restore time and bytes.
     python -m qwen.bench spec [--model PATH_OR_ID]
         a real checkpoint (default: the embedded demo): per prompt, plain vs speculative tokens,
-        seconds (the best of 3 runs each), tok/s, rounds, hits, acceptance, identical? — for each
-        rollback and k.
+        seconds (the best of 3 runs each), tok/s, rounds, hits, acceptance, what a round cost in plain
+        steps, identical? — for each rollback and k; then a step, a verify of 1+k tokens and a draft
+        pass timed one by one.
     python -m qwen.bench compile [--model PATH_OR_ID | --shape 0.8b] [--ks 2]
         seconds to compile every pass of k-draft decoding, in a fresh process with an empty cache
         ("first") and again in another fresh process with that cache ("cached").
@@ -294,17 +295,22 @@ def bench_model(args):
                              "plain_s": t_plain, "spec_s": t, "plain_tok_s": len(plain) / t_plain,
                              "spec_tok_s": len(spec) / t, "rounds": rounds, "hits": hits,
                              "acceptance": hits / max(1, rounds * k), "speedup": t_plain / t * len(spec) / max(1, len(plain)),
+                             # a round in plain steps (prefill counted on both sides): tokens per round ÷ this ≈ the speed-up
+                             "round_in_steps": (t / max(1, rounds)) / (t_plain / max(1, len(plain))),
                              "identical": spec == plain})
     if head.round_compiled is not None:
         head.round_compiled.enabled = fused
     summary = {}
     for r in rows:
-        s = summary.setdefault(f"{r['rollback']} k={r['k']}", {"acceptance": [], "speedup": [], "identical": True})
-        s["acceptance"].append(r["acceptance"]); s["speedup"].append(r["speedup"])
+        s = summary.setdefault(f"{r['rollback']} k={r['k']}", {"acceptance": [], "speedup": [], "round": [],
+                                                                "identical": True})
+        s["acceptance"].append(r["acceptance"]); s["speedup"].append(r["speedup"]); s["round"].append(r["round_in_steps"])
         s["identical"] &= r["identical"]
     summary = {key: {"mean_acceptance": statistics.mean(v["acceptance"]), "mean_speedup": statistics.mean(v["speedup"]),
-                     "all_identical": v["identical"]} for key, v in summary.items()}
+                     "median_round_in_steps": statistics.median(v["round"]), "all_identical": v["identical"]}
+               for key, v in summary.items()}
     return {"model": path, "dtype": args.dtype, "rows": rows, "summary": summary,
+            "costs": step_costs(model, head, ks, reps=15),
             "compile_s": compiling.get("seconds"), "compile_status": compiling.get("status", "eager")}
 
 
@@ -317,7 +323,8 @@ def bench_compile(args):
     cache = tempfile.mkdtemp(prefix="qwen-compile-")
     code = ("import json, sys, torch; from qwen.bench import load_for_compile; from qwen.compile import warm_up; "
             f"model, head = load_for_compile({args.model!r}, {args.shape!r}, {args.dtype!r}); "
-            f"print(json.dumps(warm_up(model, head, ks={[int(k) for k in args.ks.split(',')]}, keep_if_faster=False)))")
+            f"print(json.dumps(warm_up(model, head, ks={[int(k) for k in args.ks.split(',')]}, keep_if_faster=False, "
+            f"freeze={args.freeze!r})))")
     env = dict(os.environ, QWEN_COMPILE_CACHE=cache, TORCHINDUCTOR_CACHE_DIR=cache)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -404,6 +411,7 @@ def main(argv=None):
             print(f"compiled: {result['compile_status']} after {result['compile_s']:.0f} s of compiling")
         print_table(result["rows"])
         print_table([{"setting": k, **v} for k, v in result["summary"].items()])
+        print_table([result["costs"]])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
