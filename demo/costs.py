@@ -20,10 +20,8 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 
-import torch
-
-from qwen.cache import State
 from qwen.mtp import generate_mtp_stream, rounds_in_one_call
+from qwen.sample import generate_stream
 from qwen.trace import Trace
 
 ROUNDS = 6                  # rounds timed by measure() (after one warm-up round)
@@ -69,20 +67,29 @@ def predict(costs, tokens_per_round, rolled_back=0.0):
     return tokens_per_round / max(costs.ratios(rolled_back)["round"], 1e-12)
 
 
-def time_plain_step(model, ids, repeats=5):
-    """Median seconds of one plain decoding step after the prompt (one token, batch 1), after a
-    warm-up step. ids: (1, T)."""
-    state = State(model)
+def _median_interval(stream, n):
+    """Median seconds between successive items of a generator, over n intervals after its first item
+    (prefill) and one more as a warm-up; fewer if it ends first. The generator is closed."""
     times = []
-    with torch.inference_mode():
-        model(ids, state, last_only=True)
-        token = ids[:, -1:]
-        for i in range(repeats + 1):
-            t0 = time.perf_counter()
-            model(token, state, last_only=True)
-            if i:                                   # the first step warms up
-                times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    try:
+        next(stream)
+        t = time.perf_counter()
+        for _ in range(n + 1):
+            next(stream)
+            now = time.perf_counter()
+            times.append(now - t)
+            t = now
+    except StopIteration:                                    # the context ran out first
+        pass
+    finally:
+        stream.close()
+    return statistics.median(times[1:] or times) if times else 0.0
+
+
+def time_plain_step(model, ids, repeats=5):
+    """Median seconds from one token to the next of plain greedy decoding after the prompt `ids`
+    (1, T), the way the race runs it (generate_stream: the step and its Python)."""
+    return _median_interval(generate_stream(model, ids, repeats + 3), repeats)
 
 
 def from_records(records, k, rollback, step):
@@ -113,23 +120,10 @@ def _run_length(model, ids, k, rounds):
 
 
 def time_whole_rounds(model, mtp, ids, k, rounds=ROUNDS):
-    """Median seconds from one round's tokens to the next's in an untraced greedy `select` run, the
-    way the race runs it (each round one call, where rounds_in_one_call), the first round left out."""
-    stream = generate_mtp_stream(model, mtp, ids, _run_length(model, ids, k, rounds), (), k, "select")
-    times = []
-    try:
-        next(stream)                                         # prefill and the first guess
-        t = time.perf_counter()
-        for _ in range(rounds + 1):
-            next(stream)
-            now = time.perf_counter()
-            times.append(now - t)
-            t = now
-    except StopIteration:                                    # the context ran out first
-        pass
-    finally:
-        stream.close()
-    return statistics.median(times[1:] or times) if times else 0.0
+    """Median seconds from one round's tokens to the next's of an untraced greedy `select` run, the
+    way the race runs it (each round one call, where rounds_in_one_call)."""
+    return _median_interval(generate_mtp_stream(model, mtp, ids, _run_length(model, ids, k, rounds), (), k, "select"),
+                            rounds)
 
 
 def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS, step=None, temperature=0):
