@@ -35,6 +35,7 @@ from demo import settings
 from demo.settings import compile_wanted
 from qwen.chat import Chat
 from qwen.compile import compile_head, compile_model, default_dtype, warm_up
+from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP
 from qwen.weights import EMBEDDED, ModelNotFound, find_model, list_tensors, weight_files
@@ -215,12 +216,12 @@ def cached_hub_folder(repo_id):
 
 def checkpoint_dtype(path, environ=None):
     """-> (dtype, reason). $QWEN_DTYPE ("float32" / "bfloat16") decides when set; else bfloat16 where
-    this host multiplies it natively (qwen.compile.default_dtype), or for a checkpoint too big to hold
-    in float32; float32 otherwise."""
+    this host multiplies it natively and the model is not small (qwen.compile.default_dtype), or for a
+    checkpoint too big to hold in float32; float32 otherwise."""
     name = settings.dtype_name(environ)
     if name:
         return getattr(torch, name), "QWEN_DTYPE"
-    dtype, reason = default_dtype()
+    dtype, reason = default_dtype("cpu", read_config(path).hidden_size)
     size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".safetensors"))
     if dtype == torch.float32 and size > BIG_CHECKPOINT_BYTES:
         return torch.bfloat16, f"checkpoint of {size / 1e9:.1f} GB: too big for float32 ({reason})"

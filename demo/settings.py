@@ -23,7 +23,8 @@ SETTINGS = (
     Setting("QWEN_MODEL_DIRS", "none", "more local model folders to offer (os.pathsep-separated); the page "
                                        "itself can never name a server path"),
     Setting("QWEN_KEEP_MODELS", "2", "hub and local models kept in memory at once (the embedded one always is)"),
-    Setting("QWEN_DTYPE", "bfloat16 where the CPU multiplies it natively, else float32",
+    Setting("QWEN_DTYPE", "bfloat16 where the CPU multiplies it natively and the model is not small "
+                          "(hidden size >= 1024), else float32",
             "float32 or bfloat16 for every model loaded"),
     Setting("QWEN_COMPILE", "1", "compile the decoding steps in the background after loading (0: stay eager)"),
     Setting("CPU_CORES", "the machine's cores less one", "torch threads (one core is left to the web server)"),

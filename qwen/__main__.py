@@ -16,6 +16,7 @@ import torch
 
 from qwen.chat import Chat, Detokenizer
 from qwen.compile import default_dtype, warm_up
+from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp_stream
 from qwen.sample import generate_stream
@@ -37,15 +38,17 @@ def main(argv=None):
     ap.add_argument("--mtp", type=int, default=0, metavar="K", help="speculative decoding with K draft tokens")
     ap.add_argument("--rollback", default="select", choices=["select", "recompute"])
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
-                    help="default: bfloat16 where the hardware multiplies it natively, else float32")
+                    help="default: bfloat16 where the hardware multiplies it natively (on CPU only for "
+                         "models of hidden size >= 1024), else float32")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                     help="compile the decoding steps first (default; falls back to eager, saying why)")
     args = ap.parse_args(argv)
-    dtype, reason = (getattr(torch, args.dtype), "--dtype") if args.dtype else default_dtype(args.device)
-    print(f"[{str(dtype).replace('torch.', '')}: {reason}]", file=sys.stderr)
     try:
         path = find_model(args.model)
+        dtype, reason = (getattr(torch, args.dtype), "--dtype") if args.dtype else \
+            default_dtype(args.device, read_config(path).hidden_size)
+        print(f"[{str(dtype).replace('torch.', '')}: {reason}]", file=sys.stderr)
         model = Model.from_pretrained(path, dtype=dtype, device=args.device)
         chat = Chat(model, path)
         head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=args.device) if args.mtp else None

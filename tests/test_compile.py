@@ -261,7 +261,9 @@ def test_bfloat16_only_where_the_cpu_multiplies_it_natively(monkeypatch, capabil
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     dtype, reason = qc.default_dtype("cpu")
     assert dtype == want and capability in reason
-    assert qc.default_dtype("cuda")[0] == torch.bfloat16
+    assert qc.default_dtype("cpu", hidden_size=1024)[0] == want           # the 0.8B's width: as the host allows
+    assert qc.default_dtype("cpu", hidden_size=192) == (torch.float32, "a small model (hidden size 192) on CPU")
+    assert qc.default_dtype("cuda")[0] == qc.default_dtype("cuda", hidden_size=192)[0] == torch.bfloat16
 
 
 def test_compile_variants_cover_decode_verify_and_catch_up():
@@ -299,6 +301,7 @@ def test_the_app_reads_qwen_compile_and_qwen_dtype(monkeypatch):
     monkeypatch.setenv("QWEN_DTYPE", "bfloat16")
     assert models.checkpoint_dtype(find_model()) == (torch.bfloat16, "QWEN_DTYPE")
     monkeypatch.delenv("QWEN_DTYPE")
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
-    dtype, reason = models.checkpoint_dtype(find_model())                 # small checkpoint, no native bf16
-    assert dtype == torch.float32 and "AVX2" in reason
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)      # native bfloat16 ...
+    dtype, reason = models.checkpoint_dtype(find_model())                 # ... but the embedded model is small
+    assert dtype == torch.float32 and "hidden size 192" in reason
