@@ -57,8 +57,9 @@ def main(argv=None):
     if args.compile:
         print("[compiling the decoding steps (cached on disk for the next run)…]", file=sys.stderr, flush=True)
         report = warm_up(model, head, ks=(args.mtp,) if args.mtp else (), rollbacks=(args.rollback,))
-        speed = f", decode step {report['step_speedup']:.2f}x eager" if report["step_speedup"] else ""
-        print(f"[{report['status']} in {report['seconds']:.0f} s{speed}]", file=sys.stderr)
+        speed = ", ".join(f"{name} {x:.2f}x" for name, x in report.get("speedups", {}).items())
+        print(f"[{report['status']} in {report['seconds']:.0f} s" + (f"; eager / compiled: {speed}" if speed else "")
+              + "]", file=sys.stderr)
     try:
         if args.chat:
             ids = chat.encode_chat([{"role": "user", "content": args.prompt}],

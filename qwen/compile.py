@@ -92,12 +92,13 @@ class CompiledSteps:
     """A compiled function and the passes it serves, as (T tokens, keeps step states) pairs; any
     other pass runs eagerly (compiling every T a caller might use would cost minutes each)."""
 
-    def __init__(self, fn, variants):
-        self.fn, self.variants = fn, set(variants)
+    def __init__(self, fn, variants, kind="model"):
+        self.fn, self.variants, self.kind = fn, set(variants), kind     # kind: "model", "head" or "round"
         self.enabled = True
         self.frozen, self.freeze_reason = False, ""   # weights baked into each graph (see _compile)
         self.status = "compiles on first use"   # warm_up: -> "compiling" -> "compiled" or "eager: <reason>"
         self.warming_thread = None               # while warm_up compiles, only its thread uses the compiled steps
+        self.eager_passes = {}                   # (T, keep) -> why that pass runs eagerly (drop)
 
     def lookup(self, T, keep=False):
         if not self.enabled or (T, keep) not in self.variants:
@@ -119,6 +120,14 @@ class CompiledSteps:
     def disable(self, reason):
         self.enabled, self.status = False, f"eager: {reason}"
         log.warning("compiled steps off: %s", reason)
+
+    def drop(self, variant, reason):
+        """Run one pass, (T, keeps step states), eagerly from now on; the others stay compiled."""
+        self.variants.discard(variant)
+        self.eager_passes[variant] = reason
+        log.info("pass %s stays eager: %s", variant, reason)
+        if not self.variants:
+            self.disable(reason)
 
 
 AUTOTUNE_HIDDEN = 1024       # models this wide get max-autotune GEMMs; smaller ones are all overhead
@@ -195,12 +204,25 @@ def _compile(fn, device, autotune=True, freeze=False):
     return frozen
 
 
-def variants_for(ks, rollbacks=("select",)):
+def variants_for(ks, rollbacks=("select",), one_token=True):
     """The passes decoding with k drafts makes, as (T, keeps step states): one-token decode and
-    draft steps, and verify / head catch-up of 1+k tokens (verify keeps step states for `select`)."""
+    draft steps (unless one_token=False), and verify / head catch-up of 1+k tokens (verify keeps
+    step states for `select`). -> (the main model's, the head's as (T, False))"""
     verify = {1 + int(k) for k in ks}
     keeps = {rollback == "select" for rollback in rollbacks}
-    return {(1, False)} | {(T, keep) for T in verify for keep in keeps}, {1} | verify
+    one = {1} if one_token else set()
+    return {(T, False) for T in one} | {(T, keep) for T in verify for keep in keeps}, \
+        {(T, False) for T in one | verify}
+
+
+def compiles_one_token_passes(module):
+    """Whether one-token passes (decode, draft) are worth compiling for this model. Not on CPU for a
+    model whose weights dominate a step (hidden >= AUTOTUNE_HIDDEN): a one-token step streams each
+    weight once already, eagerly at ~90% of the weight-matmul floor, and a compiled one measured
+    0.85-0.93x eager at the 0.8B shape, while each frozen graph holds another copy of the weights
+    (3.6 GB there). Only passes of several tokens, where eager GEMMs repack the weights, gain."""
+    device = next(module.parameters()).device
+    return device.type == "cuda" or module.cfg.hidden_size < AUTOTUNE_HIDDEN
 
 
 def _freeze_choice(freeze, modules, graphs, device):
@@ -217,13 +239,15 @@ def _freeze_choice(freeze, modules, graphs, device):
 def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
     """Prepare compiled main-model steps (compiled on first use). freeze=None freezes the weights
     when a copy per graph fits in memory (freeze_fits). -> CompiledSteps"""
-    model.compiled = _prepare([model], model.step, variants_for(ks, rollbacks)[0], freeze)
+    variants = variants_for(ks, rollbacks, one_token=compiles_one_token_passes(model))[0]
+    model.compiled = _prepare([model], model.step, variants, freeze, "model")
     return model.compiled
 
 
 def compile_head(head, ks=(2,), freeze=None):
     """Prepare compiled MTP head passes for T = 1 and 1+k. -> CompiledSteps"""
-    head.compiled = _prepare([head], head.run, {(T, False) for T in variants_for(ks)[1]}, freeze)
+    head.compiled = _prepare([head], head.run, variants_for(ks, one_token=compiles_one_token_passes(head))[1],
+                             freeze, "head")
     return head.compiled
 
 
@@ -239,7 +263,7 @@ def compile_round(model, head, ks=(2,), freeze=None):
 
     def round_(state, head_cache, tok_d1, out1, positions):
         return greedy_round(model, head, state, head_cache, tok_d1, out1, positions)
-    head.round_compiled = _prepare([model, head], round_, {(1 + int(k), True) for k in ks}, freeze)
+    head.round_compiled = _prepare([model, head], round_, {(1 + int(k), True) for k in ks}, freeze, "round")
     return head.round_compiled
 
 
@@ -259,13 +283,13 @@ def lay_out_transposed(modules):
                 w.data = w.data.t().contiguous().t()
 
 
-def _prepare(modules, fn, variants, freeze):
+def _prepare(modules, fn, variants, freeze, kind):
     device = next(modules[0].parameters()).device
     autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
     if device.type == "cpu" and not autotune:
         lay_out_transposed(modules)
     freeze, why = _freeze_choice(freeze, modules, len(variants), device)
-    steps = CompiledSteps(_compile(fn, device, autotune, freeze), variants)
+    steps = CompiledSteps(_compile(fn, device, autotune, freeze), variants, kind)
     steps.frozen, steps.freeze_reason = freeze, why
     missing = compiler_missing(device)
     if missing:
@@ -354,25 +378,64 @@ def _warm_up(model, head, steps, report, context, keep_if_faster):
     wrong = _round_disagreement(model, head, ids[:, :8]) if rounds else None
     if wrong:                                   # rounds then run step by step, through the checked steps
         rounds.disable(f"the compiled {wrong} disagrees with plain decoding")
-    state = State(model)
-    model.hidden(ids, state)
-
-    def step(compiled):                          # one decode step at the same position, either way
-        model.compiled.enabled = compiled
-        state.pos = context
-        model.forward(ids[:, :1], state)
-    eager, compiled = _time_both(lambda: step(False), lambda: step(True))
-    model.compiled.enabled = True
-    report["step_speedup"] = eager / compiled
-    for part in (s for s in steps if s.enabled):
-        if keep_if_faster and compiled >= eager:
-            part.disable(f"the compiled step is not faster than eager on this host ({eager / compiled:.2f}x)")
-        else:
+    speedups = _time_passes(model, head, ids)
+    report["speedups"] = {_pass_name(part, variant): x for (part, variant), x in speedups.items()}
+    report["step_speedup"] = speedups.get((model.compiled, (1, False)))
+    for (part, variant), speedup in speedups.items():
+        if keep_if_faster and speedup <= 1:
+            part.drop(variant, f"not faster than eager on this host ({speedup:.2f}x)")
+    if rounds is not None:                      # a round graph goes with its verify pass
+        for variant in sorted(rounds.variants - model.compiled.variants):
+            rounds.drop(variant, model.compiled.eager_passes.get(variant, "its verify pass runs eagerly"))
+    for part in steps:
+        if part.enabled:
             part.status = "compiled"
     report["status"] = model.compiled.status
-    log.info("warm-up: %s in %.1f s, decode step %.2fx eager", report["status"], report["seconds"],
-             report["step_speedup"])
+    log.info("warm-up: %s in %.1f s, eager / compiled: %s", report["status"], report["seconds"],
+             ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))
     return report
+
+
+def _pass_name(part, variant):
+    """(T, keep) of a model's or head's CompiledSteps in words: "decode step", "verify of 3 tokens"..."""
+    T, keep = variant
+    if part.kind == "head":
+        return f"head pass of {T} token{'s' if T > 1 else ''}"
+    return "decode step" if T == 1 else f"verify of {T} tokens{' (keeping step states)' if keep else ''}"
+
+
+def _time_passes(model, head, ids):
+    """Each compiled pass of the model and head against its eager twin, on the same inputs at the same
+    position. -> {(CompiledSteps, (T, keep)): eager seconds / compiled seconds}"""
+    from qwen.cache import AttentionState, State, keep_step_states
+    context, speedups = ids.shape[1], {}
+    state = State(model)
+    hidden = model.hidden(ids, state)                                                  # (1, context, H)
+
+    def verify(T, keep, compiled):
+        model.compiled.enabled = compiled
+        state.pos = context
+        keep_step_states(state, T, on=keep)
+        model.forward(ids[:, :T], state)
+    for T, keep in sorted(model.compiled.variants):
+        eager, compiled = _time_both(lambda: verify(T, keep, False), lambda: verify(T, keep, True))
+        speedups[(model.compiled, (T, keep))] = eager / compiled
+    keep_step_states(state, on=False)
+    model.compiled.enabled = True
+    if head is None or not head.compiled.enabled:
+        return speedups
+    emb, cache = model.embed_tokens(ids), AttentionState()
+    head(emb, hidden, 0, cache)
+
+    def head_pass(T, compiled):
+        head.compiled.enabled = compiled
+        cache.truncate(context)
+        head(emb[:, :T], hidden[:, :T], context, cache)
+    for T, keep in sorted(head.compiled.variants):
+        eager, compiled = _time_both(lambda: head_pass(T, False), lambda: head_pass(T, True))
+        speedups[(head.compiled, (T, keep))] = eager / compiled
+    head.compiled.enabled = True
+    return speedups
 
 
 def _disagreement(model, head, ids):

@@ -269,7 +269,49 @@ def test_bfloat16_only_where_the_cpu_multiplies_it_natively(monkeypatch, capabil
 def test_compile_variants_cover_decode_verify_and_catch_up():
     main, head = qc.variants_for((1, 3), rollbacks=("select", "recompute"))
     assert main == {(1, False), (2, True), (2, False), (4, True), (4, False)}
-    assert head == {1, 2, 4}
+    assert head == {(1, False), (2, False), (4, False)}
+    main, head = qc.variants_for((2,), one_token=False)
+    assert main == {(3, True)} and head == {(3, False)}
+
+
+def test_a_wide_model_on_cpu_compiles_only_passes_of_several_tokens():
+    """At the 0.8B width a one-token step is bound by reading the weights, which eager already does once;
+    compiling it would only add a frozen copy of them. Narrow models compile every pass."""
+    from reference import SMALL
+    wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=18)
+    wide_head = MTP(wide.cfg).eval().requires_grad_(False)
+    narrow, narrow_head = random_pair("small", seed=18)
+    assert not qc.compiles_one_token_passes(wide) and qc.compiles_one_token_passes(narrow)
+    qc.compile_model(wide, ks=(1, 3)), qc.compile_head(wide_head, ks=(1, 3))          # lazy: compiles nothing yet
+    assert wide.compiled.variants == {(2, True), (4, True)} and wide_head.compiled.variants == {(2, False), (4, False)}
+    assert wide.compiled.lookup(1) is None and wide_head.compiled.lookup(1) is None
+    qc.compile_model(narrow, ks=(1,)), qc.compile_head(narrow_head, ks=(1,))
+    assert (1, False) in narrow.compiled.variants and (1, False) in narrow_head.compiled.variants
+
+
+def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
+    """A pass whose compiled graph is not faster runs eagerly; the others stay compiled, and the output
+    is still plain decoding's. (Timings stubbed: the real ones depend on the host.)"""
+    monkeypatch.setattr(qc, "_compile", lambda fn, device, autotune, freeze=False: fn)   # eager stand-in
+    measured = {"decode step": 0.9, "verify of 3 tokens (keeping step states)": 1.6, "head pass of 1 token": 1.2,
+                "head pass of 3 tokens": 1.0}
+    monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids: {
+        (part, v): measured[qc._pass_name(part, v)] for part in (model.compiled, head.compiled) for v in part.variants})
+    model, head = random_pair("small", seed=19)
+    eager, _ = random_pair("small", seed=19)
+    report = qc.warm_up(model, head, ks=(2,))
+    assert report["status"] == "compiled" and report["speedups"] == measured and report["step_speedup"] == 0.9
+    assert model.compiled.lookup(1) is None and model.compiled.lookup(3, keep=True) is not None
+    assert head.compiled.lookup(1) is not None and head.compiled.lookup(3) is None
+    assert model.compiled.eager_passes == {(1, False): "not faster than eager on this host (0.90x)"}
+    ids = torch.tensor([[5, 6, 7]])
+    assert generate_mtp(model, head, ids, max_new_tokens=12, k=2)[0] == generate(eager, ids, max_new_tokens=12)
+
+    measured.update({"verify of 3 tokens (keeping step states)": 0.8})            # nothing of the model gains
+    model, head = random_pair("small", seed=19)
+    report = qc.warm_up(model, head, ks=(2,))
+    assert report["status"] == "eager: not faster than eager on this host (0.80x)", report["status"]
+    assert not model.compiled.enabled and head.compiled.lookup(1) is not None
 
 
 @pytest.mark.parametrize("works", [True, False])
