@@ -261,6 +261,7 @@ def bench_scripted(args):
     return {"dtype": args.dtype, "plain_tok_s": len(plain) / t_plain, "eager_plain_tok_s": eager_plain_tok_s,
             "runs": rows, "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
             "compile_s": compiling.get("seconds"), "compile_status": compiling.get("status", "eager"),
+            "compiled_speedups": compiling.get("speedups"),
             "frozen": model.compiled.frozen if args.compile else None,
             "freeze_reason": model.compiled.freeze_reason if args.compile else None}
 
@@ -402,6 +403,9 @@ def main(argv=None):
               + (f", frozen: {result['frozen']} ({result['freeze_reason']}); eager plain "
                  f"{result['eager_plain_tok_s']:.2f} tok/s; compiling {result['compile_s']:.0f} s" if args.compile else "")
               + f"); peak memory {result['peak_memory_gb']:.1f} GB")
+        if result.get("compiled_speedups"):
+            print("compiled passes, eager ÷ compiled: " +
+                  ", ".join(f"{name} {x:.2f}x" for name, x in result["compiled_speedups"].items()))
         print_table(result["runs"])
         print_table([result["costs"]])
     else:

@@ -21,7 +21,10 @@ small models, where a round's separate calls cost more than their arithmetic, th
 compiles too, once per k (compile_round).
 
     compile_model(model, ks=(2,)); compile_head(head, ks=(2,))    # lazy: compiles on first use
-    report = warm_up(model, head, ks=(2,))                        # compile now, time it, keep if faster
+    report = warm_up(model, head, ks=(2,))      # compile now; keep each pass only where it is faster
+
+On CPU a model whose weights dominate a step (hidden >= 1024, the 0.8B) compiles only the passes of
+several tokens: a one-token step streams each weight once anyway, eagerly (compiles_one_token_passes).
 
 On CPU: inductor (frozen where it fits; for models of hidden size >= 1024 max-autotune GEMMs and packed
 weights, for smaller ones unpacked weights, so inductor can cache the graphs on disk, each stored as
