@@ -51,18 +51,21 @@ def model_status(loaded, lang=i18n.DEFAULT_LANG):
 
 
 def compile_note(loaded, lang):
-    """" · compiling…", " · compiled", " · eager (reason)" or "" when compiling was not asked for."""
+    """" · compiling…", " · compiled", " · compiled (… still compiling)", " · eager (reason)" or "" when
+    compiling was not asked for."""
     status = loaded.compile_status()
     if status == "eager":
         return ""
     if status.startswith("eager: "):
         return t("model_eager", lang, reason=status[len("eager: "):])
-    return t("model_compiled" if status == "compiled" else "model_compiling", lang)
+    return t({"compiled": "model_compiled", "compiled, compiling more": "model_compiled_more"}.get(
+        status, "model_compiling"), lang)
 
 
 def compile_settled(loaded):
     """Whether the compile status can still change (so the page stops asking)."""
-    return loaded is None or loaded.compile_status() not in ("compiling", "compiles on first use")
+    return loaded is None or loaded.compile_status() not in ("compiling", "compiles on first use",
+                                                              "compiled, compiling more")
 
 
 def model_error_text(store, key, error, lang, current=None):

@@ -29,6 +29,8 @@ STRINGS = {
     "model_no_mtp": (", no draft head: the race needs one", "，没有草稿头：比赛需要它"),
     "model_compiling": (" · compiling the decoding steps… (eager meanwhile)", " · 正在编译解码步骤…（期间以 eager 模式运行）"),
     "model_compiled": (" · compiled", " · 已编译"),
+    "model_compiled_more": (" · compiled (the stepper's and sampling's steps still compiling…)",
+                            " · 已编译（步进器与采样所用的步骤仍在编译…）"),
     "model_eager": (" · eager ({reason})", " · eager 模式（{reason}）"),
     "model_failed": ("Could not load that model ({error}). Still using {model}.",
                      "无法加载该模型（{error}）。仍在使用 {model}。"),
@@ -186,9 +188,9 @@ STRINGS = {
     "empty_prompt": ("The prompt is empty: type some text first.", "提示词为空：请先输入一些文字。"),
     "prompt_too_long": ("The prompt does not fit the model's context.", "提示词超出了模型的上下文长度。"),
     "timing_while_compiling": ("The decoding steps are still compiling in the background and share the CPU with "
-                               "this race, so its timings are disturbed. Run it again once the model line says "
+                               "this race, so its timings are disturbed. Run it again once the model line says just "
                                "compiled.",
-                               "解码步骤仍在后台编译，与这次比赛争用 CPU，计时会受干扰。等模型一栏显示“已编译”后再跑一次。"),
+                               "解码步骤仍在后台编译，与这次比赛争用 CPU，计时会受干扰。等模型一栏只显示“已编译”后再跑一次。"),
     "removed_chars": ("{n} invisible or invalid character(s) were removed from the prompt.",
                       "已从提示词中删除 {n} 个不可见或无效字符。"),
     "truncated_chars": ("The prompt had {n} characters; only the last {kept} were kept.",

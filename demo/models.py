@@ -66,8 +66,16 @@ class Loaded:
         return self.model.cfg.max_position_embeddings
 
     def compile_status(self):
-        """"compiling", "compiled", "eager: <reason>", or "eager" when compiling was not asked for."""
-        return self.model.compiled.status if self.model.compiled is not None else "eager"
+        """"compiling", "compiled", "compiled, compiling more" (plain and greedy speculative decoding
+        run compiled; the stepper's and sampling's passes still compile), "eager: <reason>", or "eager"
+        when compiling was not asked for."""
+        if self.model.compiled is None:
+            return "eager"
+        status = self.model.compiled.status
+        parts = [self.model.compiled] + ([self.mtp.compiled, self.mtp.round_compiled] if self.mtp is not None else [])
+        if status == "compiled" and any(p is not None and p.warming_thread is not None for p in parts):
+            return "compiled, compiling more"
+        return status
 
 
 def parse_args(argv):
@@ -238,8 +246,8 @@ def start_compiling(loaded, ks=(2,)):
 
     def work():
         report = warm_up(loaded.model, loaded.mtp, ks)
-        log.info("%s: %s (%.0f s of compiling, decode step %sx eager)", loaded.key, report["status"],
-                 report["seconds"], f"{report['step_speedup']:.2f}" if report["step_speedup"] else "?")
+        log.info("%s: %s (%.0f s of compiling; eager / compiled: %s)", loaded.key, report["status"],
+                 report["seconds"], ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))
     thread = threading.Thread(target=work, name=f"compile {loaded.key}", daemon=True)
     thread.start()
     return thread

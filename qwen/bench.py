@@ -18,7 +18,8 @@
         pass timed one by one.
     python -m qwen.bench compile [--model PATH_OR_ID | --shape 0.8b] [--ks 2]
         seconds to compile every pass of k-draft decoding, in a fresh process with an empty cache
-        ("first") and again in another fresh process with that cache ("cached").
+        ("first") and again in another fresh process with that cache ("cached"); ready_s: until the
+        passes plain and greedy speculative decoding use were compiled, checked and serving.
 --compile works in every mode (--no-compile, the default, stays eager). Every table is printed with
 the CPU capability torch uses here (AVX2, AVX512, ...): speed claims depend on it. Every mode runs
 on CUDA when there is one (timings synchronise the device).
@@ -336,8 +337,9 @@ def bench_compile(args):
         if out.returncode:
             raise SystemExit(out.stderr[-2000:])
         report = json.loads(out.stdout.strip().splitlines()[-1])
-        rows.append({"run": run, "compile_s": report["seconds"], "process_s": time.perf_counter() - t,
-                     "status": report["status"], "step_speedup": report["step_speedup"]})
+        rows.append({"run": run, "compile_s": report["seconds"], "ready_s": report.get("ready_seconds"),
+                     "process_s": time.perf_counter() - t, "status": report["status"],
+                     "step_speedup": report["step_speedup"]})
     return {"model": args.model or args.shape or "embedded", "ks": args.ks, "cache": cache, "rows": rows}
 
 

@@ -102,11 +102,12 @@ class CompiledSteps:
         self.status = "compiles on first use"   # warm_up: -> "compiling" -> "compiled" or "eager: <reason>"
         self.warming_thread = None               # while warm_up compiles, only its thread uses the compiled steps
         self.eager_passes = {}                   # (T, keep) -> why that pass runs eagerly (drop)
+        self.ready = set()                       # passes warm_up compiled, checked and kept: every thread's
 
     def lookup(self, T, keep=False):
         if not self.enabled or (T, keep) not in self.variants:
             return None
-        if self.warming_thread is not None and self.warming_thread != threading.get_ident():
+        if self.warming_thread not in (None, threading.get_ident()) and (T, keep) not in self.ready:
             return None                          # others stay eager meanwhile instead of compiling too
         return self.call
 
@@ -115,7 +116,7 @@ class CompiledSteps:
         try:
             return self.fn(*args)
         except Exception as e:                   # compiling happens on a call; it fails before running
-            if self.warming_thread is not None:
+            if self.warming_thread == threading.get_ident():
                 raise
             self.disable(f"compiling failed ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]})")
             return None
@@ -317,10 +318,13 @@ def _time_both(a, b, repeats=15):
 @torch.inference_mode()
 def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None):
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
-    cache), time the compiled and the eager decode step, and go eager where compiling is not faster.
-    A small model (hidden < FUSE_HIDDEN) with `select` also gets each greedy round as one graph.
-    -> {"status", "seconds" (compiling), "step_speedup" (eager / compiled, one-token step)}.
-    Other threads keep running eagerly until it is done (the app serves while it compiles)."""
+    cache), check each against eager, time it against eager, and keep it only where it is faster.
+    A small model (hidden < FUSE_HIDDEN) with `select` also gets each greedy round as one graph; then
+    the decode step and the round graphs come first (all that plain and greedy speculative decoding
+    need), and the step graphs the trace, sampling and `recompute` use follow.
+    -> {"status", "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
+    {pass: eager / compiled}, "step_speedup" (the decode step's, or None)}.
+    Other threads run eagerly each pass that is not ready yet (the app serves while it compiles)."""
     if model.compiled is None:
         compile_model(model, ks, rollbacks, freeze)
     if head is not None and head.compiled is None:
@@ -330,73 +334,94 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         compile_round(model, head, ks, freeze)
     steps = [model.compiled] + ([head.compiled] if head is not None else []) + \
         ([head.round_compiled] if head is not None and head.round_compiled is not None else [])
-    report = {"status": model.compiled.status, "seconds": 0.0, "step_speedup": None}
+    report = {"status": model.compiled.status, "seconds": 0.0, "ready_seconds": None, "speedups": {},
+              "step_speedup": None}
     if not model.compiled.enabled:
         return report
     for compiled in steps:
         compiled.status, compiled.warming_thread = "compiling", threading.get_ident()
+    t0 = time.perf_counter()
     try:
-        return _warm_up(model, head, steps, report, context, keep_if_faster)
+        for passes in _phases(model, head):
+            if not _warm_up(model, head, steps, passes, report, context, keep_if_faster):
+                break
+            report["ready_seconds"] = report["ready_seconds"] or time.perf_counter() - t0
     finally:
         for compiled in steps:
             compiled.warming_thread = None
-
-
-def _warm_up(model, head, steps, report, context, keep_if_faster):
-    from qwen.cache import AttentionState, State, keep_step_states
-    from qwen.mtp import generate_mtp
-    device = model.embed_tokens.weight.device
-    ids = torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size        # (1, context)
-    rounds = head.round_compiled if head is not None and head.round_compiled is not None else None
-    t0 = time.perf_counter()
-    try:
-        for T, keep in sorted(model.compiled.variants):
-            state = State(model)
-            model.hidden(ids, state)
-            if keep:
-                keep_step_states(state, T)
-            model.forward(ids[:, :T], state)
-        if head is not None:
-            hidden = torch.zeros(1, context, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype,
-                                 device=device)
-            for T, _ in sorted(head.compiled.variants):
-                cache = AttentionState()
-                head(model.embed_tokens(ids), hidden, 0, cache)
-                head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
-        for T, _ in sorted(rounds.variants if rounds else []):
-            generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)        # compiles round k
-    except Exception as e:                      # a compiler that fails here would fail for the user: go eager
-        first_line = (str(e).splitlines() or [""])[0][:200]
-        for compiled in steps:
-            compiled.disable(f"compiling failed ({type(e).__name__}: {first_line})")
-        report.update(status=model.compiled.status, seconds=time.perf_counter() - t0)
-        return report
-    report["seconds"] = time.perf_counter() - t0
-    wrong = _disagreement(model, head, ids)
-    if wrong:                                   # a miscompiled step must never reach a user
-        for compiled in steps:
-            compiled.disable(f"the compiled {wrong} disagrees with eager")
-        report["status"] = model.compiled.status
-        return report
-    wrong = _round_disagreement(model, head, ids[:, :8]) if rounds else None
-    if wrong:                                   # rounds then run step by step, through the checked steps
-        rounds.disable(f"the compiled {wrong} disagrees with plain decoding")
-    speedups = _time_passes(model, head, ids)
-    report["speedups"] = {_pass_name(part, variant): x for (part, variant), x in speedups.items()}
-    report["step_speedup"] = speedups.get((model.compiled, (1, False)))
-    for (part, variant), speedup in speedups.items():
-        if keep_if_faster and speedup <= 1:
-            part.drop(variant, f"not faster than eager on this host ({speedup:.2f}x)")
-    if rounds is not None:                      # a round graph goes with its verify pass
-        for variant in sorted(rounds.variants - model.compiled.variants):
-            rounds.drop(variant, model.compiled.eager_passes.get(variant, "its verify pass runs eagerly"))
-    for part in steps:
-        if part.enabled:
-            part.status = "compiled"
     report["status"] = model.compiled.status
     log.info("warm-up: %s in %.1f s, eager / compiled: %s", report["status"], report["seconds"],
              ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))
     return report
+
+
+def _phases(model, head):
+    """The passes to warm up, in order, as lists of (CompiledSteps, (T, keep)). When round graphs serve
+    greedy `select` decoding, they and the decode step come first; the step graphs they stand in
+    for (the trace's, sampling's, `recompute`'s) after."""
+    passes = [(model.compiled, v) for v in sorted(model.compiled.variants)]
+    passes += [(head.compiled, v) for v in sorted(head.compiled.variants)] if head is not None else []
+    rounds = head.round_compiled if head is not None else None
+    if rounds is None or not rounds.enabled:
+        return [passes]
+    first = [(model.compiled, v) for v in sorted(model.compiled.variants) if v == (1, False)]
+    first += [(rounds, v) for v in sorted(rounds.variants)]
+    return [first, [p for p in passes if p not in first]]
+
+
+def _warm_up(model, head, steps, passes, report, context, keep_if_faster):
+    """Compile these passes, check and time each against eager, keep the faster ones and make them
+    ready for every thread. -> False when compiling failed or a pass computed something else (then
+    everything is eager, with the reason in the status)."""
+    from qwen.cache import AttentionState, State, keep_step_states
+    from qwen.mtp import generate_mtp
+    device = model.embed_tokens.weight.device
+    ids = torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size        # (1, context)
+    t0 = time.perf_counter()
+    try:
+        for part, (T, keep) in passes:
+            if part.kind == "model":
+                state = State(model)
+                model.hidden(ids, state)
+                keep_step_states(state, T, on=keep)
+                model.forward(ids[:, :T], state)
+            elif part.kind == "head":
+                hidden = torch.zeros(1, context, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype,
+                                     device=device)
+                cache = AttentionState()
+                head(model.embed_tokens(ids), hidden, 0, cache)
+                head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
+            else:
+                generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)    # compiles round k
+    except Exception as e:                      # a compiler that fails here would fail for the user: go eager
+        first_line = (str(e).splitlines() or [""])[0][:200]
+        for compiled in steps:
+            compiled.disable(f"compiling failed ({type(e).__name__}: {first_line})")
+        report["seconds"] += time.perf_counter() - t0
+        return False
+    report["seconds"] += time.perf_counter() - t0
+    wrong = _disagreement(model, head, ids, passes)
+    if wrong:                                   # a miscompiled step must never reach a user
+        for compiled in steps:
+            compiled.disable(f"the compiled {wrong} disagrees with eager")
+        return False
+    rounds = [(part, v) for part, v in passes if part.kind == "round"]
+    wrong = _round_disagreement(model, head, ids[:, :8], [v for _, v in rounds])
+    if wrong:                                   # rounds then run step by step, through the checked steps
+        rounds[0][0].disable(f"the compiled {wrong} disagrees with plain decoding")
+    speedups = _time_passes(model, head, ids, [(part, v) for part, v in passes if part.enabled])
+    report["speedups"].update({_pass_name(part, v): x for (part, v), x in speedups.items()})
+    if (model.compiled, (1, False)) in speedups:
+        report["step_speedup"] = speedups[(model.compiled, (1, False))]
+    for (part, variant), speedup in speedups.items():
+        if keep_if_faster and speedup <= 1:
+            part.drop(variant, f"not faster than eager on this host ({speedup:.2f}x)")
+        else:
+            part.ready.add(variant)
+    for part in steps:
+        if part.enabled and part.ready:
+            part.status = "compiled"
+    return True
 
 
 def _pass_name(part, variant):
@@ -404,45 +429,53 @@ def _pass_name(part, variant):
     T, keep = variant
     if part.kind == "head":
         return f"head pass of {T} token{'s' if T > 1 else ''}"
+    if part.kind == "round":
+        return f"greedy round with k={T - 1}"
     return "decode step" if T == 1 else f"verify of {T} tokens{' (keeping step states)' if keep else ''}"
 
 
-def _time_passes(model, head, ids):
-    """Each compiled pass of the model and head against its eager twin, on the same inputs at the same
-    position. -> {(CompiledSteps, (T, keep)): eager seconds / compiled seconds}"""
+def _time_passes(model, head, ids, passes):
+    """Each of these compiled passes against its eager twin, on the same inputs at the same position
+    (a round: greedy decoding of a few tokens, its eager twin the same round uncompiled).
+    -> {(CompiledSteps, (T, keep)): eager seconds / compiled seconds}"""
     from qwen.cache import AttentionState, State, keep_step_states
+    from qwen.mtp import generate_mtp
     context, speedups = ids.shape[1], {}
     state = State(model)
     hidden = model.hidden(ids, state)                                                  # (1, context, H)
-
-    def verify(T, keep, compiled):
-        model.compiled.enabled = compiled
-        state.pos = context
-        keep_step_states(state, T, on=keep)
-        model.forward(ids[:, :T], state)
-    for T, keep in sorted(model.compiled.variants):
-        eager, compiled = _time_both(lambda: verify(T, keep, False), lambda: verify(T, keep, True))
-        speedups[(model.compiled, (T, keep))] = eager / compiled
-    keep_step_states(state, on=False)
-    model.compiled.enabled = True
-    if head is None or not head.compiled.enabled:
-        return speedups
     emb, cache = model.embed_tokens(ids), AttentionState()
-    head(emb, hidden, 0, cache)
+    if head is not None:
+        head(emb, hidden, 0, cache)
+    steps = [model.compiled] + ([head.compiled, head.round_compiled] if head is not None else [])
+    steps = [part for part in steps if part is not None]
+    enabled = [part.enabled for part in steps]
 
-    def head_pass(T, compiled):
-        head.compiled.enabled = compiled
-        cache.truncate(context)
-        head(emb[:, :T], hidden[:, :T], context, cache)
-    for T, keep in sorted(head.compiled.variants):
-        eager, compiled = _time_both(lambda: head_pass(T, False), lambda: head_pass(T, True))
-        speedups[(head.compiled, (T, keep))] = eager / compiled
-    head.compiled.enabled = True
+    def run(part, T, keep, compiled):
+        part.enabled = compiled
+        if part.kind == "model":
+            state.pos = context
+            keep_step_states(state, T, on=keep)
+            model.forward(ids[:, :T], state)
+        elif part.kind == "head":
+            cache.truncate(context)
+            head(emb[:, :T], hidden[:, :T], context, cache)
+        else:                                   # eager twin: the same greedy_round, uncompiled
+            for other in steps:
+                other.enabled = compiled and other is part
+            generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)
+    try:
+        for part, (T, keep) in passes:
+            eager, compiled = _time_both(lambda: run(part, T, keep, False), lambda: run(part, T, keep, True))
+            speedups[(part, (T, keep))] = eager / compiled
+    finally:
+        keep_step_states(state, on=False)
+        for part, on in zip(steps, enabled):
+            part.enabled = on
     return speedups
 
 
-def _disagreement(model, head, ids):
-    """Run every compiled pass and its eager twin on the same inputs and state; -> which pass differs
+def _disagreement(model, head, ids, passes):
+    """Run each of these compiled passes (of the model and the head) and its eager twin on the same inputs and state; -> which pass differs
     by more than rounding (e.g. "verify of 3 tokens (max |logit difference| 4.1)"), or None.
     (Inductor has shipped CPU kernels that computed garbage; this is cheap insurance.)"""
     from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_state
@@ -457,7 +490,7 @@ def _disagreement(model, head, ids):
     state = State(model)
     hidden = model.hidden(ids, state)                                                  # (1, context, H)
     snap = snapshot_state(state)
-    for T, keep in sorted(model.compiled.variants):
+    for T, keep in [v for part, v in passes if part.kind == "model"]:
         outs = []
         for compiled in (False, True):
             restore_state(state, snap)
@@ -469,10 +502,8 @@ def _disagreement(model, head, ids):
         gap = differs(*outs)
         if gap is not None:
             return f"{'decode step' if T == 1 else f'verify of {T} tokens'} (max |logit difference| {float(gap):.3g})"
-    if head is None:
-        return None
     emb = model.embed_tokens(ids)
-    for T, _ in sorted(head.compiled.variants):
+    for T, _ in [v for part, v in passes if part.kind == "head"]:
         cache, outs = AttentionState(), []
         head(emb, hidden, 0, cache)                                                    # eager (T = context)
         for compiled in (False, True):
@@ -486,14 +517,14 @@ def _disagreement(model, head, ids):
     return None
 
 
-def _round_disagreement(model, head, prompt):
-    """The first round of greedy decoding through each compiled round graph against plain decoding
+def _round_disagreement(model, head, prompt, variants):
+    """The first round of greedy decoding through each of these compiled round graphs (T, keep) against plain decoding
     (its steps checked above); -> which round gives other tokens, or None.
     subtle: only the first round's tokens. In bfloat16, compiled and eager round differently, and a
     near-tie between two tokens may later be decided either way; a miscompiled graph is wrong at once."""
     from qwen.mtp import generate_mtp
     from qwen.sample import generate
-    for T, _ in sorted(head.round_compiled.variants):
+    for T, _ in variants:
         want = generate(model, prompt, max_new_tokens=T + 1)
         got = generate_mtp(model, head, prompt, max_new_tokens=T + 1, k=T - 1)[0]
         if got != want:

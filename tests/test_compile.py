@@ -293,16 +293,17 @@ def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     """A pass whose compiled graph is not faster runs eagerly; the others stay compiled, and the output
     is still plain decoding's. (Timings stubbed: the real ones depend on the host.)"""
     monkeypatch.setattr(qc, "_compile", lambda fn, device, autotune, freeze=False: fn)   # eager stand-in
-    measured = {"decode step": 0.9, "verify of 3 tokens (keeping step states)": 1.6, "head pass of 1 token": 1.2,
-                "head pass of 3 tokens": 1.0}
-    monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids: {
-        (part, v): measured[qc._pass_name(part, v)] for part in (model.compiled, head.compiled) for v in part.variants})
+    measured = {"decode step": 0.9, "greedy round with k=2": 1.3, "verify of 3 tokens (keeping step states)": 1.6,
+                "head pass of 1 token": 1.2, "head pass of 3 tokens": 1.0}
+    monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids, passes: {
+        (part, v): measured[qc._pass_name(part, v)] for part, v in passes})
     model, head = random_pair("small", seed=19)
     eager, _ = random_pair("small", seed=19)
     report = qc.warm_up(model, head, ks=(2,))
     assert report["status"] == "compiled" and report["speedups"] == measured and report["step_speedup"] == 0.9
     assert model.compiled.lookup(1) is None and model.compiled.lookup(3, keep=True) is not None
     assert head.compiled.lookup(1) is not None and head.compiled.lookup(3) is None
+    assert head.round_compiled.lookup(3, keep=True) is not None
     assert model.compiled.eager_passes == {(1, False): "not faster than eager on this host (0.90x)"}
     ids = torch.tensor([[5, 6, 7]])
     assert generate_mtp(model, head, ids, max_new_tokens=12, k=2)[0] == generate(eager, ids, max_new_tokens=12)
@@ -312,6 +313,40 @@ def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     report = qc.warm_up(model, head, ks=(2,))
     assert report["status"] == "eager: not faster than eager on this host (0.80x)", report["status"]
     assert not model.compiled.enabled and head.compiled.lookup(1) is not None
+
+
+def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_compile(monkeypatch):
+    """With round graphs, warm_up readies the decode step and the rounds first; other threads use them
+    while the step graphs for the trace, sampling and `recompute` are still compiling."""
+    from demo import frame, models
+    monkeypatch.setattr(qc, "_compile", lambda fn, device, autotune, freeze=False: fn)
+    seen, app = [], []
+
+    def time_passes(model, head, ids, passes):      # what another thread may use while these are timed
+        app.append((loaded.compile_status(), frame.compile_settled(loaded), frame.compile_note(loaded, "English")))
+        other = {}
+        look = lambda: other.update(decode=model.compiled.lookup(1) is not None,
+                                    verify=model.compiled.lookup(3, keep=True) is not None,
+                                    head=head.compiled.lookup(1) is not None,
+                                    round=head.round_compiled.lookup(3, keep=True) is not None)
+        thread = threading.Thread(target=look)
+        thread.start(), thread.join()
+        seen.append(([qc._pass_name(part, v) for part, v in passes], other))
+        return {(part, v): 2.0 for part, v in passes}
+    monkeypatch.setattr(qc, "_time_passes", time_passes)
+    model, head = random_pair("small", seed=20)
+    loaded = models.Loaded("test", "", model, head, None, torch.float32, 0.0)
+    report = qc.warm_up(model, head, ks=(2,))
+    assert app[0][:2] == ("compiling", False)
+    assert app[1] == ("compiled, compiling more", False, " · compiled (the stepper's and sampling's steps still compiling…)")
+    assert loaded.compile_status() == "compiled" and frame.compile_settled(loaded)
+    assert [names for names, _ in seen] == [
+        ["decode step", "greedy round with k=2"],
+        ["verify of 3 tokens (keeping step states)", "head pass of 1 token", "head pass of 3 tokens"]]
+    assert seen[0][1] == dict(decode=False, verify=False, head=False, round=False)
+    assert seen[1][1] == dict(decode=True, verify=False, head=False, round=True)
+    assert report["status"] == "compiled" and report["ready_seconds"] is not None
+    assert model.compiled.lookup(3, keep=True) is not None and head.compiled.lookup(1) is not None
 
 
 @pytest.mark.parametrize("works", [True, False])
