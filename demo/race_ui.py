@@ -96,7 +96,8 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
             raise models.ModelError(t("no_mtp", lang, model=loaded.key))
         ids, more = prepare(loaded, chosen, settings.max_prompt_tokens())
         notices = list(chosen.notices) + list(more)
-        if loaded.compile_status() in ("compiling", "compiled, compiling more"):       # the compiler shares the CPU: say the timings suffer
+        # the compiler shares the CPU: say the timings suffer
+        if loaded.compile_status() in ("compiling", "compiled, compiling more"):
             notices.append(Notice("timing_while_compiling"))
         for n in notices[:3]:
             gr.Warning(notice_text(n, lang))
