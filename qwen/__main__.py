@@ -56,7 +56,8 @@ def main(argv=None):
         sys.exit(f"error: {e}")
     if args.compile:
         print("[compiling the decoding steps (cached on disk for the next run)…]", file=sys.stderr, flush=True)
-        report = warm_up(model, head, ks=(args.mtp,) if args.mtp else (), rollbacks=(args.rollback,))
+        report = warm_up(model, head, ks=(args.mtp,) if args.mtp else (), rollbacks=(args.rollback,),
+                         only_greedy=not args.temperature)
         speed = ", ".join(f"{name} {x:.2f}x" for name, x in report.get("speedups", {}).items())
         print(f"[{report['status']} in {report['seconds']:.0f} s" + (f"; eager / compiled: {speed}" if speed else "")
               + "]", file=sys.stderr)

@@ -316,12 +316,14 @@ def _time_both(a, b, repeats=15):
 
 
 @torch.inference_mode()
-def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None):
+def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None,
+            only_greedy=False):
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), check each against eager, time it against eager, and keep it only where it is faster.
     A small model (hidden < FUSE_HIDDEN) with `select` also gets each greedy round as one graph; then
     the decode step and the round graphs come first (all that plain and greedy speculative decoding
-    need), and the step graphs the trace, sampling and `recompute` use follow.
+    need), and the step graphs the trace, sampling and `recompute` use follow (unless only_greedy:
+    a caller that will not sample or trace skips them; they would compile on first use).
     -> {"status", "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
     {pass: eager / compiled}, "step_speedup" (the decode step's, or None)}.
     Other threads run eagerly each pass that is not ready yet (the app serves while it compiles)."""
@@ -342,13 +344,15 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         compiled.status, compiled.warming_thread = "compiling", threading.get_ident()
     t0 = time.perf_counter()
     try:
-        for passes in _phases(model, head):
+        for passes in _phases(model, head)[:1 if only_greedy else None]:
             if not _warm_up(model, head, steps, passes, report, context, keep_if_faster):
                 break
             report["ready_seconds"] = report["ready_seconds"] or time.perf_counter() - t0
     finally:
         for compiled in steps:
             compiled.warming_thread = None
+            if compiled.status == "compiling":         # skipped (only_greedy): compiles on first use
+                compiled.status = "compiles on first use"
     report["status"] = model.compiled.status
     log.info("warm-up: %s in %.1f s, eager / compiled: %s", report["status"], report["seconds"],
              ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))

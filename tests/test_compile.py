@@ -349,6 +349,17 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     assert model.compiled.lookup(3, keep=True) is not None and head.compiled.lookup(1) is not None
 
 
+def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decoding_uses(monkeypatch):
+    monkeypatch.setattr(qc, "_compile", lambda fn, device, autotune, freeze=False: fn)
+    timed = []
+    monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids, passes: timed.extend(
+        qc._pass_name(part, v) for part, v in passes) or {(part, v): 2.0 for part, v in passes})
+    model, head = random_pair("small", seed=21)
+    report = qc.warm_up(model, head, ks=(2,), only_greedy=True)
+    assert timed == ["decode step", "greedy round with k=2"] and report["status"] == "compiled"
+    assert head.compiled.status == "compiles on first use" and not head.compiled.ready
+
+
 @pytest.mark.parametrize("works", [True, False])
 def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
     from demo import frame, models
