@@ -61,6 +61,18 @@ def peak_gb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
+def resident_gb():
+    """This process's resident memory now (Linux), or None: unlike the peak, it leaves out what
+    compiling needed only for a while."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1e6
+    except OSError:
+        pass
+    return None
+
+
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -238,8 +250,10 @@ def bench_scripted(args):
     ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     ks = [int(k) for k in args.ks.split(",")]
     rollbacks = ROLLBACKS_RUN if 1 in ks else ["select"]          # recompute runs only with k = 1 below
+    resident_before = resident_gb()
     compiling = warm_up(model, head, ks=ks, rollbacks=rollbacks, keep_if_faster=False,
                         freeze=args.freeze) if args.compile else {}
+    resident_compiled = resident_gb()
     generate(model, ids, max_new_tokens=4)
     eager_plain_tok_s = None
     if args.compile:                                              # the same plain decoding, eagerly, for scale
@@ -261,6 +275,8 @@ def bench_scripted(args):
                              "tok_s": len(out) / t, "speedup": (len(out) / t) / (len(plain) / t_plain)})
     return {"dtype": args.dtype, "plain_tok_s": len(plain) / t_plain, "eager_plain_tok_s": eager_plain_tok_s,
             "runs": rows, "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
+            "resident_gb": {"before_compiling": resident_before, "after_compiling": resident_compiled,
+                            "at_the_end": resident_gb()},
             "compile_s": compiling.get("seconds"), "compile_status": compiling.get("status", "eager"),
             "compiled_speedups": compiling.get("speedups"),
             "frozen": model.compiled.frozen if args.compile else None,
@@ -404,7 +420,8 @@ def main(argv=None):
         print(f"plain: {result['plain_tok_s']:.2f} tok/s ({args.dtype}, {result['compile_status']}"
               + (f", frozen: {result['frozen']} ({result['freeze_reason']}); eager plain "
                  f"{result['eager_plain_tok_s']:.2f} tok/s; compiling {result['compile_s']:.0f} s" if args.compile else "")
-              + f"); peak memory {result['peak_memory_gb']:.1f} GB")
+              + f"); peak memory {result['peak_memory_gb']:.1f} GB; resident "
+              + ", ".join(f"{k.replace('_', ' ')} {v:.1f} GB" for k, v in result["resident_gb"].items() if v))
         if result.get("compiled_speedups"):
             print("compiled passes, eager ÷ compiled: " +
                   ", ".join(f"{name} {x:.2f}x" for name, x in result["compiled_speedups"].items()))

@@ -32,6 +32,7 @@ the transpose it is multiplied by: lay_out_transposed); on
 CUDA: CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
 stays eager and the reason is kept in `model.compiled.status`.
 """
+import ctypes
 import logging
 import os
 import shutil
@@ -354,9 +355,20 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
             if compiled.status == "compiling":         # skipped (only_greedy): compiles on first use
                 compiled.status = "compiles on first use"
     report["status"] = model.compiled.status
+    release_freed_memory()
     log.info("warm-up: %s in %.1f s, eager / compiled: %s", report["status"], report["seconds"],
              ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))
     return report
+
+
+def release_freed_memory():
+    """Give the memory compiling allocated and freed back to the operating system. glibc's allocator
+    keeps freed heap pages for reuse: after the 0.8B shape's verify graph compiled, 0.36 GB of them
+    (resident 6.96 -> 6.60 GB). Nothing happens where there is no glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _phases(model, head):
