@@ -108,7 +108,8 @@ class CompiledSteps:
     def lookup(self, T, keep=False):
         if not self.enabled or (T, keep) not in self.variants:
             return None
-        if self.warming_thread not in (None, threading.get_ident()) and (T, keep) not in self.ready:
+        if self.warming_thread is not None and (T, keep) not in self.ready \
+                and self.warming_thread != threading.get_ident():
             return None                          # others stay eager meanwhile instead of compiling too
         return self.call
 
