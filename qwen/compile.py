@@ -26,9 +26,9 @@ compiles too, once per k (compile_round).
 On CPU a model whose weights dominate a step (hidden >= 1024, the 0.8B) compiles only the passes of
 several tokens: a one-token step streams each weight once anyway, eagerly (compiles_one_token_passes).
 
-On CPU: inductor (frozen where it fits; for models of hidden size >= 1024 max-autotune GEMMs and packed
-weights, for smaller ones unpacked weights, so inductor can cache the graphs on disk, each stored as
-the transpose it is multiplied by: lay_out_transposed); on
+On CPU: inductor. Models of hidden size >= 1024 get max-autotune GEMMs and frozen, packed weights
+(where a copy per graph fits); smaller ones stay unfrozen, so inductor caches their graphs whole on
+disk, with each weight stored as the transpose it is multiplied by (lay_out_transposed). On
 CUDA: CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
 stays eager and the reason is kept in `model.compiled.status`.
 """
@@ -196,10 +196,9 @@ def _compile(fn, device, autotune=True, freeze=False):
     # freezing: the weights become constants of the graph, packed once for its GEMMs, so a pass of
     # T rows streams each weight once (unfrozen, the BLAS repacks it per call: on an AVX2 CPU,
     # verifying 2-4 tokens then costs 2-3 steps). The price is a packed copy per graph.
-    # Small models (no autotuning) keep their frozen weights unpacked: MKL's packed GEMM costs ~20-40 us
-    # a call on their tiny matrices, and packed weights cannot be pickled, so inductor never caches
-    # such a graph on disk and every start compiles it again (embedded model at AVX2: speculative
-    # 0.98x instead of 0.80x compiled plain, and 44 s instead of ~150 s from the cache).
+    # A small model (no autotuning), frozen only when asked (_freeze_choice), keeps its weights
+    # unpacked: MKL's packed GEMM costs ~20-40 us a call on tiny matrices (embedded model at AVX2:
+    # speculative 0.80x compiled plain packed, 0.98x unpacked).
     config = dict(freezing=True) if autotune else {"freezing": True, "cpp.weight_prepack": False}
 
     def frozen(*args):
@@ -232,11 +231,18 @@ def compiles_one_token_passes(module):
 
 
 def _freeze_choice(freeze, modules, graphs, device):
-    """-> (freeze?, why): as asked, or, when freeze is None, on CPU where the copies fit in memory."""
+    """-> (freeze?, why): as asked, or, when freeze is None, on CPU for a model wide enough to gain
+    from packed weights (hidden >= AUTOTUNE_HIDDEN), where the copies fit in memory.
+    subtle: a small model's graphs stay unfrozen. Frozen, AOTAutograd's work is never cached on disk
+    ("Cannot cache a graph with freezing enabled"), so every start redoes it; the embedded model's
+    five graphs at AVX2 took 48 s from the cache frozen, 16 s unfrozen (194 s and 142 s first), and
+    ran as fast either way (the same round timed in one process: 110 and 112 ms)."""
     if freeze is not None:
         return bool(freeze), "as asked"
     if torch.device(device).type == "cuda":
         return False, "CUDA graphs instead"
+    if modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
+        return False, "a small model: unfrozen graphs are as fast, and cached whole on disk"
     fits, why = freeze_fits(modules, graphs)
     log.info("%s the weights: %s", "freezing" if fits else "not freezing", why)
     return fits, why

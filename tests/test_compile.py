@@ -50,7 +50,7 @@ def compiled_pair():
     model, head = random_pair("small", seed=11)
     eager_model, eager_head = random_pair("small", seed=11)
     report = qc.warm_up(model, head, ks=(1, 2, 3), rollbacks=("select", "recompute"), keep_if_faster=False,
-                        freeze=False)                                # unfrozen here; the embedded model's test freezes
+                        freeze=True)                  # frozen (as wide models are); the embedded model's test is not
     assert report["status"] == "compiled", report
     return model, head, eager_model, eager_head
 
@@ -114,8 +114,8 @@ def test_no_recompiles_across_generations_positions_and_kv_growth(compiled_pair)
 
 @needs_compiler
 def test_compiled_decoding_equals_eager_on_the_embedded_model():
-    """The app's default: the embedded model and its head, compiled for k = 2 (frozen, as its tiny
-    weights fit many times over). Its grouped-query attention with head_dim 64 is the shape where a
+    """The app's default: the embedded model and its head, compiled for k = 2 (unfrozen, as small
+    models are: their graphs cache whole on disk). Its grouped-query attention with head_dim 64 is the shape where a
     boolean attention mask once made the compiled step corrupt memory."""
     path = find_model()
     model, eager = Model.from_pretrained(path), Model.from_pretrained(path)
@@ -123,7 +123,7 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model():
     chat = Chat(eager, path)
     report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
     assert report["status"] == "compiled" and report["step_speedup"] > 0
-    assert model.compiled.frozen and head.compiled.frozen, model.compiled.freeze_reason
+    assert not model.compiled.frozen and not head.compiled.frozen, model.compiled.freeze_reason
     for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
         ids = chat.encode(prompt)
         plain = generate(eager, ids, max_new_tokens=48)
@@ -141,6 +141,13 @@ def test_freezing_is_chosen_only_where_a_weight_copy_per_graph_fits():
     assert not fits and "available" in why
     qc.compile_model(model, ks=(2,), freeze=False)
     assert not model.compiled.frozen and model.compiled.freeze_reason == "as asked"
+    qc.compile_model(model, ks=(2,))                  # small: unfrozen, whatever fits (its graphs cache whole)
+    assert not model.compiled.frozen and "small model" in model.compiled.freeze_reason
+    from reference import SMALL
+    wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=16)
+    fits, _ = qc.freeze_fits([wide], graphs=2)
+    qc.compile_model(wide, ks=(2,))                   # wide: frozen exactly where the copies fit
+    assert wide.compiled.frozen == fits and "packed weight copies" in wide.compiled.freeze_reason
 
 
 def test_small_models_store_each_weight_as_the_transpose_it_is_multiplied_by():
