@@ -235,8 +235,8 @@ def _freeze_choice(freeze, modules, graphs, device):
     from packed weights (hidden >= AUTOTUNE_HIDDEN), where the copies fit in memory.
     subtle: a small model's graphs stay unfrozen. Frozen, AOTAutograd's work is never cached on disk
     ("Cannot cache a graph with freezing enabled"), so every start redoes it; the embedded model's
-    five graphs at AVX2 took 48 s from the cache frozen, 16 s unfrozen (194 s and 142 s first), and
-    ran as fast either way (the same round timed in one process: 110 and 112 ms)."""
+    five graphs at AVX2 took 48 s from the cache frozen, 20 s unfrozen (194 s and 173 s first), and
+    ran as fast either way (the same generation timed in one process: 110 and 112 ms)."""
     if freeze is not None:
         return bool(freeze), "as asked"
     if torch.device(device).type == "cuda":

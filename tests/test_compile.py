@@ -115,8 +115,8 @@ def test_no_recompiles_across_generations_positions_and_kv_growth(compiled_pair)
 @needs_compiler
 def test_compiled_decoding_equals_eager_on_the_embedded_model():
     """The app's default: the embedded model and its head, compiled for k = 2 (unfrozen, as small
-    models are: their graphs cache whole on disk). Its grouped-query attention with head_dim 64 is the shape where a
-    boolean attention mask once made the compiled step corrupt memory."""
+    models are: their graphs cache whole on disk). Its grouped-query attention with head_dim 64 is
+    the shape where a boolean attention mask once made the compiled step corrupt memory."""
     path = find_model()
     model, eager = Model.from_pretrained(path), Model.from_pretrained(path)
     head = MTP.from_pretrained(model.cfg, path)
