@@ -388,7 +388,7 @@ def main(argv=None):
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                     help="also (engine) or only (spec) measure the compiled engine (qwen.compile)")
     ap.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=None,
-                    help="with --compile: bake the weights into each graph (default: where the copies fit in memory)")
+                    help="with --compile: bake the weights into each graph (default: models of hidden size >= 1024, where the copies fit in memory)")
     ap.add_argument("--shape", default=None, choices=["0.8b"], help="compile mode: random weights of this shape")
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"])
     ap.add_argument("--scripted", action="store_true")
