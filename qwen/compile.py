@@ -27,12 +27,13 @@ On CPU a model whose weights dominate a step (hidden >= 1024, the 0.8B) compiles
 several tokens: a one-token step streams each weight once anyway, eagerly (compiles_one_token_passes).
 
 On CPU: inductor. Models of hidden size >= 1024 get max-autotune GEMMs and frozen, packed weights
-(where a copy per graph fits); smaller ones stay unfrozen, so inductor caches their graphs whole on
-disk, with each weight stored as the transpose it is multiplied by (lay_out_transposed). On
-CUDA: CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
+(where a copy per graph fits); smaller ones stay unfrozen, with each weight stored as the transpose it
+is multiplied by (lay_out_transposed), and each unfrozen graph is compiled ahead of time and saved
+whole (saved.py), so a later start loads it instead of tracing the Python again. On CUDA: CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
 stays eager and the reason is kept in `model.compiled.status`.
 """
 import ctypes
+import functools
 import logging
 import os
 import shutil
@@ -42,6 +43,7 @@ import time
 import torch
 
 from qwen import settings
+from qwen.saved import SavedGraphs, head_run, model_step, round_of
 
 log = logging.getLogger("qwen.compile")
 
@@ -106,17 +108,18 @@ class CompiledSteps:
         self.ready = set()                       # passes warm_up compiled, checked and kept: every thread's
 
     def lookup(self, T, keep=False):
+        """-> the compiled pass of T tokens (keeping step states or not) as a function, or None (eager)."""
         if not self.enabled or (T, keep) not in self.variants:
             return None
         if self.warming_thread is not None and (T, keep) not in self.ready \
                 and self.warming_thread != threading.get_ident():
             return None                          # others stay eager meanwhile instead of compiling too
-        return self.call
+        return functools.partial(self.call, (T, keep))
 
-    def call(self, *args):
+    def call(self, variant, *args):
         """The compiled function's result, or None (and eager from now on) if it fails to compile."""
         try:
-            return self.fn(*args)
+            return self.fn(variant, *args)
         except Exception as e:                   # compiling happens on a call; it fails before running
             if self.warming_thread == threading.get_ident():
                 raise
@@ -177,7 +180,9 @@ def use_cache_dir():
     settings.default_for_others("TORCHINDUCTOR_CACHE_DIR", cache_dir(), library_default=default_cache_dir())
 
 
-def _compile(fn, device, autotune=True, freeze=False):
+def _compile(fn, owners, kind, device, autotune=True, freeze=False):
+    """fn(*owners, *args) compiled, as a function of (pass, *args): on CPU with the weights as inputs,
+    saved whole on disk (saved.py); frozen, or on CUDA, through dynamo, which picks the graph per pass."""
     use_cache_dir()
     # one graph per (T, keep-step-states): up to 2 per draft length, well within this limit
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
@@ -185,13 +190,14 @@ def _compile(fn, device, autotune=True, freeze=False):
     # dynamic by itself; only the KV capacity, marked by cache.mark_growing, is dynamic.
     torch._dynamo.config.automatic_dynamic_shapes = False
     if torch.device(device).type == "cuda":
-        return torch.compile(fn, mode="reduce-overhead", fullgraph=True)
+        compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True)
+        return lambda variant, *args: compiled(*owners, *args)
     # max-autotune times a C++ micro-GEMM against ATen's; it costs seconds per matmul shape to decide,
     # worth it only where weights dominate a step (not on the 4M embedded model).
     options = dict(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN") if autotune else {}
-    compiled = torch.compile(fn, fullgraph=True, options=options)
     if not freeze:
-        return compiled
+        return SavedGraphs(fn, owners, kind, os.path.join(cache_dir(), "graphs"), options)
+    compiled = torch.compile(fn, fullgraph=True, options=options)
 
     # freezing: the weights become constants of the graph, packed once for its GEMMs, so a pass of
     # T rows streams each weight once (unfrozen, the BLAS repacks it per call: on an AVX2 CPU,
@@ -201,11 +207,11 @@ def _compile(fn, device, autotune=True, freeze=False):
     # speculative 0.80x compiled plain packed, 0.98x unpacked).
     config = dict(freezing=True) if autotune else {"freezing": True, "cpp.weight_prepack": False}
 
-    def frozen(*args):
+    def frozen(variant, *args):
         # subtle: in torch 2.13 {"freezing": True} as a torch.compile option is silently not applied;
         # the config must be set while the graph compiles, which happens inside the call.
         with torch._inductor.config.patch(config):
-            return compiled(*args)
+            return compiled(*owners, *args)
     return frozen
 
 
@@ -236,13 +242,14 @@ def _freeze_choice(freeze, modules, graphs, device):
     subtle: a small model's graphs stay unfrozen. Frozen, AOTAutograd's work is never cached on disk
     ("Cannot cache a graph with freezing enabled"), so every start redoes it; the embedded model's
     five graphs at AVX2 took 48 s from the cache frozen, 20 s unfrozen (194 s and 173 s first), and
-    ran as fast either way (the same generation timed in one process: 110 and 112 ms)."""
+    ran as fast either way (the same generation timed in one process: 110 and 112 ms). Unfrozen graphs
+    are also saved whole (saved.py): 8 s from the cache."""
     if freeze is not None:
         return bool(freeze), "as asked"
     if torch.device(device).type == "cuda":
         return False, "CUDA graphs instead"
     if modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
-        return False, "a small model: unfrozen graphs are as fast, and cached whole on disk"
+        return False, "a small model: unfrozen graphs are as fast, and saved whole on disk"
     fits, why = freeze_fits(modules, graphs)
     log.info("%s the weights: %s", "freezing" if fits else "not freezing", why)
     return fits, why
@@ -252,13 +259,13 @@ def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
     """Prepare compiled main-model steps (compiled on first use). freeze=None freezes the weights
     when a copy per graph fits in memory (freeze_fits). -> CompiledSteps"""
     variants = variants_for(ks, rollbacks, one_token=compiles_one_token_passes(model))[0]
-    model.compiled = _prepare([model], model.step, variants, freeze, "model")
+    model.compiled = _prepare([model], model_step, variants, freeze, "model")
     return model.compiled
 
 
 def compile_head(head, ks=(2,), freeze=None):
     """Prepare compiled MTP head passes for T = 1 and 1+k. -> CompiledSteps"""
-    head.compiled = _prepare([head], head.run, variants_for(ks, one_token=compiles_one_token_passes(head))[1],
+    head.compiled = _prepare([head], head_run, variants_for(ks, one_token=compiles_one_token_passes(head))[1],
                              freeze, "head")
     return head.compiled
 
@@ -271,11 +278,7 @@ def compile_round(model, head, ks=(2,), freeze=None):
     catch-up) as one compiled graph per k, kept in head.round_compiled. On a small model a round of
     separate calls (a head pass per draft, the verify pass, the Python between) pays the overhead of
     each; as one call it ran about 1.2x faster (README, benchmarks). -> CompiledSteps"""
-    from qwen.mtp import greedy_round
-
-    def round_(state, head_cache, tok_d1, out1, positions):
-        return greedy_round(model, head, state, head_cache, tok_d1, out1, positions)
-    head.round_compiled = _prepare([model, head], round_, {(1 + int(k), True) for k in ks}, freeze, "round")
+    head.round_compiled = _prepare([model, head], round_of, {(1 + int(k), True) for k in ks}, freeze, "round")
     return head.round_compiled
 
 
@@ -301,7 +304,7 @@ def _prepare(modules, fn, variants, freeze, kind):
     if device.type == "cpu" and not autotune:
         lay_out_transposed(modules)
     freeze, why = _freeze_choice(freeze, modules, len(variants), device)
-    steps = CompiledSteps(_compile(fn, device, autotune, freeze), variants, kind)
+    steps = CompiledSteps(_compile(fn, modules, kind, device, autotune, freeze), variants, kind)
     steps.frozen, steps.freeze_reason = freeze, why
     missing = compiler_missing(device)
     if missing:

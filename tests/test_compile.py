@@ -14,6 +14,7 @@ from qwen.mtp import MTP, generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
 from qwen.weights import find_model
+from reference import SMALL
 from test_mtp import assert_same_state, prompts, random_pair, verify_then_roll_back
 
 needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="no C++ compiler")
@@ -22,8 +23,8 @@ needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="n
 def crashing_compiler(message):
     """A stand-in for qc._compile whose compiled functions raise on their first call, as a broken
     compiler does."""
-    def compile_(fn, device, autotune, freeze=False):
-        def compiled(*args):
+    def compile_(fn, owners, kind, device, autotune, freeze=False):
+        def compiled(variant, *args):
             raise RuntimeError(message)
         return compiled
     return compile_
@@ -32,12 +33,17 @@ def crashing_compiler(message):
 def corrupting_compiler(arity, corrupt):
     """A stand-in for qc._compile whose compiled functions run eagerly but pass every result of
     `arity` values through corrupt(*out): a compiler that runs and computes something wrong."""
-    def compile_(fn, device, autotune, freeze=False):
-        def compiled(*args):
-            out = fn(*args)
+    def compile_(fn, owners, kind, device, autotune, freeze=False):
+        def compiled(variant, *args):
+            out = fn(*owners, *args)
             return corrupt(*out) if isinstance(out, tuple) and len(out) == arity else out
         return compiled
     return compile_
+
+
+def eager_compiler(fn, owners, kind, device, autotune, freeze=False):
+    """A stand-in for qc._compile that runs every pass eagerly."""
+    return lambda variant, *args: fn(*owners, *args)
 
 
 def graphs_compiled():
@@ -132,6 +138,47 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model():
             assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, rollback=rollback)[0] == plain
 
 
+TWO_LAYERS = dict(SMALL, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"])
+
+
+@needs_compiler
+def test_a_later_start_loads_the_saved_graphs_instead_of_compiling(monkeypatch, tmp_path):
+    """Unfrozen CPU graphs are saved whole (qwen/saved.py). A later start, here a second model of the
+    same shape with other weights, loads them, compiles nothing, and decodes as eager does, with one
+    graph for every KV capacity; a model of another shape does not take them."""
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    ids, long = torch.tensor([[5, 1, 7]]), torch.randint(0, SMALL["vocab_size"], (1, 70))
+    first, _ = random_pair(TWO_LAYERS, seed=21)
+    qc.compile_model(first, ks=(1,), freeze=False)
+    assert generate(first, ids, max_new_tokens=20) == generate(random_pair(TWO_LAYERS, seed=21)[0], ids, max_new_tokens=20)
+    assert (first.compiled.fn.compiled, first.compiled.fn.loaded) == (1, 0)
+
+    later, _ = random_pair(TWO_LAYERS, seed=22)
+    qc.compile_model(later, ks=(1,), freeze=False)
+    eager, _ = random_pair(TWO_LAYERS, seed=22)
+    assert generate(later, long, max_new_tokens=80) == generate(eager, long, max_new_tokens=80)   # capacity 64 -> 256
+    assert (later.compiled.fn.compiled, later.compiled.fn.loaded) == (0, 1)
+
+    other, _ = random_pair(dict(TWO_LAYERS, intermediate_size=80), seed=22)
+    qc.compile_model(other, ks=(1,), freeze=False)
+    assert other.compiled.fn.path((1, False), 1) != later.compiled.fn.path((1, False), 1)
+
+
+@needs_compiler
+def test_a_saved_graph_that_no_longer_fits_is_compiled_again(monkeypatch, tmp_path):
+    """Should a file be found for a model it does not fit (every shape forced onto one file here), its
+    guards refuse it and the pass compiles afresh: the output stays eager's."""
+    from qwen.saved import SavedGraphs
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setattr(SavedGraphs, "path", lambda self, variant, batch: tmp_path / "one.graph")
+    ids = torch.tensor([[5, 1, 7]])
+    for seed, cfg in ((23, TWO_LAYERS), (24, dict(TWO_LAYERS, intermediate_size=80))):
+        model, _ = random_pair(cfg, seed=seed)
+        qc.compile_model(model, ks=(1,), freeze=False)
+        assert generate(model, ids, max_new_tokens=12) == generate(random_pair(cfg, seed=seed)[0], ids, max_new_tokens=12)
+    assert model.compiled.enabled and (model.compiled.fn.loaded, model.compiled.fn.compiled) == (1, 1)
+
+
 def test_freezing_is_chosen_only_where_a_weight_copy_per_graph_fits():
     model, _ = random_pair("small", seed=16)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -143,7 +190,6 @@ def test_freezing_is_chosen_only_where_a_weight_copy_per_graph_fits():
     assert not model.compiled.frozen and model.compiled.freeze_reason == "as asked"
     qc.compile_model(model, ks=(2,))                  # small: unfrozen, whatever fits (its graphs cache whole)
     assert not model.compiled.frozen and "small model" in model.compiled.freeze_reason
-    from reference import SMALL
     wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=16)
     fits, _ = qc.freeze_fits([wide], graphs=2)
     qc.compile_model(wide, ks=(2,))                   # wide: frozen exactly where the copies fit
@@ -284,7 +330,6 @@ def test_compile_variants_cover_decode_verify_and_catch_up():
 def test_a_wide_model_on_cpu_compiles_only_passes_of_several_tokens():
     """At the 0.8B width a one-token step is bound by reading the weights, which eager already does once;
     compiling it would only add a frozen copy of them. Narrow models compile every pass."""
-    from reference import SMALL
     wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=18)
     wide_head = MTP(wide.cfg).eval().requires_grad_(False)
     narrow, narrow_head = random_pair("small", seed=18)
@@ -299,7 +344,7 @@ def test_a_wide_model_on_cpu_compiles_only_passes_of_several_tokens():
 def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     """A pass whose compiled graph is not faster runs eagerly; the others stay compiled, and the output
     is still plain decoding's. (Timings stubbed: the real ones depend on the host.)"""
-    monkeypatch.setattr(qc, "_compile", lambda fn, device, autotune, freeze=False: fn)   # eager stand-in
+    monkeypatch.setattr(qc, "_compile", eager_compiler)
     measured = {"decode step": 0.9, "greedy round with k=2": 1.3, "verify of 3 tokens (keeping step states)": 1.6,
                 "head pass of 1 token": 1.2, "head pass of 3 tokens": 1.0}
     monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids, passes: {
@@ -326,7 +371,7 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     """With round graphs, warm_up readies the decode step and the rounds first; other threads use them
     while the step graphs for the trace, sampling and `recompute` are still compiling."""
     from demo import frame, models
-    monkeypatch.setattr(qc, "_compile", lambda fn, device, autotune, freeze=False: fn)
+    monkeypatch.setattr(qc, "_compile", eager_compiler)
     seen, app = [], []
 
     def time_passes(model, head, ids, passes):      # what another thread may use while these are timed
@@ -357,7 +402,7 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
 
 
 def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decoding_uses(monkeypatch):
-    monkeypatch.setattr(qc, "_compile", lambda fn, device, autotune, freeze=False: fn)
+    monkeypatch.setattr(qc, "_compile", eager_compiler)
     timed = []
     monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids, passes: timed.extend(
         qc._pass_name(part, v) for part, v in passes) or {(part, v): 2.0 for part, v in passes})
@@ -371,7 +416,7 @@ def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decodi
 def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
     from demo import frame, models
     # the eager function itself standing in for a compiled one, or a compiler that crashes
-    monkeypatch.setattr(qc, "_compile", (lambda fn, device, autotune, freeze=False: fn) if works else crashing_compiler("simulated"))
+    monkeypatch.setattr(qc, "_compile", eager_compiler if works else crashing_compiler("simulated"))
     # eager, then "compiled": the stand-in must count as faster
     monkeypatch.setattr(qc, "_time_both", lambda eager, compiled: (eager(), compiled(), 2e-3, 1e-3)[2:])
     model, head = random_pair("small", seed=15)

@@ -1,0 +1,158 @@
+"""Compiled graphs saved whole on disk, so that a later start loads them instead of tracing them again.
+
+torch.compile keeps its costly work in a disk cache (inductor's kernels, AOTAutograd's graphs), yet at
+every start dynamo still traces each function's Python to find the graph to look up: for the embedded
+model about 10 s of a 16 s cached start. Ahead-of-time compiling (`torch.compile(fn).aot_compile`)
+turns one call into a self-contained compiled function, its guards included, that is saved as a file
+and loaded in a fraction of a second.
+
+    graphs = SavedGraphs(model_step, owners=(model,), name="model")   # model_step(model, ids, positions, state)
+    graphs((T, keep), ids, positions, state)    # loads or compiles the graph of this pass, then runs it
+
+One graph per pass (T tokens, keeps step states) and batch size, compiled on its first call from that
+call's arguments. compile.py uses this on CPU for graphs whose weights are inputs; frozen graphs hold
+packed weights that cannot be saved, and CUDA graphs are built per process, so those stay on dynamo's
+usual path.
+"""
+import hashlib
+import logging
+import os
+import threading
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from qwen.cache import AttentionState, State
+
+log = logging.getLogger("qwen.compile")
+
+# Dynamo's guards on a tensor's "mark_dynamic" attributes. subtle: torch 2.13 does not save the marks a
+# graph was compiled with, so a loaded graph refuses every marked tensor ("_has_dynamo_dim_marking is
+# present on runtime tensor but was absent at compile time"). The graphs here are compiled from marked
+# KV buffers and called with unmarked ones; the capacity stays a dynamic size either way.
+MARK_ATTRS = ("_dynamo_dynamic_indices", "_has_dynamo_dim_marking")
+UNSAVED_GUARDS = {"DIMENSION_DYNAMIC_MARKING_GUARD"}
+
+
+def model_step(model, ids, positions, state):
+    return model.step(ids, positions, state)
+
+
+def head_run(head, emb, hidden, positions, cache):
+    return head.run(emb, hidden, positions, cache)
+
+
+def round_of(model, head, state, head_cache, tok_d1, out1, positions):
+    from qwen.mtp import greedy_round
+    return greedy_round(model, head, state, head_cache, tok_d1, out1, positions)
+
+
+@cache
+def source_fingerprint():
+    """A hash of the engine's source: a saved graph is the traced code, so any edit must miss."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def owner_signature(module):
+    """What a graph bakes in about a module besides its source: its config and every tensor's
+    name, shape, stride and dtype (weights are inputs, so their values are not)."""
+    tensors = [(n, t) for n, t in list(module.named_parameters()) + list(module.named_buffers())]
+    tensors += [(n, t) for n, t in vars(module).items() if isinstance(t, torch.Tensor)]   # e.g. a draft vocabulary
+    return repr((getattr(module, "cfg", None), type(module).__name__,
+                 [(n, tuple(t.shape), t.stride(), str(t.dtype)) for n, t in tensors]))
+
+
+def kv_buffers(args):
+    """The KV buffers among a pass's arguments (a State's attention layers, a head's cache)."""
+    for arg in args:
+        layers = arg.layers if isinstance(arg, State) else [arg] if isinstance(arg, AttentionState) else []
+        for layer in layers:
+            if isinstance(layer, AttentionState) and layer.k is not None:
+                yield from (layer.k, layer.v)
+
+
+def unmark(tensors):
+    for t in tensors:
+        for attr in MARK_ATTRS:
+            if hasattr(t, attr):
+                delattr(t, attr)
+
+
+def saved_guard(entries):
+    """Which guards a saved graph keeps: not globals, not those torch cannot save, not the marks above."""
+    from torch._dynamo.guards import CheckFunctionManager
+    dropped = set(CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES) | UNSAVED_GUARDS
+    return [not (e.is_global or e.guard_type in dropped) for e in entries]
+
+
+class SavedGraphs:
+    """fn(*owners, *args) compiled once per (pass, batch size), from a file when one was saved."""
+
+    def __init__(self, fn, owners, name, folder, options=None):
+        self.fn, self.owners, self.name, self.folder = fn, tuple(owners), name, Path(folder)
+        self.options = dict(options or {})
+        self.graphs = {}                         # (pass, batch) -> compiled functions, tried in order
+        self.loaded, self.compiled = 0, 0        # how each graph came: from a file, or compiled here
+        self.lock = threading.Lock()
+
+    def __call__(self, variant, *args):
+        batch = next(a for a in args if isinstance(a, torch.Tensor)).shape[0]
+        unmark(kv_buffers(args))
+        for graph in self.graphs.get((variant, batch)) or [self._load_or_compile(variant, batch, args)]:
+            try:
+                return graph(*self.owners, *args)
+            except RuntimeError as e:            # its guards: these arguments need another graph
+                if not str(e).startswith("GuardManager check failed"):
+                    raise
+        log.info("no saved %s graph of pass %s fits these arguments: compiling one", self.name, variant)
+        return self._load_or_compile(variant, batch, args, fresh=True)(*self.owners, *args)
+
+    def path(self, variant, batch):
+        key = repr((self.name, variant, batch, torch.__version__, torch.backends.cpu.get_cpu_capability(),
+                    sorted(self.options.items()), source_fingerprint(), [owner_signature(m) for m in self.owners]))
+        return self.folder / f"{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.graph"
+
+    def _load_or_compile(self, variant, batch, args, fresh=False):
+        """The graph of this pass from its file, or compiled from these arguments and saved (fresh: the
+        loaded ones refused them; the new graph is tried first from now on, and its file replaced)."""
+        with self.lock:
+            path, graph = self.path(variant, batch), None
+            if not fresh and self.graphs.get((variant, batch)):
+                return self.graphs[(variant, batch)][0]  # another thread got it meanwhile
+            if not fresh and path.exists():
+                try:
+                    with open(path, "rb") as f:
+                        graph = torch.compiler.load_compiled_function(f)
+                    self.loaded += 1
+                except Exception as e:           # a damaged or foreign file: compile instead
+                    log.warning("could not load %s (%s: %s); compiling", path, type(e).__name__, e)
+            if graph is None:
+                graph = self._compile(args)
+                self._save(graph, path)
+            self.graphs[(variant, batch)] = [graph] + self.graphs.get((variant, batch), [])
+            return graph
+
+    def _compile(self, args):
+        kv = list(kv_buffers(args))
+        for t in kv:                             # the capacity is dynamic: one graph for every length
+            torch._dynamo.mark_dynamic(t, 2)
+        try:
+            compiled = torch.compile(self.fn, fullgraph=True, options=dict(self.options, guard_filter_fn=saved_guard))
+            graph = compiled.aot_compile(((*self.owners, *args), {}))
+        finally:
+            unmark(kv)
+        self.compiled += 1
+        return graph
+
+    def _save(self, graph, path):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.part")
+            graph.save_compiled_function(str(partial))
+            os.replace(partial, path)            # whole or not at all, with another process saving too
+        except Exception as e:                   # still usable in this process
+            log.warning("could not save the compiled %s graph (%s: %s)", self.name, type(e).__name__, e)
