@@ -79,11 +79,16 @@ def default_dtype(device="cpu", hidden_size=None):
     return torch.float32, f"CPU {capability} without native bfloat16"
 
 
+def cpp_compiler():
+    """The C++ compiler inductor will use on CPU ($CXX, else g++, c++ or clang++ on PATH), or None."""
+    return settings.read("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+
+
 def compiler_missing(device="cpu"):
     """Why compiling cannot work here, or None. (Inductor builds C++ on CPU, Triton kernels on CUDA.)"""
     if torch.device(device).type == "cuda":
         return None
-    if not (settings.read("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+    if not cpp_compiler():
         return "no C++ compiler (install g++)"
     return None
 
@@ -180,10 +185,61 @@ def use_cache_dir():
     settings.default_for_others("TORCHINDUCTOR_CACHE_DIR", cache_dir(), library_default=default_cache_dir())
 
 
+ISA_PROBES_PASSED = "vector-isa-probes-passed.json"    # in cache_dir(): see skip_proven_isa_probes
+
+
+def listed_vector_isas():
+    """The vector instruction sets (AVX2, AVX-512, ...) inductor probes on this CPU, AMX aside (which it
+    always checks itself), as names; None where inductor's internals moved or the CPU is not x86."""
+    try:
+        from torch._inductor import cpu_vec_isa as isa
+        flags = isa.x86_isa_checker()
+        return [str(v) for v in isa.supported_vec_isa_list
+                if not isinstance(v, isa.VecAMX) and flags and all(f in flags for f in str(v).split())] or None
+    except Exception:
+        return None
+
+
+def passed_vector_isas():
+    """Of those, the ones inductor's probes found g++ can build and load code for (probing if not yet)."""
+    from torch._inductor import cpu_vec_isa as isa
+    return [str(v) for v in isa.valid_vec_isa_list() if not isinstance(v, isa.VecAMX)]
+
+
+def skip_proven_isa_probes():
+    """subtle: at every start, before its first kernel, inductor builds (on a first start; the builds
+    are cached) and loads in a subprocess a test program for each vector instruction set the CPU lists.
+    That was about 2 s of the embedded model's 7 s cached start (an AMX Xeon lists five), 20 s of a
+    first start. Where every probe passed before, with this compiler (record_isa_probes), later starts
+    trust the CPU's list (inductor's cpp.vec_isa_ok). AMX, which needs the kernel's permission, inductor
+    still checks itself. A user's TORCHINDUCTOR_VEC_ISA_OK is left as it is."""
+    import json
+    cpp = torch._inductor.config.cpp
+    try:
+        passed = json.load(open(os.path.join(cache_dir(), ISA_PROBES_PASSED)))
+    except (OSError, ValueError):
+        return
+    if cpp.vec_isa_ok is None and passed == {"isas": listed_vector_isas(), "compiler": cpp_compiler()}:
+        cpp.vec_isa_ok = True
+
+
+def record_isa_probes():
+    """After compiling: note in the cache folder that every vector instruction set probe passed here."""
+    import json
+    listed = listed_vector_isas()
+    if listed is None or torch._inductor.config.cpp.vec_isa_ok is not None or passed_vector_isas() != listed:
+        return
+    os.makedirs(cache_dir(), exist_ok=True)
+    with open(os.path.join(cache_dir(), ISA_PROBES_PASSED), "w") as f:
+        json.dump({"isas": listed, "compiler": cpp_compiler()}, f)
+
+
 def _compile(fn, owners, kind, device, autotune=True, freeze=False):
     """fn(*owners, *args) compiled, as a function of (pass, *args): on CPU with the weights as inputs,
     saved whole on disk (saved.py); frozen, or on CUDA, through dynamo, which picks the graph per pass."""
     use_cache_dir()
+    if torch.device(device).type == "cpu":
+        skip_proven_isa_probes()
     # one graph per (T, keep-step-states): up to 2 per draft length, well within this limit
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
     # subtle: T must stay static (one graph per T, the delta rule unrolled), so no dimension turns
@@ -365,6 +421,11 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
             if compiled.status == "compiling":         # skipped (only_greedy): compiles on first use
                 compiled.status = "compiles on first use"
     report["status"] = model.compiled.status
+    if report["status"] == "compiled" and model.embed_tokens.weight.device.type == "cpu":
+        try:
+            record_isa_probes()
+        except OSError:                             # a read-only cache: the probes simply run again
+            pass
     release_freed_memory()
     log.info("warm-up: %s in %.1f s, eager / compiled: %s", report["status"], report["seconds"],
              ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))

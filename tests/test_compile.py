@@ -179,6 +179,36 @@ def test_a_saved_graph_that_no_longer_fits_is_compiled_again(monkeypatch, tmp_pa
     assert model.compiled.enabled and (model.compiled.fn.loaded, model.compiled.fn.compiled) == (1, 1)
 
 
+def test_vector_isa_probes_are_trusted_once_all_passed_here_with_this_compiler(monkeypatch, tmp_path):
+    """Inductor probes each vector instruction set the CPU lists at every start (about 2 s of a cached
+    one). Once all passed, a record in the cache folder lets later starts skip them; not where one
+    failed, nor after the CPU's list or the compiler changed."""
+    import platform
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert "avx2" in qc.listed_vector_isas()
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    cpp = torch._inductor.config.cpp
+    monkeypatch.setattr(cpp, "vec_isa_ok", None)
+    monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx512", "avx2"])
+    monkeypatch.setattr(qc, "passed_vector_isas", lambda: ["avx2"])                   # the AVX-512 probe failed
+    qc.record_isa_probes()
+    qc.skip_proven_isa_probes()
+    assert cpp.vec_isa_ok is None
+    monkeypatch.setattr(qc, "passed_vector_isas", lambda: ["avx512", "avx2"])
+    qc.record_isa_probes()
+    compiler = qc.cpp_compiler
+    monkeypatch.setattr(qc, "cpp_compiler", lambda: "/opt/another/g++")
+    qc.skip_proven_isa_probes()
+    assert cpp.vec_isa_ok is None
+    monkeypatch.setattr(qc, "cpp_compiler", compiler)
+    monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx2"])                   # another CPU, same folder
+    qc.skip_proven_isa_probes()
+    assert cpp.vec_isa_ok is None
+    monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx512", "avx2"])
+    qc.skip_proven_isa_probes()
+    assert cpp.vec_isa_ok is True
+
+
 def test_freezing_is_chosen_only_where_a_weight_copy_per_graph_fits():
     model, _ = random_pair("small", seed=16)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
