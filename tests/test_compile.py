@@ -275,6 +275,24 @@ def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
 
+def test_the_eager_fallback_is_taken_when_the_ahead_of_time_compile_fails(monkeypatch, tmp_path):
+    """The same inside saved.py (the path small models take on CPU): torch's aot_compile failing."""
+    class Failing:
+        def __init__(self, fn, **options):
+            pass
+
+        def aot_compile(self, example_inputs):
+            raise RuntimeError("simulated ahead-of-time failure")
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setattr(torch, "compile", Failing)                   # as saved.py calls it
+    model, head = random_pair(TWO_LAYERS, seed=27)
+    eager, _ = random_pair(TWO_LAYERS, seed=27)
+    report = qc.warm_up(model, head, ks=(1,))
+    assert report["status"].startswith("eager: compiling failed (RuntimeError: simulated ahead-of-time failure")
+    ids = torch.tensor([[4, 8, 15, 16]])
+    assert generate_mtp(model, head, ids, max_new_tokens=20, k=1)[0] == generate(eager, ids, max_new_tokens=20)
+
+
 def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
     """A compiler that runs but computes wrong logits (as inductor's AVX2 kernels did on this project's
     machines) must leave the model eager, saying why, and generation exact."""
