@@ -6,7 +6,7 @@ model about 10 s of a 16 s cached start. Ahead-of-time compiling (`torch.compile
 turns one call into a self-contained compiled function, its guards included, that is saved as a file
 and loaded in a fraction of a second.
 
-    graphs = SavedGraphs(model_step, owners=(model,), name="model")   # model_step(model, ids, positions, state)
+    graphs = SavedGraphs(model_step, (model,), "model", folder)   # model_step(model, ids, positions, state)
     graphs((T, keep), ids, positions, state)    # loads or compiles the graph of this pass, then runs it
 
 One graph per pass (T tokens, keeps step states) and batch size, compiled on its first call from that
