@@ -29,11 +29,13 @@ several tokens: a one-token step streams each weight once anyway, eagerly (compi
 On CPU: inductor. Models of hidden size >= 1024 get max-autotune GEMMs and frozen, packed weights
 (where a copy per graph fits); smaller ones stay unfrozen, with each weight stored as the transpose it
 is multiplied by (lay_out_transposed), and each unfrozen graph is compiled ahead of time and saved
-whole (saved.py), so a later start loads it instead of tracing the Python again. On CUDA: CUDA graphs. When the compiler is missing or fails, or the compiled step is not faster, everything
-stays eager and the reason is kept in `model.compiled.status`.
+whole (saved.py), so a later start loads it instead of tracing the Python again. On CUDA: CUDA graphs.
+When the compiler is missing or fails, or the compiled step is not faster, everything stays eager and
+the reason is kept in `model.compiled.status`.
 """
 import ctypes
 import functools
+import json
 import logging
 import os
 import shutil
@@ -213,7 +215,6 @@ def skip_proven_isa_probes():
     first start. Where every probe passed before, with this compiler (record_isa_probes), later starts
     trust the CPU's list (inductor's cpp.vec_isa_ok). AMX, which needs the kernel's permission, inductor
     still checks itself. A user's TORCHINDUCTOR_VEC_ISA_OK is left as it is."""
-    import json
     cpp = torch._inductor.config.cpp
     try:
         passed = json.load(open(os.path.join(cache_dir(), ISA_PROBES_PASSED)))
@@ -225,7 +226,6 @@ def skip_proven_isa_probes():
 
 def record_isa_probes():
     """After compiling: note in the cache folder that every vector instruction set probe passed here."""
-    import json
     listed = listed_vector_isas()
     if listed is None or torch._inductor.config.cpp.vec_isa_ok is not None or passed_vector_isas() != listed:
         return
