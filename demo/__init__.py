@@ -5,7 +5,8 @@
     settings    every environment setting the demo reads, in one list, read in one place
     models      which models the page offers; loading one (+ MTP head + tokenizer) once per process
     validate    untrusted input made safe: prompts, numbers, choices, deep links; the limits and rollbacks offered
-    race        plain vs speculative decoding, one after the other, as a stream of plain-data updates
+    race        plain vs speculative decoding, taking turns on the CPU, as a stream of plain-data updates
+    race_bench  `python -m demo.race_bench`: how the race's speed-up varies, taking turns or one after the other
     costs       this machine's cost of a round in plain steps, and the speed-up it predicts
     race_html   the race as HTML: token colouring, stats, verdict (escaped; whole UTF-8 characters only)
     race_ui     the race tab: components and events

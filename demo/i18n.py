@@ -107,10 +107,12 @@ STRINGS = {
     "origin_bonus": ("bonus: all drafts accepted, one extra token (bold)", "奖励：草稿全中，多得一个词元（粗体）"),
     # status and verdict
     "status_ready": ("Ready: press **Run the race**, or pick an example.", "准备就绪：点 **开始比赛**，或选一个示例。"),
-    "status_plain": ("Running plain decoding…", "正在运行普通解码…"),
-    "status_speculative": ("Running speculative decoding…", "正在运行投机解码…"),
-    "status_lane": ("Running speculative decoding with {rollback} (lane {n} of 3)…",
-                    "正在运行投机解码，{rollback}（第 {n}/3 栏）…"),
+    "status_racing": ("Racing: plain and speculative decoding take turns on the CPU, each turn to the one "
+                      "that has used the least time so far…",
+                      "比赛中：普通解码与投机解码轮流使用 CPU，每次轮到目前用时最少的一方…"),
+    "status_racing_3": ("Racing: plain decoding and speculative decoding with recompute and with select take "
+                        "turns on the CPU, each turn to the one that has used the least time so far…",
+                        "比赛中：普通解码、recompute 投机解码与 select 投机解码轮流使用 CPU，每次轮到目前用时最少的一方…"),
     "status_measuring": ("Measuring what a round costs on this machine…", "正在测量这台机器上一轮的耗时…"),
     "status_done": ("Done.", "完成。"),
     "status_stopped": ("Stopped. Press **Run the race** to start again.", "已停止。点 **开始比赛** 重新开始。"),

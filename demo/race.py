@@ -1,17 +1,23 @@
-"""The race: one prompt decoded twice, plain greedy then MTP speculative, one after the other.
+"""The race: one prompt decoded by plain greedy decoding and by MTP speculative decoding, side by side.
 
     ids, notices = prepare(loaded, settings)              # chat template or raw text, cut to fit
     for update in race(loaded, ids, settings):            # streams RaceUpdate(phase, plain, spec, verdict)
-        ...                                               # phase: "plain" -> "speculative" -> "done"
+        ...                                               # phase: "racing" -> "measuring" -> "done"
     summary(loaded.key, update.plain, update.spec)        # the JSON the API returns
 
-With settings.rollback == "both" it is decoded three times: plain, speculative rolling back with
-`recompute` (update.spec), then speculative with `select` (update.select, phase "select"). Same
-tokens, same rounds: what differs is what a rejected draft costs the DeltaNet memory.
+With settings.rollback == "both" there are three lanes: plain, speculative rolling back with
+`recompute` (update.spec) and speculative with `select` (update.select). Same tokens, same rounds:
+what differs is what a rejected draft costs the DeltaNet memory.
 
-The runs never overlap: each gets the whole CPU, so their speeds compare. Their `seconds` count
-only time spent inside the engine (prefill included), not the time the page spends drawing between
-updates. Each run stops at a stop token, at max_new_tokens, or at the wall-clock cap.
+The lanes take turns in one thread (take_turns): each turn, at least 50 ms of plain decoding or of
+speculative decoding, goes to the lane that has spent the least time in the engine so far. They
+never run at the same time, so neither slows the other, yet they stream side by side, and a slow
+moment of a shared machine falls on every lane instead of on whichever ran then. On a noisy 2-core
+host (`python -m demo.race_bench`, 12 races each way) the embedded model's speed-up on the opening
+prompt ranged 1.07-1.27x taking turns and 0.64-1.41x with the lanes run one after the other. A lane's
+`seconds` count only its own time inside the engine (prefill included), not the other lanes' turns
+nor the time the page spends drawing. Each lane stops at a stop token, at max_new_tokens, or when its
+seconds reach the cap.
 
 Byte-level BPE can split one UTF-8 character (most Chinese ones) over two or three tokens. Decoding
 token by token would show U+FFFD halves, so a Detokenizer decodes the pending tokens together and
@@ -88,7 +94,7 @@ class Run:
 
 @dataclass
 class RaceUpdate:
-    phase: str          # "plain" | "speculative" | "select" (the third lane) | "measuring" (this host's costs) | "done"
+    phase: str          # "racing" (the lanes take turns) | "measuring" (this host's costs) | "done"
     plain: Run
     spec: Run           # speculative, with the settings' rollback ("both": recompute)
     verdict: "Verdict | None" = None
@@ -98,7 +104,7 @@ class RaceUpdate:
 
     @property
     def lanes(self):
-        """The speculative lanes in running order: [spec] or [spec (recompute), select]."""
+        """The speculative lanes: [spec] or [spec (recompute), select]."""
         return [self.spec] + ([self.select] if self.select is not None else [])
 
 
@@ -145,11 +151,20 @@ def sampling(settings):
     return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
 
 
+# A turn lasts at least this much engine time. Switching lanes costs a lane some of its caches, more
+# for plain decoding, whose steps are short: with turns of a step each, its lane's median was 0.38 s
+# against 0.29 s run alone (the speculative lane's 0.31 against 0.32), which flattered the speed-up.
+# Turns of 50 ms make that a few switches per lane, and are still far shorter than the slow moments
+# of a shared machine they even out (`python -m demo.race_bench --turns-ms 0,5,50` compares them).
+TURN_SECONDS = 0.05
+
+
 def _drive(run, stream, stop, decode, max_tokens, max_seconds, clock, add):
-    """Pull `stream` to its end or the time cap, timing only the engine; `add(run, item, detok)` records an item."""
+    """Pull `stream` to its end, max_tokens or the cap on the run's own seconds, timing only the
+    engine; `add(run, item, detok)` records an item. Yields the run after each item."""
     run.started = True
     detok = Detokenizer(decode)
-    start = t = clock()
+    t = clock()
     try:
         for item in stream:
             run.seconds += clock() - t
@@ -158,7 +173,7 @@ def _drive(run, stream, stop, decode, max_tokens, max_seconds, clock, add):
                 run.ended = "stop"
             elif len(run.tokens) >= max_tokens:
                 run.ended = "length"
-            elif clock() - start > max_seconds:
+            elif run.seconds > max_seconds:
                 run.ended = "time"
             if run.ended:
                 break
@@ -205,41 +220,68 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
 
 
-def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter, measure_costs=True):
-    """The runs, one after the other: plain, then a speculative lane per rollback (two for "both").
-    Yields a RaceUpdate at most every `every` seconds while a run streams, at each change of phase, and
-    at the end (with the verdict, and this host's costs of a round measured right after the runs, once
-    per rollback: demo.costs)."""
+def take_turns(lanes, quantum=TURN_SECONDS):
+    """Advance several lanes (generators that yield their Run after each step) in one thread. A turn
+    goes to the lane whose Run has the fewest engine seconds so far (ties: the earlier lane) and lasts
+    until that lane has spent `quantum` more seconds (or has ended). Yields (lane index, Run) after
+    every step; closing it closes every lane."""
+    runs = [None] * len(lanes)
+    live = list(range(len(lanes)))
+    seconds = lambda j: runs[j].seconds if runs[j] is not None else 0.0      # noqa: E731
+    try:
+        while live:
+            i = min(live, key=seconds)
+            until = seconds(i) + quantum
+            while True:
+                try:
+                    runs[i] = next(lanes[i])
+                except StopIteration:
+                    live.remove(i)
+                    break
+                yield i, runs[i]
+                if runs[i].ended or seconds(i) >= until:
+                    break
+    finally:
+        for lane in lanes:
+            lane.close()
+
+
+def one_after_another(lanes):
+    """The other schedule (python -m demo.race_bench compares them): each lane to its end in turn."""
+    for i, lane in enumerate(lanes):
+        for run in lane:
+            yield i, run
+
+
+def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter, measure_costs=True,
+         schedule=take_turns):
+    """The lanes, taking turns (take_turns): plain, then a speculative lane per rollback (two for
+    "both"). Yields a RaceUpdate at most every `every` seconds while they stream ("racing"), then
+    "measuring" while this host's costs of a round are measured right after the runs, once per
+    rollback (demo.costs), and "done" with the verdict and those costs."""
     rollbacks = lane_rollbacks(settings.rollback)
-    plain = Run("plain")
-    lanes = [Run("speculative", k=settings.k, rollback=r) for r in rollbacks]
-    phases = ["speculative", "select"][:len(lanes)]         # the third lane's turn is its own phase
+    runs = [Run("plain")] + [Run("speculative", k=settings.k, rollback=r) for r in rollbacks]
 
     def update(phase, **more):
-        return RaceUpdate(phase, plain, lanes[0], select=lanes[1] if len(lanes) > 1 else None, **more)
+        return RaceUpdate(phase, runs[0], runs[1], select=runs[2] if len(runs) > 2 else None, **more)
 
-    yield update("plain")
+    lanes = [run_plain(loaded, ids, settings, max_seconds, clock)] + \
+        [run_speculative(loaded, ids, settings, max_seconds, clock, r) for r in rollbacks]
+    yield update("racing")
     last = clock()
-    for current in run_plain(loaded, ids, settings, max_seconds, clock):
-        plain = current
+    for i, run in schedule(lanes):
+        runs[i] = run
         if clock() - last >= every:
-            yield update("plain")
+            yield update("racing")
             last = clock()
-    for i, (phase, rollback) in enumerate(zip(phases, rollbacks)):
-        yield update(phase)
-        last = clock()
-        for current in run_speculative(loaded, ids, settings, max_seconds, clock, rollback):
-            lanes[i] = current
-            if clock() - last >= every:
-                yield update(phase)
-                last = clock()
+    plain, spec_lanes = runs[0], runs[1:]
     measured = {}
-    if measure_costs and all(lane.rounds for lane in lanes):
+    if measure_costs and all(lane.rounds for lane in spec_lanes):
         yield update("measuring")
         measured = costs.measure_each(loaded.model, loaded.mtp, ids, settings.k, rollbacks,
                                       temperature=settings.temperature)
-    yield update("done", verdict=verdict(plain, lanes[0], settings.temperature, *lanes[1:]),
-                 costs=measured.get(rollbacks[0]), select_costs=measured.get("select") if len(lanes) > 1 else None)
+    yield update("done", verdict=verdict(plain, spec_lanes[0], settings.temperature, *spec_lanes[1:]),
+                 costs=measured.get(rollbacks[0]), select_costs=measured.get("select") if len(runs) > 2 else None)
 
 
 def verdict(plain, spec, temperature=0.0, select=None):

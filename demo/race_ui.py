@@ -70,10 +70,9 @@ def _status(key, lang, notices=(), **params):
 
 
 def _phase_status(phase, rollback, lang, notices):
-    """The status line of a phase; with three lanes the speculative ones name their rollback."""
-    if rollback == BOTH and phase in ("speculative", "select"):
-        lane = 2 if phase == "speculative" else 3
-        return _status("status_lane", lang, notices, rollback=lane_rollbacks(BOTH)[lane - 2], n=lane)
+    """The status line of a phase; with three lanes the racing one names them."""
+    if phase == "racing" and rollback == BOTH:
+        return _status("status_racing_3", lang, notices)
     return _status(f"status_{phase}", lang, notices)
 
 

@@ -30,7 +30,8 @@ SETTINGS = (
     Setting("CPU_CORES", "the machine's cores less one", "torch threads (one core is left to the web server)"),
     Setting("QWEN_CONCURRENCY", "one per 8 of CPU_CORES, at least 1", "generations that may run at once"),
     Setting("QWEN_QUEUE_SIZE", "16", "visitors waiting in the queue; more are told to come back"),
-    Setting("QWEN_MAX_SECONDS", "120", "wall-clock cap of one generation, in seconds"),
+    Setting("QWEN_MAX_SECONDS", "120", "cap of one generation, in seconds: a race lane's own time in "
+            "the engine, a stepper recording's wall-clock time"),
     Setting("QWEN_MAX_PROMPT_TOKENS", "2048", "longest prompt fed to a model; a longer one is cut to its end"),
     Setting("QWEN_SESSION_TTL", "3600", "seconds a visitor's session may stay unused before its memory is freed"),
     Setting("QWEN_MAX_SESSIONS", "100", "sessions kept in memory at once (the least recently used goes)"),
@@ -111,7 +112,8 @@ def queue_size(environ=None):
 
 
 def max_seconds(environ=None):
-    """Wall-clock cap of one generation in seconds ($QWEN_MAX_SECONDS, default 120)."""
+    """Cap of one generation in seconds ($QWEN_MAX_SECONDS, default 120): a race lane's own engine
+    time, a stepper recording's wall-clock time."""
     return float(_number("QWEN_MAX_SECONDS", 120.0, float, environ))
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from demo import frame, models, settings
 from demo.i18n import LANGS, STRINGS, notice_text, t
-from demo.race import Detokenizer, Run, encode_prompt, prepare, race, summary, token_pieces, verdict
+from demo.race import (Detokenizer, Run, encode_prompt, prepare, race, summary, take_turns, token_pieces,
+                       verdict)
 from demo.race_html import legend_html, plain_text_html, spec_text_html, stats_html, verdict_html
 from demo.validate import (RACE_ROLLBACKS, ROLLBACKS, InputError, Notice, clamp_number, clean_prompt, deep_link,
                            fit_prompt, lane_rollbacks, race_settings)
@@ -212,11 +213,9 @@ def test_verdict_with_sampling_explains_that_the_distribution_is_what_stays():
 def test_greedy_race_streams_in_order_and_ends_identical(loaded):
     s = race_settings("In the beginning", max_new_tokens=16, k=2, raw=True)
     ids, _ = prepare(loaded, s)
-    phases, spec_started_early = [], False
-    for u in race(loaded, ids, s, every=0.0):
-        phases.append(u.phase)
-        spec_started_early |= u.phase == "plain" and u.spec.started
-    assert phases[0] == "plain" and phases[-1] == "done" and "speculative" in phases and not spec_started_early
+    updates = list(race(loaded, ids, s, every=0.0))
+    phases, u = [x.phase for x in updates], updates[-1]
+    assert phases[0] == "racing" and phases[-1] == "done" and "measuring" in phases
     plain, spec = u.plain, u.spec
     assert u.verdict.identical and plain.tokens == spec.tokens and 1 <= len(plain.tokens) <= 16
     assert len(spec.origins) == len(spec.tokens) and spec.origins[0] == "main"
@@ -230,6 +229,39 @@ def test_greedy_race_streams_in_order_and_ends_identical(loaded):
     assert out["speedup"] == pytest.approx(sp["tok_s"] / out["plain"]["tok_s"], rel=0.02)
 
 
+def _fake_lane(cost, steps):
+    run = Run("plain")
+    for _ in range(steps):
+        run.seconds += cost
+        yield run
+
+
+def test_each_turn_goes_to_the_lane_with_the_least_engine_time():
+    # worked by hand: A's steps cost 1 s (4 of them), B's 2.5 s (2); ties go to the earlier lane.
+    # turns as short as a step: A=0,B=0 -> A(1); B(2.5); A(2); A(3); B(5.0), as A has 3 > 2.5; A(4)
+    order = [i for i, _ in take_turns([_fake_lane(1.0, 4), _fake_lane(2.5, 2)], quantum=0.0)]
+    assert order == [0, 1, 0, 0, 1, 0]
+    # turns of at least 2 s: A(1), A(2); B(2.5); A(3), A(4) (ended); B(5.0)
+    order = [i for i, _ in take_turns([_fake_lane(1.0, 4), _fake_lane(2.5, 2)], quantum=2.0)]
+    assert order == [0, 0, 1, 0, 0, 1]
+    lanes = [_fake_lane(1.0, 4), _fake_lane(2.5, 2)]
+    turns = take_turns(lanes)
+    next(turns)
+    turns.close()                                   # a cancelled race ends every lane's engine generator
+    assert all(lane.gi_frame is None for lane in lanes)
+
+
+def test_the_lanes_stream_side_by_side(loaded):
+    s = race_settings("1 In the beginning God created the heaven and the earth.", max_new_tokens=40, k=2,
+                      rollback="both", raw=True)
+    ids, _ = prepare(loaded, s)
+    seen = [[(r.started, bool(r.ended), len(r.tokens)) for r in [u.plain] + u.lanes]
+            for u in race(loaded, ids, s, every=0.0, measure_costs=False) if u.phase == "racing"]
+    first_end = next(i for i, lanes in enumerate(seen) if any(ended for _, ended, _ in lanes))
+    assert all(started and n > 0 for started, _, n in seen[first_end])     # all three streamed before one ended
+    assert all(ended for _, ended, _ in seen[-1])
+
+
 def test_recompute_rollback_and_sampling_run_and_report(loaded):
     s = race_settings("床前明月光，", max_new_tokens=8, k=3, rollback="recompute", temperature=0.9, seed=7, raw=True)
     ids, _ = prepare(loaded, s)
@@ -239,19 +271,15 @@ def test_recompute_rollback_and_sampling_run_and_report(loaded):
     assert out["temperature"] == 0.9 and u.verdict.key in ("verdict_sampled", "verdict_sampled_same")
 
 
-def test_a_race_of_both_rollbacks_runs_three_lanes_one_after_another_all_equal_to_plain_greedy(loaded):
+def test_a_race_of_both_rollbacks_runs_three_lanes_all_equal_to_plain_greedy(loaded):
     from qwen.sample import generate
     s = race_settings("1 In the beginning God created the heaven and the earth.", max_new_tokens=40, k=2,
                       rollback="both", raw=True)
     ids, _ = prepare(loaded, s)
     reference = generate(loaded.model, ids, s.max_new_tokens, stop=loaded.chat.stop)
-    phases, overlap = [], False
-    for u in race(loaded, ids, s, every=0.0):
-        phases.append(u.phase)
-        overlap |= (u.phase == "plain" and (u.spec.started or u.select.started)) or \
-                   (u.phase == "speculative" and u.select.started)
-    assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == [
-        "plain", "speculative", "select", "measuring", "done"] and not overlap
+    updates = list(race(loaded, ids, s, every=0.0))
+    phases, u = [x.phase for x in updates], updates[-1]
+    assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == ["racing", "measuring", "done"]
     plain, spec, third = u.plain, u.spec, u.select
     assert (spec.rollback, third.rollback) == ("recompute", "select") and u.lanes == [spec, third]
     assert plain.tokens == spec.tokens == third.tokens == reference

@@ -1,0 +1,88 @@
+"""How much the race's speed-up varies from race to race, with the lanes taking turns and run one
+after the other.
+
+    python -m demo.race_bench                          # embedded model, compiled, 3 prompts, 8 races each way
+    python -m demo.race_bench --turns-ms 0,5,50        # turns of several lengths against one after the other
+    python -m demo.race_bench --prompts 2 --repeats 4 --no-compile --model PATH
+
+For each of the race's example prompts (demo.race_ui.EXAMPLES, the first --prompts), greedy, k and
+rollback `select` as the page's defaults: --repeats races with each schedule, alternating
+(demo.race.take_turns with turns of each length asked, the app's; demo.race.one_after_another, its
+former one), without the cost
+measurement. Printed per prompt and schedule: every race's speed-up (speculative tok/s ÷ plain
+tok/s), their median, lowest and highest, each lane's median seconds (lanes taking turns as fast as
+lanes run alone pay nothing for sharing the CPU), and whether every race gave identical tokens; with the CPU capability torch uses and the thread count. A machine shared with other work
+makes single races vary; the schedule that keeps the spread narrow is the one a presenter can trust.
+"""
+import argparse
+import functools
+import os
+import statistics
+
+import torch
+
+from demo.race import TURN_SECONDS, one_after_another, prepare, race, speedup, take_turns
+from demo.race_ui import EXAMPLES
+from demo.validate import race_settings
+
+def schedules(turns_ms):
+    """{name: schedule}: taking turns of each length in turns_ms, and one after the other."""
+    out = {f"turns of {ms:g} ms": functools.partial(take_turns, quantum=ms / 1000) for ms in turns_ms}
+    return {**out, "one after the other": one_after_another}
+
+
+def races(loaded, prompt, raw, max_new, k, repeats, schedules):
+    """-> {schedule name: [(speed-up, plain seconds, speculative seconds) per race]}, and whether every
+    race was identical to plain."""
+    settings = race_settings(prompt, max_new_tokens=max_new, k=k, raw=raw)
+    ids, _ = prepare(loaded, settings)
+    out, identical = {name: [] for name in schedules}, True
+    for _ in range(repeats):
+        for name, schedule in schedules.items():         # alternating, so a slow minute hits each
+            *_, last = race(loaded, ids, settings, measure_costs=False, schedule=schedule)
+            out[name].append((speedup(last.plain, last.spec), last.plain.seconds, last.spec.seconds))
+            identical &= last.verdict.identical
+    return out, identical
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="a local folder or hub id (default: the embedded model)")
+    parser.add_argument("--prompts", type=int, default=3, help="how many of the race's examples")
+    parser.add_argument("--repeats", type=int, default=8, help="races per prompt and schedule")
+    parser.add_argument("--k", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the app: one fewer than the cores)")
+    parser.add_argument("--turns-ms", default=f"{TURN_SECONDS * 1000:g}",
+                        help="comma-separated lengths of a turn to compare, in ms of engine time (the app's: "
+                             f"{TURN_SECONDS * 1000:g}; 0: a turn per token or round)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
+    args = parser.parse_args(argv)
+    os.environ["QWEN_COMPILE"] = "0"                    # compiled below, waited for, not in the background
+    from demo.models import load_model, start_compiling
+    from qwen.weights import find_model
+    torch.set_num_threads(args.threads)
+    source = args.model or find_model()
+    loaded = load_model(source, source)
+    if args.compile:
+        start_compiling(loaded, (args.k,)).join()
+    print(f"host: CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s); "
+          f"model {loaded.key}, {loaded.compile_status()}; k={args.k}, select, greedy")
+    print("| prompt | schedule | median | lowest | highest | plain lane (median) | speculative lane (median) | "
+          "every race |")
+    print("|---|---|---|---|---|---|---|---|")
+    for _, prompt, raw, max_new in EXAMPLES[:args.prompts]:
+        out, identical = races(loaded, prompt, raw, max_new, args.k, args.repeats,
+                               schedules(float(ms) for ms in args.turns_ms.split(",")))
+        label = prompt[:24].replace("\n", " ").replace("|", "/") + "…"
+        for name, rows in out.items():
+            xs = [x for x, _, _ in rows]
+            print(f"| {label} | {name} | {statistics.median(xs):.2f}× | {min(xs):.2f}× | {max(xs):.2f}× | "
+                  f"{statistics.median(p for _, p, _ in rows):.3f} s | "
+                  f"{statistics.median(q for _, _, q in rows):.3f} s | "
+                  f"{' '.join(f'{x:.2f}' for x in xs)} |", flush=True)
+        if not identical:
+            print(f"| {label} | NOT IDENTICAL to plain decoding in some race | | | | | | |")
+
+
+if __name__ == "__main__":
+    main()
