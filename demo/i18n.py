@@ -15,9 +15,10 @@ STRINGS = {
     # the frame
     "title": ("Speculative decoding, live: Qwen3.5 with its own draft head",
               "投机解码现场演示：Qwen3.5 与它自带的草稿头"),
-    "subtitle": ("The same prompt twice: plain greedy decoding, then MTP speculative decoding. Same tokens, fewer "
-                 "passes of the main model; faster where a pass over a few tokens costs about one step.",
-                 "同一个提示词跑两遍：先普通贪心解码，再用 MTP 投机解码。输出相同，主模型前向更少；"
+    "subtitle": ("The same prompt twice, side by side, taking turns on the CPU: plain greedy decoding and MTP "
+                 "speculative decoding. Same tokens, fewer passes of the main model; faster where a pass over a "
+                 "few tokens costs about one step.",
+                 "同一个提示词跑两遍，并排轮流使用 CPU：普通贪心解码与 MTP 投机解码。输出相同，主模型前向更少；"
                  "在一次处理几个词元的前向约等于一步的机器上才更快。"),
     "language": ("Language", "语言"),
     "presenter": ("Presenter mode", "演示模式"),
@@ -52,8 +53,8 @@ STRINGS = {
                         "select：保留每个词元后的状态，直接选取（不重算）"),
     "rollback_recompute": ("recompute: snapshot, restore, re-run the accepted tokens",
                            "recompute：快照、恢复、重算已接受的词元"),
-    "rollback_both": ("compare both (3 lanes): plain, then recompute, then select",
-                      "两种都比（三栏）：先普通，再 recompute，再 select"),
+    "rollback_both": ("compare both (3 lanes): plain, recompute and select, taking turns",
+                      "两种都比（三栏）：普通、recompute、select 轮流运行"),
     "temperature": ("Temperature (0 = greedy)", "温度（0 = 贪心）"),
     "seed": ("Seed (used when temperature > 0)", "随机种子（温度 > 0 时使用）"),
     "max_new_tokens": ("Max new tokens", "最多生成词元数"),

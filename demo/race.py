@@ -255,7 +255,7 @@ def one_after_another(lanes):
 
 def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter, measure_costs=True,
          schedule=take_turns):
-    """The lanes, taking turns (take_turns): plain, then a speculative lane per rollback (two for
+    """The lanes, taking turns (take_turns): plain, and a speculative lane per rollback (two for
     "both"). Yields a RaceUpdate at most every `every` seconds while they stream ("racing"), then
     "measuring" while this host's costs of a round are measured right after the runs, once per
     rollback (demo.costs), and "done" with the verdict and those costs."""
