@@ -29,7 +29,9 @@ several tokens: a one-token step streams each weight once anyway, eagerly (compi
 On CPU: inductor. Models of hidden size >= 1024 get max-autotune GEMMs and frozen, packed weights
 (where a copy per graph fits); smaller ones stay unfrozen, with each weight stored as the transpose it
 is multiplied by (lay_out_transposed), and each unfrozen graph is compiled ahead of time and saved
-whole (saved.py), so a later start loads it instead of tracing the Python again. On CUDA: CUDA graphs.
+whole (saved.py), so a later start loads it instead of tracing the Python again. On CUDA: CUDA graphs
+(mode "reduce-overhead"), with every state buffer marked as a static address so that the graphs may
+write it in place (state_buffers); no GPU was at hand to run that path.
 When the compiler is missing or fails, or the compiled step is not faster, everything stays eager and
 the reason is kept in `model.compiled.status`.
 """
@@ -45,6 +47,7 @@ import time
 import torch
 
 from qwen import settings
+from qwen.cache import AttentionState, State
 from qwen.saved import SavedGraphs, head_run, model_step, round_of
 
 log = logging.getLogger("qwen.compile")
@@ -247,7 +250,15 @@ def _compile(fn, owners, kind, device, autotune=True, freeze=False):
     torch._dynamo.config.automatic_dynamic_shapes = False
     if torch.device(device).type == "cuda":
         compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True)
-        return lambda variant, *args: compiled(*owners, *args)
+
+        def on_cuda(variant, *args):
+            # subtle: a CUDA graph may write in place only into inputs whose address stays put (weights,
+            # and tensors marked so); every pass writes its state, which without the mark would make
+            # inductor skip CUDA graphs for every graph ("skipping cudagraphs due to mutated inputs")
+            for t in state_buffers(args):
+                torch._dynamo.mark_static_address(t)
+            return compiled(*owners, *args)
+        return on_cuda
     # max-autotune times a C++ micro-GEMM against ATen's; it costs seconds per matmul shape to decide,
     # worth it only where weights dominate a step (not on the 4M embedded model).
     options = dict(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN") if autotune else {}
@@ -269,6 +280,14 @@ def _compile(fn, owners, kind, device, autotune=True, freeze=False):
         with torch._inductor.config.patch(config):
             return compiled(*owners, *args)
     return frozen
+
+
+def state_buffers(args):
+    """Every buffer of the States and head caches among a pass's arguments: what the pass writes in place."""
+    for arg in args:
+        layers = arg.layers if isinstance(arg, State) else [arg] if isinstance(arg, AttentionState) else []
+        for layer in layers:
+            yield from (t for t in vars(layer).values() if isinstance(t, torch.Tensor))
 
 
 def variants_for(ks, rollbacks=("select",), one_token=True):
@@ -460,7 +479,7 @@ def _warm_up(model, head, steps, passes, report, context, keep_if_faster):
     """Compile these passes, check and time each against eager, keep the faster ones and make them
     ready for every thread. -> False when compiling failed or a pass computed something else (then
     everything is eager, with the reason in the status)."""
-    from qwen.cache import AttentionState, State, keep_step_states
+    from qwen.cache import keep_step_states
     from qwen.mtp import generate_mtp
     device = model.embed_tokens.weight.device
     ids = torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size        # (1, context)
@@ -525,7 +544,7 @@ def _time_passes(model, head, ids, passes):
     """Each of these compiled passes against its eager twin, on the same inputs at the same position
     (a round: greedy decoding of a few tokens, its eager twin the same round uncompiled).
     -> {(CompiledSteps, (T, keep)): eager seconds / compiled seconds}"""
-    from qwen.cache import AttentionState, State, keep_step_states
+    from qwen.cache import keep_step_states
     from qwen.mtp import generate_mtp
     context, speedups = ids.shape[1], {}
     state = State(model)
@@ -565,7 +584,7 @@ def _disagreement(model, head, ids, passes):
     """Run each of these compiled passes (of the model and the head) and its eager twin on the same inputs and state; -> which pass differs
     by more than rounding (e.g. "verify of 3 tokens (max |logit difference| 4.1)"), or None.
     (Inductor has shipped CPU kernels that computed garbage; this is cheap insurance.)"""
-    from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_state
+    from qwen.cache import keep_step_states, restore_state, snapshot_state
     context = ids.shape[1]
     tolerance = 1e-3 if model.embed_tokens.weight.dtype == torch.float32 else 5e-2    # relative to max |logit|
 

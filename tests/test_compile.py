@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from qwen import compile as qc
-from qwen.cache import State
+from qwen.cache import AttentionState, State
 from qwen.chat import Chat
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp
@@ -262,6 +262,30 @@ def test_inductor_writes_into_that_cache_unless_the_user_named_a_folder(monkeypa
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
     qc.use_cache_dir()
     assert inductor_cache_dir() == str(tmp_path / "mine")
+
+
+def test_on_cuda_every_state_buffer_is_a_static_address_for_cuda_graphs(monkeypatch):
+    """The CUDA path's CPU-side logic (no GPU here): CUDA graphs through mode "reduce-overhead", and
+    every buffer a pass writes in place (KV, conv window, memory, step slots; a head's KV) marked as a
+    static address: inductor skips CUDA graphs for a graph that mutates any other input. The pass
+    itself runs eagerly here and must compute what the model's own step does."""
+    options = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: options.append(kw) or fn)
+    model, head = random_pair(TWO_LAYERS, seed=31)
+    step = qc._compile(qc.model_step, (model,), "model", "cuda")
+    ids, nxt = torch.tensor([[3, 1, 4]]), torch.tensor([[2]])
+    mine, eager = State(model), State(model)
+    for state in (mine, eager):
+        model.hidden(ids, state)
+    logits, _ = step((1, False), nxt, mine.begin_pass(nxt), mine)
+    torch.testing.assert_close(logits, model.step(nxt, eager.begin_pass(nxt), eager)[0])
+    assert options == [{"mode": "reduce-overhead", "fullgraph": True}]
+    written = list(qc.state_buffers([mine]))
+    assert len(written) == 2 + 4                  # the attention layer's k, v; the DeltaNet layer's four
+    assert all(getattr(t, "_dynamo_static_input_type", None) == "unguarded" for t in written)
+    cache = AttentionState()
+    head(model.embed_tokens(ids), torch.zeros(1, 3, model.cfg.hidden_size), 0, cache)
+    assert [t.data_ptr() for t in qc.state_buffers([cache])] == [cache.k.data_ptr(), cache.v.data_ptr()]
 
 
 def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
