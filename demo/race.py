@@ -152,8 +152,9 @@ def sampling(settings):
 
 
 # A turn lasts at least this much engine time. Switching lanes costs a lane some of its caches, more
-# for plain decoding, whose steps are short: with turns of a step each, its lane's median was 0.38 s
-# against 0.29 s run alone (the speculative lane's 0.31 against 0.32), which flattered the speed-up.
+# for plain decoding, whose steps are short: in one run of 12 races with turns of a step each, its
+# lane's median was 0.38 s against 0.29 s run alone (the speculative lane's 0.31 against 0.32), which
+# flattered the speed-up.
 # Turns of 50 ms make that a few switches per lane, and are still far shorter than the slow moments
 # of a shared machine they even out (`python -m demo.race_bench --turns-ms 0,5,50` compares them).
 TURN_SECONDS = 0.05

@@ -320,11 +320,11 @@ def test_three_lane_verdicts_name_the_lane_that_parts_from_plain():
     assert verdict(a, same, 0.8, other).key == "verdict_sampled"
 
 
-def test_the_wall_clock_cap_stops_a_run(loaded):
+def test_the_cap_on_a_lanes_engine_seconds_stops_it(loaded):
     s = race_settings("In the beginning", max_new_tokens=50, raw=True)
     ids, _ = prepare(loaded, s)
     *_, u = race(loaded, ids, s, max_seconds=1e-9)
-    assert u.plain.ended == "time" and len(u.plain.tokens) < 50
+    assert u.plain.ended == u.spec.ended == "time" and len(u.plain.tokens) < 50 and len(u.spec.tokens) < 50
 
 
 # --- models ---
