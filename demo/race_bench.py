@@ -5,14 +5,15 @@ after the other.
     python -m demo.race_bench --turns-ms 0,5,50        # turns of several lengths against one after the other
     python -m demo.race_bench --prompts 2 --repeats 4 --no-compile --model PATH
 
-For each of the race's example prompts (demo.race_ui.EXAMPLES, the first --prompts), greedy, k and
-rollback `select` as the page's defaults: --repeats races with each schedule, alternating
+For each of the race's example prompts (demo.race_ui.EXAMPLES, the first --prompts), greedy, with k
+and rollback `select` as the page's defaults: --repeats races with each schedule, alternating
 (demo.race.take_turns with turns of each length asked, the app's; demo.race.one_after_another, its
-former one), without the cost
-measurement. Printed per prompt and schedule: every race's speed-up (speculative tok/s ÷ plain
-tok/s), their median, lowest and highest, each lane's median seconds (lanes taking turns as fast as
-lanes run alone pay nothing for sharing the CPU), and whether every race gave identical tokens; with the CPU capability torch uses and the thread count. A machine shared with other work
-makes single races vary; the schedule that keeps the spread narrow is the one a presenter can trust.
+former one), without the cost measurement. Printed per prompt and schedule: every race's speed-up
+(speculative tok/s ÷ plain tok/s), their median, lowest and highest, each lane's median seconds
+(lanes taking turns as fast as lanes run alone pay nothing for sharing the CPU), and whether every
+race gave identical tokens; with the CPU capability torch uses and the thread count. A machine
+shared with other work makes single races vary; the schedule that keeps the spread narrow is the
+one a presenter can trust.
 """
 import argparse
 import functools
@@ -25,34 +26,54 @@ from demo.race import TURN_SECONDS, one_after_another, prepare, race, speedup, t
 from demo.race_ui import EXAMPLES
 from demo.validate import race_settings
 
+
 def schedules(turns_ms):
     """{name: schedule}: taking turns of each length in turns_ms, and one after the other."""
     out = {f"turns of {ms:g} ms": functools.partial(take_turns, quantum=ms / 1000) for ms in turns_ms}
     return {**out, "one after the other": one_after_another}
 
 
-def races(loaded, prompt, raw, max_new, k, repeats, schedules):
+def races(loaded, prompt, raw, max_new, k, repeats, by_name):
     """-> {schedule name: [(speed-up, plain seconds, speculative seconds) per race]}, and whether every
     race was identical to plain."""
     settings = race_settings(prompt, max_new_tokens=max_new, k=k, raw=raw)
     ids, _ = prepare(loaded, settings)
-    out, identical = {name: [] for name in schedules}, True
+    out, identical = {name: [] for name in by_name}, True
     for _ in range(repeats):
-        for name, schedule in schedules.items():         # alternating, so a slow minute hits each
+        for name, schedule in by_name.items():         # alternating, so a slow minute hits each
             *_, last = race(loaded, ids, settings, measure_costs=False, schedule=schedule)
             out[name].append((speedup(last.plain, last.spec), last.plain.seconds, last.spec.seconds))
             identical &= last.verdict.identical
     return out, identical
 
 
+def positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def turn_lengths(text):
+    """"0,5,50" -> [0.0, 5.0, 50.0]: turn lengths in ms, each >= 0."""
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+    if any(not v >= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"turn lengths are >= 0 ms: {text!r}")
+    return values
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="a local folder or hub id (default: the embedded model)")
-    parser.add_argument("--prompts", type=int, default=3, help="how many of the race's examples")
-    parser.add_argument("--repeats", type=int, default=8, help="races per prompt and schedule")
-    parser.add_argument("--k", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (the app: one fewer than the cores)")
-    parser.add_argument("--turns-ms", default=f"{TURN_SECONDS * 1000:g}",
+    parser.add_argument("--prompts", type=positive, default=3, help="how many of the race's examples")
+    parser.add_argument("--repeats", type=positive, default=8, help="races per prompt and schedule")
+    parser.add_argument("--k", type=positive, default=2)
+    parser.add_argument("--threads", type=positive, default=1,
+                        help="torch threads (the app: one fewer than the cores)")
+    parser.add_argument("--turns-ms", type=turn_lengths, default=[TURN_SECONDS * 1000],
                         help="comma-separated lengths of a turn to compare, in ms of engine time (the app's: "
                              f"{TURN_SECONDS * 1000:g}; 0: a turn per token or round)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
@@ -63,6 +84,8 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     source = args.model or find_model()
     loaded = load_model(source, source)
+    if loaded.mtp is None:
+        parser.error(f"{source} has no MTP draft head (no mtp.* tensors): there is no race to run")
     if args.compile:
         start_compiling(loaded, (args.k,)).join()
     print(f"host: CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s); "
@@ -71,8 +94,7 @@ def main(argv=None):
           "every race |")
     print("|---|---|---|---|---|---|---|---|")
     for _, prompt, raw, max_new in EXAMPLES[:args.prompts]:
-        out, identical = races(loaded, prompt, raw, max_new, args.k, args.repeats,
-                               schedules(float(ms) for ms in args.turns_ms.split(",")))
+        out, identical = races(loaded, prompt, raw, max_new, args.k, args.repeats, schedules(args.turns_ms))
         label = prompt[:24].replace("\n", " ").replace("|", "/") + "…"
         for name, rows in out.items():
             xs = [x for x, _, _ in rows]

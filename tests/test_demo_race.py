@@ -7,6 +7,7 @@ import re
 import shutil
 
 import pytest
+import torch
 
 from demo import frame, models, settings
 from demo.i18n import LANGS, STRINGS, notice_text, t
@@ -427,3 +428,18 @@ def test_a_race_while_the_model_compiles_says_its_timings_are_disturbed(store, l
     monkeypatch.setattr(type(loaded), "compile_status", lambda self: "compiled")
     *_, last = race_stream(store, "The LORD is my shepherd;", max_new_tokens=4, raw=True, lang="中文")
     assert "编译" not in last[0] and last[-1]["notices"] == []
+
+
+def test_the_race_bench_prints_a_row_per_schedule_and_every_race_identical(capsys, monkeypatch):
+    from demo import race_bench
+    monkeypatch.setenv("QWEN_COMPILE", "0")
+    threads = torch.get_num_threads()
+    try:
+        race_bench.main(["--no-compile", "--prompts", "1", "--repeats", "2", "--turns-ms", "0,50"])
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "CPU capability" in out and "NOT IDENTICAL" not in out
+    rows = [line for line in out.splitlines() if line.startswith("| 1 In the beginning")]
+    assert [row.split(" | ")[1] for row in rows] == ["turns of 0 ms", "turns of 50 ms", "one after the other"]
+    assert all(len(row.split(" | ")[-1].split()) == 2 + 1 for row in rows)    # two races, then the closing "|"
