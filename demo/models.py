@@ -253,8 +253,9 @@ def start_compiling(loaded, ks=(2,)):
     return thread
 
 
-def load_model(key, source, progress=None):
-    """Find (download if needed) and load one model. -> Loaded; raises ModelError naming the problem."""
+def load_model(key, source, progress=None, compile=None):
+    """Find (download if needed) and load one model; compile it in the background where `compile` (None:
+    the QWEN_COMPILE setting) says so. -> Loaded; raises ModelError naming the problem."""
     t0 = time.perf_counter()
     if progress is not None and not os.path.isdir(source):
         progress(0, desc=f"Downloading {key} from the Hugging Face hub…")
@@ -283,7 +284,7 @@ def load_model(key, source, progress=None):
     if mtp is None:
         log.warning("%s: the checkpoint has no mtp.* tensors (no draft head)", key)
     loaded = Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0)
-    if compile_wanted():
+    if compile_wanted() if compile is None else compile:
         start_compiling(loaded)
     return loaded
 

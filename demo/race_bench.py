@@ -17,14 +17,15 @@ one a presenter can trust.
 """
 import argparse
 import functools
-import os
 import statistics
 
 import torch
 
+from demo.models import load_model, start_compiling
 from demo.race import TURN_SECONDS, one_after_another, prepare, race, speedup, take_turns
 from demo.race_ui import EXAMPLES
 from demo.validate import race_settings
+from qwen.weights import find_model
 
 
 def schedules(turns_ms):
@@ -78,12 +79,9 @@ def main(argv=None):
                              f"{TURN_SECONDS * 1000:g}; 0: a turn per token or round)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
-    os.environ["QWEN_COMPILE"] = "0"                    # compiled below, waited for, not in the background
-    from demo.models import load_model, start_compiling
-    from qwen.weights import find_model
     torch.set_num_threads(args.threads)
     source = args.model or find_model()
-    loaded = load_model(source, source)
+    loaded = load_model(source, source, compile=False)          # compiled below and waited for
     if loaded.mtp is None:
         parser.error(f"{source} has no MTP draft head (no mtp.* tensors): there is no race to run")
     if args.compile:

@@ -52,7 +52,10 @@ def _race(page, prompt, max_new):
     page.fill("#race-prompt textarea", prompt)
     page.fill("#race-max-new input[type=number]", str(max_new))
     page.press("#race-max-new input[type=number]", "Tab")
+    had_verdict = page.locator(VERDICT).count() > 0
     page.click("#race-run")
+    if had_verdict:         # the click clears the last race's verdict first: wait for that, not for the old one
+        page.wait_for_selector(VERDICT, state="detached", timeout=30_000)
 
 
 def test_a_race_shows_both_texts_and_the_verdict(page):

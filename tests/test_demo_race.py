@@ -430,9 +430,8 @@ def test_a_race_while_the_model_compiles_says_its_timings_are_disturbed(store, l
     assert "编译" not in last[0] and last[-1]["notices"] == []
 
 
-def test_the_race_bench_prints_a_row_per_schedule_and_every_race_identical(capsys, monkeypatch):
+def test_the_race_bench_prints_a_row_per_schedule_and_every_race_identical(capsys):
     from demo import race_bench
-    monkeypatch.setenv("QWEN_COMPILE", "0")
     threads = torch.get_num_threads()
     try:
         race_bench.main(["--no-compile", "--prompts", "1", "--repeats", "2", "--turns-ms", "0,50"])
