@@ -48,7 +48,7 @@ import torch
 
 from qwen import settings
 from qwen.cache import AttentionState, State
-from qwen.saved import SavedGraphs, head_run, model_step, round_of
+from qwen.saved import SavedGraphs, head_run, model_step, round_of, state_buffers
 
 log = logging.getLogger("qwen.compile")
 
@@ -280,14 +280,6 @@ def _compile(fn, owners, kind, device, autotune=True, freeze=False):
         with torch._inductor.config.patch(config):
             return compiled(*owners, *args)
     return frozen
-
-
-def state_buffers(args):
-    """Every buffer of the States and head caches among a pass's arguments: what the pass writes in place."""
-    for arg in args:
-        layers = arg.layers if isinstance(arg, State) else [arg] if isinstance(arg, AttentionState) else []
-        for layer in layers:
-            yield from (t for t in vars(layer).values() if isinstance(t, torch.Tensor))
 
 
 def variants_for(ks, rollbacks=("select",), one_token=True):

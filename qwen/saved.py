@@ -66,13 +66,23 @@ def owner_signature(module):
                  [(n, tuple(t.shape), t.stride(), str(t.dtype)) for n, t in tensors]))
 
 
-def kv_buffers(args):
-    """The KV buffers among a pass's arguments (a State's attention layers, a head's cache)."""
+def layer_states(args):
+    """The per-layer states among a pass's arguments: a State's layers, a head's KV cache."""
     for arg in args:
-        layers = arg.layers if isinstance(arg, State) else [arg] if isinstance(arg, AttentionState) else []
-        for layer in layers:
-            if isinstance(layer, AttentionState) and layer.k is not None:
-                yield from (layer.k, layer.v)
+        yield from arg.layers if isinstance(arg, State) else [arg] if isinstance(arg, AttentionState) else []
+
+
+def kv_buffers(args):
+    """The KV buffers among a pass's arguments."""
+    for layer in layer_states(args):
+        if isinstance(layer, AttentionState) and layer.k is not None:
+            yield from (layer.k, layer.v)
+
+
+def state_buffers(args):
+    """Every buffer of the layer states among a pass's arguments: what the pass writes in place."""
+    for layer in layer_states(args):
+        yield from (t for t in vars(layer).values() if isinstance(t, torch.Tensor))
 
 
 def unmark(tensors):
