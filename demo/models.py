@@ -272,7 +272,7 @@ def load_model(key, source, progress=None, compile=None):
         model = Model.from_pretrained(path, dtype=dtype)
         chat = Chat(model, path)
         has_head = any(name.startswith("mtp.") for name in list_tensors(path))
-        mtp = MTP.from_pretrained(model.cfg, path, dtype=dtype) if has_head else None
+        mtp = MTP.from_pretrained(model.cfg, path, dtype=dtype, lm_head=model.lm_head) if has_head else None
         check_finite(path, model, mtp)
     except Exception as e:      # corrupt or mismatched files raise many kinds of error; all end here
         log.exception("loading %s failed", key)

@@ -51,7 +51,8 @@ def main(argv=None):
         print(f"[{str(dtype).replace('torch.', '')}: {reason}]", file=sys.stderr)
         model = Model.from_pretrained(path, dtype=dtype, device=args.device)
         chat = Chat(model, path)
-        head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=args.device) if args.mtp else None
+        head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=args.device,
+                                    lm_head=model.lm_head) if args.mtp else None
     except (OSError, ValueError) as e:
         sys.exit(f"error: {e}")
     if args.compile:

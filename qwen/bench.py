@@ -11,8 +11,9 @@
         the same shape, drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9
         (qwen.scripted): speed-up over plain per k and rollback, plus the cost of verifying 1+k
         tokens and of one draft step relative to one main step, snapshot/restore time and bytes.
-    python -m qwen.bench spec [--model PATH_OR_ID]
-        a real checkpoint (default: the embedded demo): per prompt, plain vs speculative tokens,
+    python -m qwen.bench spec [--model PATH_OR_ID] [--no-draft-vocab]
+        a real checkpoint (default: the embedded demo; its draft_vocab.json applies unless
+        --no-draft-vocab): per prompt, plain vs speculative tokens,
         seconds (the best of 3 runs each), tok/s, rounds, hits, acceptance, what a round cost in plain
         steps, identical? — for each rollback and k; then a step, a verify of 1+k tokens and a draft
         pass timed one by one.
@@ -289,8 +290,11 @@ def bench_model(args):
     path = find_model(args.model)
     dtype = getattr(torch, args.dtype)
     model = Model.from_pretrained(path, dtype=dtype, device=DEVICE)
-    head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=DEVICE)
+    head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=DEVICE,
+                              lm_head=model.lm_head if args.draft_vocab else None)
     chat = Chat(model, path)
+    draft = "every token" if head.draft_vocab is None else f"{len(head.draft_vocab)} tokens (draft_vocab.json)"
+    print(f"drafts scored over {draft} of {model.cfg.vocab_size}")
     ks = [int(k) for k in args.ks.split(",")]
     compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False, freeze=args.freeze) if args.compile else {}
     prompts = PROMPTS if not args.prompts else [p for p in open(args.prompts, encoding="utf-8").read().split("\n\n") if p]
@@ -368,7 +372,7 @@ def load_for_compile(model, shape, dtype):
     from qwen.weights import find_model
     path = find_model(model)
     m = Model.from_pretrained(path, dtype=dtype, device=DEVICE)
-    return m, MTP.from_pretrained(m.cfg, path, dtype=dtype, device=DEVICE)
+    return m, MTP.from_pretrained(m.cfg, path, dtype=dtype, device=DEVICE, lm_head=m.lm_head)
 
 
 def print_table(rows):
@@ -398,6 +402,9 @@ def main(argv=None):
     ap.add_argument("--rates", default="0.5,0.7,0.9")
     ap.add_argument("--ks", default="1,2,3")
     ap.add_argument("--model", default=None)
+    ap.add_argument("--draft-vocab", action=argparse.BooleanOptionalAction, default=True,
+                    help="spec with a checkpoint: drafts score only the tokens of its draft_vocab.json where it "
+                         "has one (FR-Spec; the embedded model does); --no-draft-vocab scores every token")
     ap.add_argument("--prompts", default=None, help="a text file of prompts separated by blank lines")
     ap.add_argument("--chat", action="store_true")
     ap.add_argument("--threads", type=int, default=None)

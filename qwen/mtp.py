@@ -18,6 +18,8 @@ One round of speculative decoding, with k draft tokens:
 Greedy output is token-identical to plain decoding; with sampling, the acceptance rule
 (accept with probability min(1, p/q), else resample from max(p - q, 0)) keeps the distribution.
 """
+import json
+import os
 import time
 from dataclasses import dataclass
 
@@ -52,8 +54,10 @@ class MTP(nn.Module):
         self.round_compiled = None     # the whole greedy round (greedy_round) compiled per k, ditto
 
     @classmethod
-    def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, compile=False, ks=(2,)):
-        """Load the checkpoint's mtp.* tensors; compile=True prepares compiled head passes (compile.py)."""
+    def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, compile=False, ks=(2,), lm_head=None):
+        """Load the checkpoint's mtp.* tensors; compile=True prepares compiled head passes (compile.py).
+        lm_head: the main model's output layer; given it, a draft_vocab.json beside the weights makes the
+        draft score only the tokens it lists (FR-Spec, set_draft_vocab)."""
         path = path or find_model()
         weights = load_weights(path, part="mtp.", dtype=dtype)
         if not weights:
@@ -62,6 +66,8 @@ class MTP(nn.Module):
             head = cls(cfg)
         load_into(head, weights, f"{path} (mtp.*)")
         head = head.to(device=device).eval().requires_grad_(False)
+        if lm_head is not None:
+            head.set_draft_vocab(load_draft_vocab(path, cfg.vocab_size), lm_head)
         if compile:
             from qwen.compile import compile_head
             compile_head(head, ks=ks)
@@ -101,13 +107,34 @@ class MTP(nn.Module):
             self.draft_vocab, self.draft_weight = None, None
             return
         self.draft_vocab = torch.as_tensor(token_ids, dtype=torch.long, device=lm_head.weight.device)
-        self.draft_weight = lm_head.weight[self.draft_vocab].contiguous()    # (V', H)
+        # (H, V'), contiguous: h @ it streams the rows once (MKL's "NN" GEMM; see compile.lay_out_transposed)
+        self.draft_weight = lm_head.weight[self.draft_vocab].T.contiguous()
 
     def draft_logits(self, h, lm_head):
         """h: (B, H) -> (logits over the draft vocabulary (B, V'), ids of those columns or None)."""
         if self.draft_vocab is None:
             return lm_head(h), None
-        return h @ self.draft_weight.T, self.draft_vocab
+        return h @ self.draft_weight, self.draft_vocab
+
+
+DRAFT_VOCAB_FILE = "draft_vocab.json"     # {"token_ids": [...], ...} beside a checkpoint's weights (optional)
+
+
+def load_draft_vocab(path, vocab_size):
+    """The token ids listed in `path`/draft_vocab.json (qwen/train/draft_vocab.py writes one), or None
+    where the checkpoint has none (the hub's Qwen3.5 checkpoints: the draft scores every token)."""
+    file = os.path.join(path, DRAFT_VOCAB_FILE)
+    if not os.path.exists(file):
+        return None
+    try:
+        with open(file) as f:
+            ids = json.load(f)["token_ids"]
+        ok = isinstance(ids, list) and ids and all(isinstance(i, int) and 0 <= i < vocab_size for i in ids)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{file}: not a draft vocabulary ({type(e).__name__}: {e})") from e
+    if not ok:
+        raise ValueError(f"{file}: token_ids must be a non-empty list of token ids below {vocab_size}")
+    return sorted(set(ids))
 
 
 def frequency_ranked_vocab(token_lists, vocab_size, size, always=()):

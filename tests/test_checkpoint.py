@@ -60,3 +60,25 @@ def test_the_trained_head_is_accepted_far_more_often_than_a_random_one(embedded)
     random_head = MTP(model.cfg).eval().requires_grad_(False)
     trained, untrained = acceptance(model, head, chat), acceptance(model, random_head, chat)
     assert trained >= 0.6 and trained > untrained + 0.4, (trained, untrained)
+
+
+def test_its_draft_vocabulary_keeps_the_output_and_nearly_all_the_acceptance(embedded):
+    """assets/draft_vocab.json (FR-Spec): the 2048 most frequent tokens of the training corpus and the
+    stop tokens. Drafts then come only from that list; the output must not change, and a list of
+    frequent tokens keeps most of the full-vocabulary head's acceptance (a list of rare ones would not)."""
+    model, full, chat = embedded
+    head = MTP.from_pretrained(model.cfg, find_model(ASSETS), lm_head=model.lm_head)
+    ids = head.draft_vocab.tolist()
+    assert len(ids) == 2049 and ids == sorted(set(ids)) and ids[-1] < model.cfg.vocab_size
+    assert set(chat.stop) <= set(ids)
+    assert full.draft_vocab is None                              # without lm_head: every token, as before
+    for prompt in PROMPTS[:3]:
+        ids_ = chat.encode(prompt)
+        plain = generate(model, ids_, max_new_tokens=40, stop=chat.stop)
+        for k, rollback in ((2, "select"), (2, "recompute")):
+            assert generate_mtp(model, head, ids_, 40, chat.stop, k=k, rollback=rollback)[0] == plain
+    subset, every = acceptance(model, head, chat), acceptance(model, full, chat)
+    assert subset >= 0.9 * every, (subset, every)
+    rare = MTP.from_pretrained(model.cfg, find_model(ASSETS))
+    rare.set_draft_vocab(list(range(model.cfg.vocab_size - 2049, model.cfg.vocab_size)), model.lm_head)
+    assert acceptance(model, rare, chat) < 0.5 * every
