@@ -28,8 +28,9 @@ several tokens: a one-token step streams each weight once anyway, eagerly (compi
 
 On CPU: inductor. Models of hidden size >= 1024 get max-autotune GEMMs and frozen, packed weights
 (where a copy per graph fits); smaller ones stay unfrozen, with each weight stored as the transpose it
-is multiplied by (lay_out_transposed), and each unfrozen graph is compiled ahead of time and saved
-whole (saved.py), so a later start loads it instead of tracing the Python again. On CUDA: CUDA graphs
+is multiplied by (lay_out_transposed), their kernels called from C++ rather than Python
+(WRAPPER_IN_CPP), and each unfrozen graph is compiled ahead of time and saved whole (saved.py), so a
+later start loads it instead of tracing the Python again. On CUDA: CUDA graphs
 (mode "reduce-overhead"), with every state buffer marked as a static address so that the graphs may
 write it in place (state_buffers); no GPU was at hand to run that path.
 When the compiler is missing or fails, or the compiled step is not faster, everything stays eager and
