@@ -13,10 +13,10 @@
         tokens and of one draft step relative to one main step, snapshot/restore time and bytes.
     python -m qwen.bench spec [--model PATH_OR_ID] [--no-draft-vocab]
         a real checkpoint (default: the embedded demo; its draft_vocab.json applies unless
-        --no-draft-vocab): per prompt, plain vs speculative tokens,
-        seconds (the best of 3 runs each), tok/s, rounds, hits, acceptance, what a round cost in plain
-        steps, identical? — for each rollback and k; then a step, a verify of 1+k tokens and a draft
-        pass timed one by one.
+        --no-draft-vocab): per prompt, plain vs speculative tokens, seconds (the best of 3 runs
+        each, plain and speculative alternating), tok/s, rounds, hits, acceptance, what a round cost
+        in plain steps, identical? — for each rollback and k; then a step, a verify of 1+k tokens and
+        a draft pass timed one by one.
     python -m qwen.bench compile [--model PATH_OR_ID | --shape 0.8b] [--ks 2]
         seconds to compile every pass of k-draft decoding, in a fresh process with an empty cache
         ("first") and again in another fresh process with that cache ("cached"); ready_s: until the
@@ -94,6 +94,13 @@ def best_of(n, fn, *args, **kw):
     """timed() n times -> (output, the shortest seconds): on a shared machine, the run least disturbed."""
     runs = [timed(fn, *args, **kw) for _ in range(n)]
     return runs[0][0], min(t for _, t in runs)
+
+
+def best_of_pair(n, a, b):
+    """best_of for two functions run alternately (a, b, a, b, ...), so that a slow moment of this shared
+    machine falls on both sides of a ratio. -> ((a's output, its shortest seconds), (b's, its shortest))"""
+    runs = [(timed(a), timed(b)) for _ in range(n)]
+    return tuple((runs[0][i][0], min(r[i][1] for r in runs)) for i in (0, 1))
 
 
 def random_model(dtype, with_reference=False, seed=0):
@@ -305,13 +312,14 @@ def bench_model(args):
         ids = chat.encode_chat([{"role": "user", "content": prompt}], enable_thinking=False) if args.chat \
             else chat.encode(prompt)
         generate(model, ids, max_new_tokens=2)
-        plain, t_plain = best_of(3, generate, model, ids, args.max_new_tokens, chat.stop)
         for rollback, one_graph in [("recompute", False), ("select", fused)] + ([("select", False)] if fused else []):
             for k in ks:
                 if fused:
                     head.round_compiled.enabled = one_graph
-                (spec, rounds, hits), t = best_of(3, generate_mtp, model, head, ids, args.max_new_tokens,
-                                                  chat.stop, k=k, rollback=rollback)
+                # plain decoding re-timed beside every setting, the two alternating
+                (plain, t_plain), ((spec, rounds, hits), t) = best_of_pair(
+                    3, lambda: generate(model, ids, args.max_new_tokens, chat.stop),
+                    lambda: generate_mtp(model, head, ids, args.max_new_tokens, chat.stop, k=k, rollback=rollback))
                 label = rollback + (" (one graph)" if one_graph else " (step by step)" if fused and rollback == "select" else "")
                 rows.append({"prompt": prompt[:40], "rollback": label, "k": k, "tokens": len(spec),
                              "plain_s": t_plain, "spec_s": t, "plain_tok_s": len(plain) / t_plain,
