@@ -90,15 +90,10 @@ def timed(fn, *args, **kw):
     return out, time.perf_counter() - t
 
 
-def best_of(n, fn, *args, **kw):
-    """timed() n times -> (output, the shortest seconds): on a shared machine, the run least disturbed."""
-    runs = [timed(fn, *args, **kw) for _ in range(n)]
-    return runs[0][0], min(t for _, t in runs)
-
-
 def best_of_pair(n, a, b):
-    """best_of for two functions run alternately (a, b, a, b, ...), so that a slow moment of this shared
-    machine falls on both sides of a ratio. -> ((a's output, its shortest seconds), (b's, its shortest))"""
+    """timed() n times each for two functions run alternately (a, b, a, b, ...), so that a slow moment of
+    this shared machine falls on both sides of a ratio; the shortest run of each is the least disturbed.
+    -> ((a's output, its shortest seconds), (b's, its shortest))"""
     runs = [(timed(a), timed(b)) for _ in range(n)]
     return tuple((runs[0][i][0], min(r[i][1] for r in runs)) for i in (0, 1))
 
