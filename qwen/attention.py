@@ -45,19 +45,27 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, cache, positions, pad=None):
         """x: (B, T, H) at `positions` (T,); cache: AttentionState, written at those positions -> (B, T, H)"""
+        q, k, v, gate = self.project(x, cos, sin)
+        k, v = cache.write(positions, k, v)                                           # (B, nkv, capacity, D)
+        return self.attend(q, k, v, gate, attention_mask(positions, k.shape[2], pad))
+
+    def project(self, x, cos, sin):
+        """x: (B, T, H) -> queries (B, nh, T, D), keys and values (B, nkv, T, D), rotated; gate (B, T, nh, D)"""
         B, T, _ = x.shape
         D = self.head_dim
         q, gate = self.q_proj(x).view(B, T, self.n_heads, 2 * D).chunk(2, dim=-1)   # each (B, T, nh, D)
         q = self.q_norm(q).transpose(1, 2)                                            # (B, nh, T, D)
         k = self.k_norm(self.k_proj(x).view(B, T, self.n_kv, D)).transpose(1, 2)     # (B, nkv, T, D)
         v = self.v_proj(x).view(B, T, self.n_kv, D).transpose(1, 2)                  # (B, nkv, T, D)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        k, v = cache.write(positions, k, v)                                           # (B, nkv, capacity, D)
-        mask = attention_mask(positions, k.shape[2], pad)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v, gate
+
+    def attend(self, q, k, v, gate, mask):
+        """Queries over the key slots `mask` (bool, (B or 1, 1, T, S)) lets each see, gated -> (B, T, H)"""
+        B, _, T, _ = q.shape
         # subtle: passed as an additive float mask (0 or -inf). With the boolean mask, torch 2.13's
         # compiled flash-attention path for grouped queries corrupted memory (head_dim 64, CPU).
         bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
                                            enable_gqa=self.n_heads != self.n_kv)     # (B, nh, T, D)
-        y = y.transpose(1, 2).reshape(B, T, self.n_heads * D)
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)
         return self.o_proj(y * torch.sigmoid(gate.reshape(B, T, -1)))

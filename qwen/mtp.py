@@ -89,9 +89,12 @@ class MTP(nn.Module):
 
     def run(self, emb_next, hidden, positions, cache):
         """forward's tensor work at positions (T,): reads no Python number, so it compiles once per T."""
-        x = self.fc(torch.cat([self.pre_fc_norm_embedding(emb_next), self.pre_fc_norm_hidden(hidden)], -1))
         cos, sin = rope_tables(self.cfg, positions)
-        return self.norm(self.layers[0](x, cos, sin, cache, positions))
+        return self.norm(self.layers[0](self.combine(emb_next, hidden), cos, sin, cache, positions))
+
+    def combine(self, emb_next, hidden):
+        """The layer's input: both (B, T, H), each normalised, concatenated and projected -> (B, T, H)"""
+        return self.fc(torch.cat([self.pre_fc_norm_embedding(emb_next), self.pre_fc_norm_hidden(hidden)], -1))
 
     def draft(self, model, hidden, tokens, start, cache, row=-1):
         """Run the head on (hidden (1, T, H), next tokens (1, T)) at positions start.. and score the
