@@ -165,6 +165,36 @@ def test_a_later_start_loads_the_saved_graphs_instead_of_compiling(monkeypatch, 
 
 
 @needs_compiler
+def test_guards_are_checked_once_per_argument_layout(monkeypatch, tmp_path):
+    """A saved graph's guards cost about a tenth of a small model's step, so SavedGraphs checks them once
+    for each layout of the arguments (shapes of the tokens and every state buffer) and then calls the graph
+    directly: a second generation checks nothing, a longer prompt (another KV capacity) or another batch
+    size is checked again, and every output stays eager's."""
+    from torch._dynamo.aot_compile import AOTCompiledFunction
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    checks = []
+    check = AOTCompiledFunction.guard_check
+    monkeypatch.setattr(AOTCompiledFunction, "guard_check", lambda self, *a, **kw: checks.append(1) or check(self, *a, **kw))
+    model, _ = random_pair(TWO_LAYERS, seed=25)
+    eager, _ = random_pair(TWO_LAYERS, seed=25)
+    qc.compile_model(model, ks=(1,), freeze=False)
+    ids, long = torch.tensor([[5, 1, 7]]), torch.randint(0, SMALL["vocab_size"], (1, 70))
+    assert generate(model, ids, max_new_tokens=12) == generate(eager, ids, max_new_tokens=12)
+    assert len(checks) == 1                                          # the first decode step, capacity 64
+    assert generate(model, ids, max_new_tokens=12) == generate(eager, ids, max_new_tokens=12)
+    assert len(checks) == 1                                          # same layout: trusted
+    assert generate(model, long, max_new_tokens=20) == generate(eager, long, max_new_tokens=20)
+    assert len(checks) == 2                                          # capacity 128: checked once more
+    pair = torch.tensor([[5, 1, 7], [2, 2, 2]])
+    state, eager_state = State(model, capacity=16), State(eager, capacity=16)
+    with torch.inference_mode():
+        model(pair, state), eager(pair, eager_state)
+        got, want = model(torch.tensor([[3], [4]]), state), eager(torch.tensor([[3], [4]]), eager_state)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert len(checks) == 3 and len(model.compiled.fn.trusted) == 3  # batch 2: its own graph, checked once
+
+
+@needs_compiler
 def test_a_saved_graph_that_no_longer_fits_is_compiled_again(monkeypatch, tmp_path):
     """Should a file be found for a model it does not fit (every shape forced onto one file here), its
     guards refuse it and the pass compiles afresh: the output stays eager's."""
