@@ -70,7 +70,7 @@ STRINGS = {
     "kind_bible": ("Bible (KJV) · raw · easy to guess", "圣经（KJV）· 续写 · 好猜"),
     "kind_docs": ("Python docs · raw · easy to guess", "Python 文档 · 续写 · 好猜"),
     "kind_poem": ("Classical poem · raw · easy to guess", "古诗 · 续写 · 好猜"),
-    "kind_chat": ("Chat · chat template · easy to guess", "对话 · 聊天模板 · 好猜"),
+    "kind_chat": ("Chat · low acceptance", "对话 · 接受率低"),
     "embedded_model": ("Embedded demo model (4M, offline)", "内置演示模型（4M，离线）"),
     # the two lanes
     "plain": ("Plain decoding", "普通解码"),
