@@ -10,7 +10,8 @@ and loaded in a fraction of a second.
     graphs((T, keep), ids, positions, state)    # loads or compiles the graph of this pass, then runs it
 
 One graph per pass (T tokens, keeps step states) and batch size, compiled on its first call from that
-call's arguments. compile.py uses this on CPU for graphs whose weights are inputs; frozen graphs hold
+call's arguments. Its guards run once per layout of the arguments (argument_layout); after that the
+graph is called directly. compile.py uses this on CPU for graphs whose weights are inputs; frozen graphs hold
 packed weights that cannot be saved, and CUDA graphs are built per process, so those stay on dynamo's
 usual path.
 """
