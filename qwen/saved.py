@@ -88,8 +88,8 @@ def state_buffers(args):
 
 def argument_layout(variant, args):
     """Everything a graph's guards check about a pass's arguments that can change from call to call: the
-    shape and dtype of every tensor, the state's buffers included, and whether the state has padding and
-    keeps step states. The owners (model, head) are not: their weights are fixed once loaded (their other
+    shape and dtype of every tensor, the state's buffers included, whether the state has padding and
+    keeps step states, and the grad modes. The owners (model, head) are not: their weights are fixed once loaded (their other
     tensors, such as a draft vocabulary, are in the key SavedGraphs keeps them under).
     subtle: checking the guards costs about 0.2 ms a call, a tenth of the embedded model's decode step;
     SavedGraphs checks them once per layout and then calls the graph directly (AOTCompiledFunction.fn)."""
@@ -97,7 +97,8 @@ def argument_layout(variant, args):
     states = [a for a in args if isinstance(a, State)]
     tensors += [a.pad for a in states if a.pad is not None]
     keeps = tuple((a.pad is None, tuple(s.keep_steps for s in a.deltanet_layers())) for a in states)
-    return variant, keeps, tuple((t.shape, t.dtype, t.device) for t in tensors)
+    modes = torch.is_grad_enabled(), torch.is_inference_mode_enabled()    # of the global state guards check
+    return variant, keeps, modes, tuple((t.shape, t.dtype, t.device) for t in tensors)
 
 
 def unmark(tensors):
