@@ -28,8 +28,10 @@ several tokens: a one-token step streams each weight once anyway, eagerly (compi
 
 On CPU: inductor. Models of hidden size >= 1024 get max-autotune GEMMs and frozen, packed weights
 (where a copy per graph fits); smaller ones stay unfrozen, with each weight stored as the transpose it
-is multiplied by (lay_out_transposed), their kernels called from C++ rather than Python
-(WRAPPER_IN_CPP), and each unfrozen graph is compiled ahead of time and saved whole (saved.py), so a
+is multiplied by eagerly (lay_out_transposed) and, for the graphs, a row-major copy in bfloat16 where
+that is exact, which the graphs multiply by in their own fused loops instead of the BLAS
+(stream_weights, qwen.linear; QWEN_STREAM_WEIGHTS=0 turns that off), their kernels called from C++
+rather than Python (WRAPPER_IN_CPP), and each unfrozen graph is compiled ahead of time and saved whole (saved.py), so a
 later start loads it instead of tracing the Python again. On CUDA: CUDA graphs
 (mode "reduce-overhead"), with every state buffer marked as a static address so that the graphs may
 write it in place (state_buffers); no GPU was at hand to run that path.
@@ -49,6 +51,7 @@ import torch
 
 from qwen import settings
 from qwen.cache import AttentionState, State
+from qwen.linear import Linear, streamed_copy
 from qwen.saved import SavedGraphs, head_run, model_step, round_of, state_buffers
 
 log = logging.getLogger("qwen.compile")
@@ -158,7 +161,12 @@ AUTOTUNE_HIDDEN = 1024       # models this wide get max-autotune GEMMs; smaller 
 # view (about 290 a decode step of the embedded model) and one `assert_size_stride` per tensor (128).
 # Embedded model at AVX2, one thread, the decode step: 2.13 ms against 2.67 ms with the Python wrapper
 # (2.49 ms with the asserts off alone); compiling the step takes 35 s instead of 25.
-WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False)
+# The small-model CPU graphs: kernels called from C++, and (realize_opcount_threshold) every input of
+# a streamed Linear computed once into a buffer.
+# subtle: inductor otherwise inlines a cheap producer, such as the RMSNorm before a projection, into
+# each of the layer's dot products (qwen.linear): the output layer then renormalised its input 8192
+# times a pass, and a verify pass cost more than plain decoding gained.
+WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4)
 
 
 def memory_available():
@@ -374,12 +382,30 @@ def lay_out_transposed(modules):
                 w.data = w.data.t().contiguous().t()
 
 
+def stream_weights(modules):
+    """Give every Linear of these modules (and a head's draft vocabulary) the weight copy that compiled
+    graphs multiply by (qwen.linear): row-major, in bfloat16 where that is exact. Eager passes keep
+    using the float32 weights. Idempotent. -> the copies' dtypes, e.g. {torch.bfloat16}"""
+    dtypes = set()
+    for module in modules:
+        for linear in module.modules():
+            if isinstance(linear, Linear):
+                if linear.streamed is None:
+                    linear.streamed = streamed_copy(linear.weight)
+                dtypes.add(linear.streamed.dtype)
+        if getattr(module, "draft_weight", None) is not None and module.draft_streamed is None:
+            module.draft_streamed = streamed_copy(module.draft_weight.T)
+    return dtypes
+
+
 def _prepare(modules, fn, variants, freeze, kind):
     device = next(modules[0].parameters()).device
     autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
     if device.type == "cpu" and not autotune:
         lay_out_transposed(modules)
     freeze, why = _freeze_choice(freeze, modules, len(variants), device)
+    if device.type == "cpu" and not autotune and not freeze and settings.read("QWEN_STREAM_WEIGHTS", "1") != "0":
+        stream_weights(modules)
     steps = CompiledSteps(_compile(fn, modules, kind, device, autotune, freeze), variants, kind)
     steps.frozen, steps.freeze_reason = freeze, why
     missing = compiler_missing(device)

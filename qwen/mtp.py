@@ -30,6 +30,7 @@ from qwen.cache import (AttentionState, State, keep_step_states, restore_state, 
                         snapshot_bytes, snapshot_state, truncate_kv)
 from qwen.compile import dense
 from qwen.layer import DecoderLayer
+from qwen.linear import Linear, rows_matmul, streamed_copy
 from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
@@ -44,12 +45,13 @@ class MTP(nn.Module):
         super().__init__()
         H = cfg.hidden_size
         self.cfg = cfg
-        self.fc = nn.Linear(2 * H, H, bias=False)
+        self.fc = Linear(2 * H, H, bias=False)
         self.pre_fc_norm_embedding = RMSNorm(H, cfg.rms_norm_eps)
         self.pre_fc_norm_hidden = RMSNorm(H, cfg.rms_norm_eps)
         self.layers = nn.ModuleList([DecoderLayer(cfg, "full_attention")])
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.draft_vocab = None        # optional (V',) token ids the draft scores (FR-Spec); None = all
+        self.draft_streamed = None     # (V', H) their rows as compiled CPU graphs read them (qwen.linear)
         self.compiled = None           # compiled head passes by T, set by compile.py
         self.round_compiled = None     # the whole greedy round (greedy_round) compiled per k, ditto
 
@@ -107,16 +109,21 @@ class MTP(nn.Module):
         """Score drafts only over `token_ids` (a frequency-ranked subset, FR-Spec). Verification stays
         full-vocabulary, so the output is unchanged; only the draft gets cheaper. None undoes it."""
         if token_ids is None:
-            self.draft_vocab, self.draft_weight = None, None
+            self.draft_vocab, self.draft_weight, self.draft_streamed = None, None, None
             return
         self.draft_vocab = torch.as_tensor(token_ids, dtype=torch.long, device=lm_head.weight.device)
         # (H, V'), contiguous: h @ it streams the rows once (MKL's "NN" GEMM; see compile.lay_out_transposed)
         self.draft_weight = lm_head.weight[self.draft_vocab].T.contiguous()
+        # where the output layer has a streamed copy (compile.stream_weights), the draft's rows get one too
+        self.draft_streamed = streamed_copy(self.draft_weight.T) if getattr(lm_head, "streamed", None) is not None \
+            else None
 
     def draft_logits(self, h, lm_head):
         """h: (B, H) -> (logits over the draft vocabulary (B, V'), ids of those columns or None)."""
         if self.draft_vocab is None:
             return lm_head(h), None
+        if self.draft_streamed is not None and torch.compiler.is_compiling():     # as Linear does
+            return rows_matmul(h, self.draft_streamed), self.draft_vocab
         return h @ self.draft_weight, self.draft_vocab
 
 

@@ -4,6 +4,8 @@
     QWEN_COMPILE_CACHE  where compiled artefacts live (default ~/.cache/qwen-mtp/inductor), one folder
                         per CPU capability; handed to inductor as TORCHINDUCTOR_CACHE_DIR unless that
                         names another folder
+    QWEN_STREAM_WEIGHTS 0: compiled CPU graphs of small models multiply through the BLAS, as eager code
+                        does, instead of through their own loops over bfloat16 weight copies (qwen.linear)
     CXX                 the C++ compiler inductor builds CPU kernels with (else g++, c++ or clang++ on PATH)
 """
 import os
