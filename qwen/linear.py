@@ -11,8 +11,9 @@ pass (T = 1 decode, 1+k verify), converted to float32 in registers, and never go
 
 Why not the BLAS? On the embedded model a decoding step reads every weight once, 17 MB in float32,
 and that is most of its time.
-- subtle: MKL runs its generic code on AMD CPUs (`mkl_blas_def_*`, no AVX2): on an AMD EPYC host a
-  one-row GEMV streamed 4.5 GB/s, and the model's 63 GEMVs took over half of a compiled step.
+- subtle: MKL runs its generic code on AMD CPUs (`mkl_blas_def_*`, not its AVX2 kernels): on an AMD
+  EPYC host `perf` found its GEMVs taking 53% of compiled plain decoding, and three rows of the
+  output layer cost 2.7x one row.
 - The checkpoint is bfloat16, so `streamed` holds it in bfloat16 whenever that keeps every value
   exactly (stream_dtype): the same products as float32, from half the bytes. 8.7 MB fits the part of
   the cache a core reads at 40-50 GB/s; 17 MB does not (7-15 GB/s on that host).
