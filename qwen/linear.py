@@ -46,12 +46,12 @@ class Linear(nn.Linear):
 
 
 def rows_matmul(x, w):
-    """x (..., K) float32, w (N, K) -> x @ w.T as float32 (..., N): one reduction per row of x over
-    the same w, which inductor fuses into a single loop reading w once. (Eagerly this is slow: it is
-    written for the compiler.)"""
+    """x (..., K), w (N, K) -> x @ w.T (..., N) in x's dtype, summed in float32: one reduction per row
+    of x over the same w, which inductor fuses into a single loop reading w once. (Eagerly this is
+    slow: it is written for the compiler.)"""
     lead, rows, wf = x.shape[:-1], x.reshape(-1, x.shape[-1]), w.float()
-    y = torch.stack([(rows[m][None, :] * wf).sum(-1) for m in range(rows.shape[0])])    # (M, N)
-    return y.reshape(*lead, w.shape[0])
+    y = torch.stack([(rows[m][None, :].float() * wf).sum(-1) for m in range(rows.shape[0])])    # (M, N)
+    return y.reshape(*lead, w.shape[0]).to(x.dtype)
 
 
 def stream_dtype(w):

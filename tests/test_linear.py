@@ -20,6 +20,8 @@ def test_rows_matmul_is_linear(shape):
     assert torch.allclose(rows_matmul(x, w), F.linear(x, w), atol=1e-5)
     w16 = w.bfloat16()                                  # a bfloat16 copy: the same products as its float32 values
     assert torch.allclose(rows_matmul(x, w16), F.linear(x, w16.float()), atol=1e-5)
+    got = rows_matmul(x.bfloat16(), w16)                # a bfloat16 model: bfloat16 out, as F.linear gives
+    assert got.dtype == torch.bfloat16 and torch.allclose(got.float(), F.linear(x.bfloat16(), w16).float(), rtol=2e-2, atol=2e-2)
 
 
 def test_the_copy_is_bfloat16_only_where_that_is_exact():
