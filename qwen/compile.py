@@ -36,7 +36,8 @@ later start loads it instead of tracing the Python again. On CUDA: CUDA graphs
 (mode "reduce-overhead"), with every state buffer marked as a static address so that the graphs may
 write it in place (state_buffers); no GPU was at hand to run that path.
 When the compiler is missing or fails, or the compiled step is not faster, everything stays eager and
-the reason is kept in `model.compiled.status`.
+the reason is kept in `model.compiled.status`. warm_up compiles graphs missing on disk in parallel,
+handing all but one to helper processes (compile_workers.py).
 """
 import ctypes
 import functools
@@ -401,11 +402,14 @@ def stream_weights(modules):
 def _prepare(modules, fn, variants, freeze, kind):
     device = next(modules[0].parameters()).device
     autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
-    if device.type == "cpu" and not autotune:
-        lay_out_transposed(modules)
     freeze, why = _freeze_choice(freeze, modules, len(variants), device)
-    if device.type == "cpu" and not autotune and not freeze and settings.read("QWEN_STREAM_WEIGHTS", "1") != "0":
-        stream_weights(modules)
+    # subtle: a graph's guards check the kind of each weight tensor; made under inference_mode (warm_up)
+    # they would be inference tensors, and a graph saved by another process, where they are not, misses
+    with torch.inference_mode(False):
+        if device.type == "cpu" and not autotune:
+            lay_out_transposed(modules)
+        if device.type == "cpu" and not autotune and not freeze and settings.read("QWEN_STREAM_WEIGHTS", "1") != "0":
+            stream_weights(modules)
     steps = CompiledSteps(_compile(fn, modules, kind, device, autotune, freeze), variants, kind)
     steps.frozen, steps.freeze_reason = freeze, why
     missing = compiler_missing(device)
@@ -502,31 +506,53 @@ def _phases(model, head):
     return [first, [p for p in passes if p not in first]]
 
 
-def _warm_up(model, head, steps, passes, report, context, keep_if_faster):
-    """Compile these passes, check and time each against eager, keep the faster ones and make them
-    ready for every thread. -> False when compiling failed or a pass computed something else (then
-    everything is eager, with the reason in the status)."""
+def warm_up_ids(model, context):
+    """The prompt warm-up passes run on: (1, context) token ids."""
+    device = model.embed_tokens.weight.device
+    return torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size
+
+
+def _run_pass(model, head, part, variant, ids):
+    """Make one pass of `part` (a model's, head's or round's CompiledSteps) the way decoding does,
+    after a prefill of ids: the first such call compiles its graph (or loads it from disk)."""
     from qwen.cache import keep_step_states
     from qwen.mtp import generate_mtp
-    device = model.embed_tokens.weight.device
-    ids = torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size        # (1, context)
+    T, keep = variant
+    context = ids.shape[1]
+    if part.kind == "model":
+        state = State(model)
+        model.hidden(ids, state)
+        keep_step_states(state, T, on=keep)
+        model.forward(ids[:, :T], state)
+    elif part.kind == "head":
+        hidden = torch.zeros(1, context, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype,
+                             device=ids.device)
+        cache = AttentionState()
+        head(model.embed_tokens(ids), hidden, 0, cache)
+        head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
+    else:
+        generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)        # compiles round k
+
+
+def _warm_up(model, head, steps, passes, report, context, keep_if_faster):
+    """Compile these passes (the graphs missing on disk in parallel: compile_workers), check and time
+    each against eager, keep the faster ones and make them ready for every thread. -> False when
+    compiling failed or a pass computed something else (then everything is eager, with the reason in
+    the status)."""
+    from qwen import compile_workers
+    ids = warm_up_ids(model, context)                                                  # (1, context)
     t0 = time.perf_counter()
+    helpers = compile_workers.start(model, head, passes, context)
     try:
-        for part, (T, keep) in passes:
-            if part.kind == "model":
-                state = State(model)
-                model.hidden(ids, state)
-                keep_step_states(state, T, on=keep)
-                model.forward(ids[:, :T], state)
-            elif part.kind == "head":
-                hidden = torch.zeros(1, context, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype,
-                                     device=device)
-                cache = AttentionState()
-                head(model.embed_tokens(ids), hidden, 0, cache)
-                head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
-            else:
-                generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)    # compiles round k
+        # the passes no helper compiles first (compiled here meanwhile), then the helpers' (loaded)
+        ours = [p for p in passes if p not in helpers.handed_off]
+        for part, variant in ours:
+            _run_pass(model, head, part, variant, ids)
+        helpers.wait()
+        for part, variant in helpers.handed_off:
+            _run_pass(model, head, part, variant, ids)
     except Exception as e:                      # a compiler that fails here would fail for the user: go eager
+        helpers.wait()
         first_line = (str(e).splitlines() or [""])[0][:200]
         for compiled in steps:
             compiled.disable(f"compiling failed ({type(e).__name__}: {first_line})")

@@ -6,6 +6,8 @@
                         names another folder
     QWEN_STREAM_WEIGHTS 0: compiled CPU graphs of small models multiply through the BLAS, as eager code
                         does, instead of through their own loops over bfloat16 weight copies (qwen.linear)
+    QWEN_COMPILE_WORKERS processes compiling a warm-up's graphs at once, this one included (default: the
+                        cores this process may use; 1: no helper processes; qwen.compile_workers)
     CXX                 the C++ compiler inductor builds CPU kernels with (else g++, c++ or clang++ on PATH)
 """
 import os

@@ -10,6 +10,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 torch.set_num_threads(1)   # tiny models: one thread is fastest, and leaves a core free
 # the app's models stay eager (compiling takes minutes on 2 cores); tests/test_compile.py compiles on purpose
 os.environ.setdefault("QWEN_COMPILE", "0")
+# compiling stays in the test's process unless a test asks for helper processes (test_compile_workers.py)
+os.environ.setdefault("QWEN_COMPILE_WORKERS", "1")
 
 
 def free_port():

@@ -119,10 +119,12 @@ def test_no_recompiles_across_generations_positions_and_kv_growth(compiled_pair)
 
 
 @needs_compiler
-def test_compiled_decoding_equals_eager_on_the_embedded_model():
+def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
     """The app's default: the embedded model and its head, compiled for k = 2 (unfrozen, as small
-    models are: their graphs cache whole on disk). Its grouped-query attention with head_dim 64 is
-    the shape where a boolean attention mask once made the compiled step corrupt memory."""
+    models are: their graphs cache whole on disk), a helper process compiling beside this one, as on
+    the app's 2-core hosts. Its grouped-query attention with head_dim 64 is the shape where a boolean
+    attention mask once made the compiled step corrupt memory."""
+    monkeypatch.setenv("QWEN_COMPILE_WORKERS", "2")
     path = find_model()
     model, eager = Model.from_pretrained(path), Model.from_pretrained(path)
     head = MTP.from_pretrained(model.cfg, path)

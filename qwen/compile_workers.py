@@ -1,0 +1,161 @@
+"""Compiling a warm-up's graphs in parallel, in helper processes.
+
+Compiling one graph is one thread's work: dynamo traces the Python, inductor writes C++ for it, and
+one g++ run builds it. On the embedded model at AVX2 the decode step took 52 s of that and the greedy
+round 122 s, one after the other, while the second core of a 2-core host sat idle. So, where a pass's
+graph is not on disk yet, warm_up (compile.py) compiles one of the missing graphs itself and hands
+the others to helper processes:
+
+    helpers = start(model, head, passes, context)   # the missing graphs but the first go to helpers
+    ... the parent compiles the first one meanwhile ...
+    helpers.wait()                                  # their graphs are on disk now (saved.py)
+    ... the parent runs every pass: it loads the helpers' graphs, as a later start would
+
+A helper gets the modules pickled exactly as the parent prepared them (weights, their layout, the
+copies compiled graphs read), so the file each graph is saved under has the key the parent looks for
+(SavedGraphs.path). It runs only the passes it was given, the way warm_up runs them, and exits. If a
+helper fails, the parent compiles that graph itself afterwards, and meets the same error itself.
+
+Only graphs saved whole on disk (CPU, unfrozen: SavedGraphs) can be compiled elsewhere; frozen and
+CUDA graphs stay in the process that runs them.
+
+    QWEN_COMPILE_WORKERS    processes compiling at once, the parent included (default: the cores this
+                            process may use; 1 compiles everything in-process)
+    python -m qwen.compile_workers JOB_FILE     a helper (started by warm_up, not by hand)
+"""
+import copy
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
+import torch
+
+from qwen import settings
+from qwen.saved import SavedGraphs
+
+log = logging.getLogger("qwen.compile")
+
+BATCH = 1                    # warm-up passes are batch 1 (compile._run_pass)
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))    # where `-m qwen...` runs
+
+
+def worker_count():
+    """How many processes may compile at once, this one included (QWEN_COMPILE_WORKERS, else the cores
+    this process may run on)."""
+    value = settings.read("QWEN_COMPILE_WORKERS")
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            raise ValueError(f"QWEN_COMPILE_WORKERS must be a whole number, not {value!r}") from None
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                      # not Linux
+        return os.cpu_count() or 1
+
+
+def missing(passes):
+    """Of these passes [(CompiledSteps, (T, keep))], those whose graph is saved whole on disk but not
+    there yet (nor loaded in this process)."""
+    out = []
+    for part, variant in passes:
+        graphs = part.fn
+        if part.enabled and isinstance(graphs, SavedGraphs) and (variant, BATCH) not in graphs.graphs \
+                and not graphs.path(variant, BATCH).exists():
+            out.append((part, variant))
+    return out
+
+
+def portable(module):
+    """A shallow copy of a model or head without its compiled steps (they hold locks, functions and
+    graphs of this process), for pickling. Weights and every other tensor are shared, not copied."""
+    clone = copy.copy(module)
+    for attr in ("compiled", "round_compiled"):
+        if hasattr(clone, attr):
+            setattr(clone, attr, None)
+    return clone
+
+
+class Helpers:
+    """Helper processes compiling some passes' graphs; wait() for them."""
+
+    def __init__(self, handed_off, processes, job_file):
+        self.handed_off = handed_off            # [(CompiledSteps, (T, keep))] the helpers compile
+        self.processes = processes              # [(Popen, file of its messages)]
+        self.job_file = job_file                # the pickled modules, removed once all are done
+
+    def wait(self):
+        """Wait for every helper. -> the passes whose graphs they saved (a failed helper's are left for
+        the parent to compile)."""
+        for process, log_file in self.processes:
+            if process.wait() != 0:
+                lines = [line for line in open(log_file, errors="replace").read().splitlines() if line.strip()]
+                log.warning("a compile helper failed (exit %s): %s", process.returncode,
+                            lines[-1][:300] if lines else "no message")
+        for path in [self.job_file] + [log_file for _, log_file in self.processes]:
+            if path and os.path.exists(path):
+                os.unlink(path)
+        return [(part, v) for part, v in self.handed_off if part.fn.path(v, BATCH).exists()]
+
+
+def start(model, head, passes, context, workers=None):
+    """Start helper processes for these passes' graphs that are missing on disk, all but the first
+    (the caller compiles that one meanwhile), spread over workers - 1 helpers. -> Helpers"""
+    workers = worker_count() if workers is None else workers
+    todo = missing(passes)[1:]
+    if workers < 2 or not todo:
+        return Helpers([], [], None)
+    shares = [todo[i::workers - 1] for i in range(min(workers - 1, len(todo)))]
+    fd, job_file = tempfile.mkstemp(prefix="qwen-compile-", suffix=".pt")
+    os.close(fd)
+    torch.save({"model": portable(model), "head": portable(head) if head is not None else None,
+                "context": context, "threads": torch.get_num_threads()}, job_file)
+    processes = []
+    for share in shares:
+        jobs = [f"{part.kind}:{T}:{int(keep)}" for part, (T, keep) in share]
+        # its messages go to a file: a pipe nobody reads until the end could fill and stall it
+        fd, log_file = tempfile.mkstemp(prefix="qwen-compile-", suffix=".log")
+        try:
+            with os.fdopen(fd, "w") as err:
+                processes.append((subprocess.Popen([sys.executable, "-m", "qwen.compile_workers", job_file, *jobs],
+                                                   stdout=subprocess.DEVNULL, stderr=err, cwd=PACKAGE_PARENT),
+                                  log_file))
+        except OSError as e:                    # no helper after all: the parent compiles its share
+            log.warning("could not start a compile helper (%s)", e)
+            os.unlink(log_file)
+    log.info("compiling %d graph(s) in %d helper process(es)", len(todo), len(processes))
+    return Helpers(todo, processes, job_file)
+
+
+def main(argv):
+    """A helper: compile and save the graphs of the passes named "kind:T:keep" (kind: model, head or
+    round) for the modules in the job file."""
+    from qwen import compile as qc
+    from qwen.saved import head_run, model_step, round_of
+    # subtle: a graph's guards check what its tensors are, so the weights must not become inference tensors
+    # (loaded under inference_mode) where the parent's are not, nor the thread count differ
+    job = torch.load(argv[0], weights_only=False)
+    torch.set_num_threads(job["threads"])
+    model, head = job["model"], job["head"]
+    kinds = {"model": ([model], model_step), "head": ([head], head_run), "round": ([model, head], round_of)}
+    ids = qc.warm_up_ids(model, job["context"])                 # (1, context)
+    for name in argv[1:]:
+        kind, T, keep = name.split(":")
+        variant = (int(T), bool(int(keep)))
+        modules, fn = kinds[kind]
+        # only this pass compiles: every other one runs eagerly here
+        steps = qc._prepare(modules, fn, {variant}, False, kind)
+        steps.warming_thread = threading.get_ident()          # a failure ends the helper with its error
+        model.compiled = steps if kind == "model" else None
+        if head is not None:
+            head.compiled = steps if kind == "head" else None
+            head.round_compiled = steps if kind == "round" else None
+        with torch.inference_mode():                        # as warm_up runs it
+            qc._run_pass(model, head, steps, variant, ids)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,93 @@
+"""Compiling in helper processes (qwen/compile_workers.py): the graphs a helper saves are the ones the
+parent looks for, so the parent loads them instead of compiling them; a helper that fails leaves its
+graphs to the parent; decoding equals eager either way."""
+import sys
+
+import pytest
+import torch
+
+from qwen import compile as qc
+from qwen import compile_workers
+from qwen.mtp import generate_mtp
+from qwen.sample import generate
+from reference import SMALL
+from test_mtp import random_pair
+
+needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="no C++ compiler")
+
+TWO_LAYERS = dict(SMALL, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"])
+
+
+def graph_counts(model, head):
+    """(compiled here, loaded from disk) over the model's, the head's and the round's saved graphs."""
+    graphs = [model.compiled.fn, head.compiled.fn, head.round_compiled.fn]
+    return sum(g.compiled for g in graphs), sum(g.loaded for g in graphs)
+
+
+def decodes_as_eager(model, head, seed):
+    eager, _ = random_pair(TWO_LAYERS, seed=seed)
+    ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
+    plain = generate(eager, ids, max_new_tokens=24)
+    return generate(model, ids, max_new_tokens=24) == plain and \
+        generate_mtp(model, head, ids, max_new_tokens=24, k=1)[0] == plain
+
+
+@needs_compiler
+def test_graphs_a_helper_compiled_are_loaded_not_compiled_again(monkeypatch, tmp_path):
+    """Two processes at once: of each warm-up phase's missing graphs warm_up compiles the first itself and
+    a helper the others: the decode step here and the round there, then the verify pass here and both
+    head passes there."""
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setenv("QWEN_COMPILE_WORKERS", "2")
+    model, head = random_pair(TWO_LAYERS, seed=31)
+    report = qc.warm_up(model, head, ks=(1,), keep_if_faster=False)
+    assert report["status"] == "compiled", report
+    passes = len(model.compiled.variants) + len(head.compiled.variants) + len(head.round_compiled.variants)
+    assert passes == 5                                          # decode, verify of 2, head 1 and 2, round
+    assert graph_counts(model, head) == (2, 3)
+    assert decodes_as_eager(model, head, seed=31)
+
+
+@needs_compiler
+def test_a_helper_that_fails_leaves_its_graphs_to_the_parent(monkeypatch, tmp_path):
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setenv("QWEN_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(sys, "executable", "/bin/false")                # every helper exits at once, failing
+    model, head = random_pair(TWO_LAYERS, seed=32)
+    report = qc.warm_up(model, head, ks=(1,), keep_if_faster=False)
+    assert report["status"] == "compiled", report
+    assert graph_counts(model, head) == (5, 0)
+    assert decodes_as_eager(model, head, seed=32)
+
+
+def test_helpers_are_used_only_for_graphs_saved_on_disk_and_missing(monkeypatch, tmp_path):
+    """Frozen graphs (and CUDA graphs) live in one process; a graph already on disk is simply loaded;
+    one process allowed means no helpers."""
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    model, head = random_pair(TWO_LAYERS, seed=33)
+    qc.compile_model(model, ks=(1,), freeze=True)
+    assert compile_workers.missing([(model.compiled, (1, False))]) == []
+    qc.compile_head(head, ks=(1,), freeze=False)
+    passes = [(head.compiled, v) for v in sorted(head.compiled.variants)]
+    assert compile_workers.missing(passes) == passes
+    head.compiled.fn.path(passes[1][1], 1).parent.mkdir(parents=True, exist_ok=True)
+    head.compiled.fn.path(passes[1][1], 1).write_bytes(b"")                 # "saved" already
+    assert compile_workers.missing(passes) == passes[:1]
+    assert compile_workers.start(model, head, passes + passes, 32, workers=1).handed_off == []
+
+
+@pytest.mark.parametrize("value, want", [("3", 3), ("1", 1), ("0", 1)])
+def test_qwen_compile_workers_sets_how_many_processes_compile(monkeypatch, value, want):
+    monkeypatch.setenv("QWEN_COMPILE_WORKERS", value)
+    assert compile_workers.worker_count() == want
+    monkeypatch.setenv("QWEN_COMPILE_WORKERS", "many")
+    with pytest.raises(ValueError, match="whole number"):
+        compile_workers.worker_count()
+
+
+def test_a_pickled_model_keeps_its_weights_and_layout_but_not_its_compiled_steps():
+    model, head = random_pair(TWO_LAYERS, seed=34)
+    qc.compile_model(model, ks=(1,), freeze=False)                   # lays weights out transposed, streams them
+    clone = compile_workers.portable(model)
+    assert clone.compiled is None and model.compiled is not None
+    assert all(a is b for a, b in zip(clone.parameters(), model.parameters()))
