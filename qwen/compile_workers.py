@@ -79,6 +79,19 @@ def portable(module):
     return clone
 
 
+def copies_fit(model, head, helpers, available=None):
+    """Whether `helpers` more copies of the weights (each helper loads its own) fit in half of the memory
+    available: yes for small models; a wide model left unfrozen for want of memory compiles alone."""
+    from qwen.compile import memory_available
+    modules = [m for m in (model, head) if m is not None]
+    weights = sum(t.numel() * t.element_size() for m in modules for t in list(m.parameters()) + list(m.buffers()))
+    available = memory_available() if available is None else available
+    fits = available is not None and weights * helpers <= available // 2
+    if not fits:
+        log.info("no compile helpers: %d copies of %.2f GB of weights do not fit", helpers, weights / 2**30)
+    return fits
+
+
 class Helpers:
     """Helper processes compiling some passes' graphs; wait() for them."""
 
@@ -109,6 +122,8 @@ def start(model, head, passes, context, workers=None):
     if workers < 2 or not todo:
         return Helpers([], [], None)
     shares = [todo[i::workers - 1] for i in range(min(workers - 1, len(todo)))]
+    if not copies_fit(model, head, len(shares)):
+        return Helpers([], [], None)
     fd, job_file = tempfile.mkstemp(prefix="qwen-compile-", suffix=".pt")
     os.close(fd)
     torch.save({"model": portable(model), "head": portable(head) if head is not None else None,

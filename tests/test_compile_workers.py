@@ -74,6 +74,10 @@ def test_helpers_are_used_only_for_graphs_saved_on_disk_and_missing(monkeypatch,
     head.compiled.fn.path(passes[1][1], 1).write_bytes(b"")                 # "saved" already
     assert compile_workers.missing(passes) == passes[:1]
     assert compile_workers.start(model, head, passes + passes, 32, workers=1).handed_off == []
+    monkeypatch.setattr(qc, "memory_available", lambda: 1000)           # no room for another copy of the weights
+    assert not compile_workers.copies_fit(model, head, 1)
+    assert compile_workers.start(model, head, passes + passes, 32, workers=2).handed_off == []
+    assert compile_workers.copies_fit(model, head, 1, available=2**30)
 
 
 @pytest.mark.parametrize("value, want", [("3", 3), ("1", 1), ("0", 1)])
