@@ -126,8 +126,13 @@ def start(model, head, passes, context, workers=None):
         return Helpers([], [], None)
     fd, job_file = tempfile.mkstemp(prefix="qwen-compile-", suffix=".pt")
     os.close(fd)
-    torch.save({"model": portable(model), "head": portable(head) if head is not None else None,
-                "context": context, "threads": torch.get_num_threads()}, job_file)
+    try:
+        torch.save({"model": portable(model), "head": portable(head) if head is not None else None,
+                    "context": context, "threads": torch.get_num_threads()}, job_file)
+    except Exception as e:                      # e.g. a module holding something that does not pickle
+        log.warning("no compile helpers: the modules could not be handed over (%s: %s)", type(e).__name__, e)
+        os.unlink(job_file)
+        return Helpers([], [], None)
     processes = []
     for share in shares:
         jobs = [f"{part.kind}:{T}:{int(keep)}" for part, (T, keep) in share]

@@ -80,6 +80,16 @@ def test_helpers_are_used_only_for_graphs_saved_on_disk_and_missing(monkeypatch,
     assert compile_workers.copies_fit(model, head, 1, available=2**30)
 
 
+def test_modules_that_do_not_pickle_are_compiled_here(monkeypatch, tmp_path):
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    model, head = random_pair(TWO_LAYERS, seed=35)
+    qc.compile_head(head, ks=(1,), freeze=False)
+    passes = [(head.compiled, v) for v in sorted(head.compiled.variants)]
+    assert len(compile_workers.missing(passes)) == 2 and compile_workers.copies_fit(model, head, 1)
+    head.not_picklable = lambda: None                                   # a local function does not pickle
+    assert compile_workers.start(model, head, passes, 32, workers=2).handed_off == []
+
+
 @pytest.mark.parametrize("value, want", [("3", 3), ("1", 1), ("0", 1)])
 def test_qwen_compile_workers_sets_how_many_processes_compile(monkeypatch, value, want):
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", value)
