@@ -15,6 +15,7 @@ graph is called directly. compile.py uses this on CPU for graphs whose weights a
 packed weights that cannot be saved, and CUDA graphs are built per process, so those stay on dynamo's
 usual path.
 """
+import contextlib
 import hashlib
 import logging
 import os
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from qwen.build_time import quick_builds
 from qwen.cache import AttentionState, State
 
 log = logging.getLogger("qwen.compile")
@@ -118,9 +120,10 @@ def saved_guard(entries):
 class SavedGraphs:
     """fn(*owners, *args) compiled once per (pass, batch size), from a file when one was saved."""
 
-    def __init__(self, fn, owners, name, folder, options=None):
+    def __init__(self, fn, owners, name, folder, options=None, quick_build=False):
         self.fn, self.owners, self.name, self.folder = fn, tuple(owners), name, Path(folder)
         self.options = dict(options or {})
+        self.quick_build = quick_build           # C++ built at -O2 (build_time.quick_builds)
         self.graphs = {}                         # (pass, batch) -> compiled functions, tried in order
         self.loaded, self.compiled = 0, 0        # how each graph came: from a file, or compiled here
         self.trusted = {}                        # argument_layout -> the graph whose guards accepted it
@@ -135,7 +138,8 @@ class SavedGraphs:
             return trusted.fn(*self.owners, *args)
         for graph in self.graphs.get((variant, batch)) or [self._load_or_compile(variant, batch, args)]:
             try:
-                out = graph(*self.owners, *args)
+                with self.build_flags():         # (a first call may still build the graph's C++)
+                    out = graph(*self.owners, *args)
             except RuntimeError as e:            # its guards: these arguments need another graph
                 if not str(e).startswith("GuardManager check failed"):
                     raise
@@ -145,6 +149,13 @@ class SavedGraphs:
             return out
         log.info("no saved %s graph of pass %s fits these arguments: compiling one", self.name, variant)
         return self._load_or_compile(variant, batch, args, fresh=True)(*self.owners, *args)
+
+    def build_flags(self):
+        """The compiler flags this graph's C++ is built with, in force while it compiles and loads.
+        subtle: a saved graph holds its C++ source, not the library built from it; loading looks the
+        library up by source and command line, and where none is found builds one. Loaded under other
+        flags than it was compiled with, every start would run g++ again."""
+        return quick_builds() if self.quick_build else contextlib.nullcontext()
 
     def owner_tensors(self):
         """The shapes of the owners' tensors that are not weights (e.g. a head's draft vocabulary)."""
@@ -164,7 +175,7 @@ class SavedGraphs:
                 return self.graphs[(variant, batch)][0]  # another thread got it meanwhile
             if not fresh and path.exists():
                 try:
-                    with open(path, "rb") as f:
+                    with open(path, "rb") as f, self.build_flags():
                         graph = torch.compiler.load_compiled_function(f)
                     self.loaded += 1
                 except Exception as e:           # a damaged or foreign file: compile instead
@@ -181,7 +192,8 @@ class SavedGraphs:
             torch._dynamo.mark_dynamic(t, 2)
         try:
             compiled = torch.compile(self.fn, fullgraph=True, options=dict(self.options, guard_filter_fn=saved_guard))
-            graph = compiled.aot_compile(((*self.owners, *args), {}))
+            with self.build_flags():
+                graph = compiled.aot_compile(((*self.owners, *args), {}))
         finally:
             unmark(kv)
         self.compiled += 1

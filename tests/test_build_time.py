@@ -1,0 +1,116 @@
+"""qwen.build_time: the two changes that make inductor build a small model's graphs sooner leave what
+it decides as it was (inductor's own analysis is the reference) and take effect in a real build."""
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import sympy
+import torch
+from torch._inductor import cpp_builder, sizevars
+from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+
+from qwen import build_time
+from qwen import compile as qc
+from qwen.saved import SavedGraphs
+
+ROOT = Path(__file__).resolve().parent.parent
+needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="no C++ compiler")
+
+x0, x1, x2, ks0, tmp0 = sympy.symbols("x0 x1 x2 ks0 tmp0", integer=True, nonnegative=True)
+INDICES = [                                       # shapes of index inductor met in the round graph
+    96 * x0 + x1 + 3 * x2 + 384,
+    64 * ks0 * x1 + 64 * tmp0 + x2,
+    8192 * x0 + tmp0,
+    2 * (x1 + x2),                                # a polynomial written as a product
+    128 * FloorDiv(x1, 64) + ModularIndexing(x1, 1, 64) + 64,
+    512 * x0 + 192 * FloorDiv(x1, 64) + ModularIndexing(x1, 1, 64),
+    ModularIndexing(x1, 1, 8),
+    FloorDiv(x1, 3) + x2,
+]
+
+
+def test_an_index_gets_the_stride_inductor_itself_finds(monkeypatch):
+    assert build_time.simplify_fewer()
+    patched = sizevars.simplify_index_in_vec_range
+    assert patched.polynomials_unchanged and build_time.simplify_fewer()             # idempotent
+    assert sizevars.simplify_index_in_vec_range is patched
+    for index in INDICES:
+        for var in (x1, x2):
+            got = sizevars.stride_at(patched(index, var, 8), var)
+            with monkeypatch.context() as m:          # inductor as shipped, its recursion included
+                m.setattr(sizevars, "simplify_index_in_vec_range", patched.original)
+                want = sizevars.stride_at(patched.original(index, var, 8), var)
+            # the stride in var within a vector of 8: the one thing the rewritten index is used for
+            assert sympy.simplify(got - want) == 0, (index, var, got, want)
+    assert patched(INDICES[0], x1, 8) is INDICES[0]                  # a polynomial: returned as it is
+    assert patched(INDICES[4], x1, 8) != INDICES[4]                  # FloorDiv of x1: rewritten
+
+
+def test_quick_builds_ask_for_o2_only_within_the_block():
+    def level():
+        return [f for f in cpp_builder._get_optimization_cflags("g++")[0] if f.startswith("O")]
+    assert level() == ["O3"]
+    elsewhere = []
+    with build_time.quick_builds():
+        assert level() == ["O2"]
+        other = threading.Thread(target=lambda: elsewhere.append(level()))   # the app serving meanwhile
+        other.start()
+        other.join()
+    assert level() == ["O3"] and elsewhere == [["O3"]]
+
+
+class Scale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(37))
+
+
+def scaled(module, x):
+    return torch.tanh(x * module.w).sum(-1) + 0.5
+
+
+@needs_compiler
+def test_a_quick_build_runs_the_compiler_at_o2_and_computes_the_same(monkeypatch, tmp_path):
+    log = tmp_path / "commands.txt"
+    script = tmp_path / "bin" / "g++"            # named so: inductor picks gcc's flags by the name
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {qc.cpp_compiler()} "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, str(script)))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch._dynamo.reset()
+    owner, x = Scale(), torch.randn(3, 37)
+    graphs = SavedGraphs(scaled, [owner], "scale", tmp_path / "graphs", dict(qc.WRAPPER_IN_CPP), quick_build=True)
+    with torch.no_grad():
+        torch.testing.assert_close(graphs((1, False), x), scaled(owner, x))
+    builds = [line for line in log.read_text().splitlines() if ".so" in line and "-shared" in line]
+    assert builds and all(" -O2 " in f" {b} " and " -O3 " not in f" {b} " for b in builds), builds
+
+    # a later start loads the graph and builds nothing: the library is looked up under the same flags
+    torch.save({"owner": owner.state_dict(), "x": x}, tmp_path / "inputs.pt")
+    later = subprocess.run([sys.executable, "-c", LATER_START, str(tmp_path), str(torch.get_num_threads())],
+                           cwd=ROOT, env=dict(os.environ, CXX=str(script), PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests'}"),
+                           capture_output=True, text=True, timeout=600)
+    assert later.returncode == 0, later.stderr[-3000:]
+    assert later.stdout.split()[-2:] == ["loaded", "1"], later.stdout
+    assert [line for line in log.read_text().splitlines() if ".so" in line and "-shared" in line] == builds
+
+
+LATER_START = """
+import sys, torch
+from qwen import compile as qc
+from qwen.saved import SavedGraphs
+from test_build_time import Scale, scaled
+folder, threads = sys.argv[1], int(sys.argv[2])
+torch.set_num_threads(threads)
+inputs, owner = torch.load(folder + "/inputs.pt"), Scale()
+owner.load_state_dict(inputs["owner"])
+graphs = SavedGraphs(scaled, [owner], "scale", folder + "/graphs", dict(qc.WRAPPER_IN_CPP), quick_build=True)
+with torch.no_grad():
+    torch.testing.assert_close(graphs((1, False), inputs["x"]), scaled(owner, inputs["x"]))
+print("compiled", graphs.compiled, "loaded", graphs.loaded)
+"""
