@@ -37,7 +37,8 @@ later start loads it instead of tracing the Python again. On CUDA: CUDA graphs
 write it in place (state_buffers); no GPU was at hand to run that path.
 When the compiler is missing or fails, or the compiled step is not faster, everything stays eager and
 the reason is kept in `model.compiled.status`. warm_up compiles graphs missing on disk in parallel,
-handing all but one to helper processes (compile_workers.py).
+handing all but one to helper processes (compile_workers.py); a small model's graphs are built at -O2
+and with less sympy work, sooner and computing the same (build_time.py).
 """
 import ctypes
 import functools

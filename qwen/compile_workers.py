@@ -1,8 +1,8 @@
 """Compiling a warm-up's graphs in parallel, in helper processes.
 
 Compiling one graph is one thread's work: dynamo traces the Python, inductor writes C++ for it, and
-one g++ run builds it. On the embedded model at AVX2 the decode step took 52 s of that and the greedy
-round 122 s, one after the other, while the second core of a 2-core host sat idle. So, where a pass's
+one g++ run builds it. On the embedded model at AVX2, compiled one after the other, the decode step
+took about 40 s and the greedy round about 100 s, while the second core of a 2-core host sat idle. So, where a pass's
 graph is not on disk yet, warm_up (compile.py) compiles one of the missing graphs itself and hands
 the others to helper processes:
 
