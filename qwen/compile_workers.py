@@ -2,9 +2,9 @@
 
 Compiling one graph is one thread's work: dynamo traces the Python, inductor writes C++ for it, and
 one g++ run builds it. On the embedded model at AVX2, compiled one after the other, the decode step
-took about 40 s and the greedy round about 100 s, while the second core of a 2-core host sat idle. So, where a pass's
-graph is not on disk yet, warm_up (compile.py) compiles one of the missing graphs itself and hands
-the others to helper processes:
+took about 40 s and the greedy round about 100 s, while the second core of a 2-core host sat idle.
+So, where a pass's graph is not on disk yet, warm_up (compile.py) compiles one of the missing graphs
+itself and hands the others to helper processes:
 
     helpers = start(model, head, passes, context)   # the missing graphs but the first go to helpers
     ... the parent compiles the first one meanwhile ...
