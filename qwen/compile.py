@@ -143,9 +143,9 @@ class CompiledSteps:
             self.disable(f"compiling failed ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]})")
             return None
 
-    def disable(self, reason):
+    def disable(self, reason, level=logging.WARNING):
         self.enabled, self.status = False, f"eager: {reason}"
-        log.warning("compiled steps off: %s", reason)
+        log.log(level, "compiled steps off: %s", reason)
 
     def drop(self, variant, reason):
         """Run one pass, (T, keeps step states), eagerly from now on; the others stay compiled."""
@@ -153,7 +153,7 @@ class CompiledSteps:
         self.eager_passes[variant] = reason
         log.info("pass %s stays eager: %s", variant, reason)
         if not self.variants:
-            self.disable(reason)
+            self.disable(reason, logging.INFO)
 
 
 AUTOTUNE_HIDDEN = 1024       # models this wide get max-autotune GEMMs; smaller ones are all overhead
@@ -444,7 +444,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     A small model (hidden < FUSE_HIDDEN) with `select` also gets each greedy round as one graph; then
     the decode step and the round graphs come first (all that plain and greedy speculative decoding
     need), and the step graphs the trace, sampling and `recompute` use follow (unless only_greedy:
-    a caller that will not sample or trace skips them; they would compile on first use).
+    a caller that will not sample or trace skips them, and they run eagerly).
     -> {"status", "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
     {pass: eager / compiled}, "step_speedup" (the decode step's, or None)}.
     Other threads run eagerly each pass that is not ready yet (the app serves while it compiles)."""
@@ -465,7 +465,9 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         compiled.status, compiled.warming_thread = "compiling", threading.get_ident()
     t0 = time.perf_counter()
     try:
-        phases = _phases(model, head)[:1 if only_greedy else None]
+        phases = _phases(model, head)
+        skipped = [p for phase in phases[1:] for p in phase] if only_greedy else []
+        phases = phases[:1] if only_greedy else phases
         for i, passes in enumerate(phases):
             later = phases[i + 1] if i + 1 < len(phases) else []
             if not _warm_up(model, head, steps, passes, report, context, keep_if_faster, later):
@@ -474,8 +476,12 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     finally:
         for compiled in steps:
             compiled.warming_thread = None
-            if compiled.status == "compiling":         # skipped (only_greedy): compiles on first use
-                compiled.status = "compiles on first use"
+    # subtle: a skipped pass stays eager rather than compile on first use: a prompt as long as one of
+    # them (a 3-token prompt prefilling the head, k=2) would otherwise stall the generation to compile
+    # it (the command line's first run: 64 tokens in 11 s instead of 0.1 s)
+    for part, variant in skipped:
+        if part.enabled and variant not in part.ready:
+            part.drop(variant, "not warmed up (only greedy decoding was asked for)")
     report["status"] = model.compiled.status
     if report["status"] == "compiled" and model.embed_tokens.weight.device.type == "cpu":
         try:

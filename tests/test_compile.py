@@ -506,14 +506,28 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
 
 
 def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decoding_uses(monkeypatch):
-    monkeypatch.setattr(qc, "_compile", eager_compiler)
+    calls = []                                   # (kind, pass) of every call into a "compiled" function
+
+    def recording_compiler(fn, owners, kind, device, autotune, freeze=False):
+        return lambda variant, *args: calls.append((kind, variant)) or fn(*owners, *args)
+    monkeypatch.setattr(qc, "_compile", recording_compiler)
     timed = []
     monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids, passes: timed.extend(
         qc._pass_name(part, v) for part, v in passes) or {(part, v): 2.0 for part, v in passes})
     model, head = random_pair("small", seed=21)
     report = qc.warm_up(model, head, ks=(2,), only_greedy=True)
     assert timed == ["decode step", "greedy round with k=2"] and report["status"] == "compiled"
-    assert head.compiled.status == "compiles on first use" and not head.compiled.ready
+    assert not head.compiled.ready and head.compiled.lookup(1) is None and head.compiled.lookup(3) is None
+    assert model.compiled.lookup(3, keep=True) is None and model.compiled.lookup(1) is not None
+    # a 3-token prompt prefills the head with T = 3: a pass that was skipped must run eagerly, not
+    # compile in the middle of the generation (it did: the command line's first run stalled 11 s)
+    calls.clear()
+    prompt = torch.tensor([[5, 9, 2]])
+    want = generate(model, prompt, max_new_tokens=12)
+    calls.clear()
+    assert generate_mtp(model, head, prompt, max_new_tokens=12, k=2)[0] == want
+    ready = {("model", v) for v in model.compiled.ready} | {("round", v) for v in head.round_compiled.ready}
+    assert ("round", (3, True)) in calls and set(calls) <= ready
 
 
 @pytest.mark.parametrize("works", [True, False])
