@@ -521,7 +521,6 @@ def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decodi
     assert model.compiled.lookup(3, keep=True) is None and model.compiled.lookup(1) is not None
     # a 3-token prompt prefills the head with T = 3: a pass that was skipped must run eagerly, not
     # compile in the middle of the generation (it did: the command line's first run stalled 11 s)
-    calls.clear()
     prompt = torch.tensor([[5, 9, 2]])
     want = generate(model, prompt, max_new_tokens=12)
     calls.clear()
