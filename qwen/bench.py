@@ -35,6 +35,7 @@ import torch
 
 from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_bytes, snapshot_state
 from qwen.compile import warm_up
+from qwen.linear import plain_weights
 from qwen.config import Config
 from qwen.model import Model, load_into
 from qwen.mtp import MTP, generate_mtp
@@ -261,7 +262,8 @@ def bench_scripted(args):
     eager_plain_tok_s = None
     if args.compile:                                              # the same plain decoding, eagerly, for scale
         model.compiled.enabled = False
-        eager, t_eager = timed(generate, model, ids, max_new_tokens=args.new_tokens)
+        with plain_weights():                                     # and through the BLAS (no packed copies)
+            eager, t_eager = timed(generate, model, ids, max_new_tokens=args.new_tokens)
         model.compiled.enabled = True
         eager_plain_tok_s = len(eager) / t_eager
     plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)

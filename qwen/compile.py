@@ -25,6 +25,8 @@ compiles too, once per k (compile_round).
 
 On CPU a model whose weights dominate a step (hidden >= 1024, the 0.8B) compiles only the passes of
 several tokens: a one-token step streams each weight once anyway, eagerly (compiles_one_token_passes).
+Its eager passes multiply by oneDNN-packed copies of the weights (pack_for_eager, qwen.linear), which
+warm_up keeps only where the decode step measures faster with them (packing_speedup).
 
 On CPU: inductor. Models of hidden size >= 1024 get max-autotune GEMMs and frozen, packed weights
 (where a copy per graph fits); smaller ones stay unfrozen, with each weight stored as the transpose it
@@ -54,7 +56,7 @@ import torch
 from qwen import settings
 from qwen.build_time import simplify_fewer
 from qwen.cache import AttentionState, State
-from qwen.linear import Linear, streamed_copy
+from qwen.linear import Linear, pack_weights, packing_missing, plain_weights, streamed_copy, unpack_weights
 from qwen.saved import SavedGraphs, head_run, model_step, round_of, state_buffers
 
 log = logging.getLogger("qwen.compile")
@@ -403,9 +405,50 @@ def stream_weights(modules):
     return dtypes
 
 
+def pack_for_eager(modules):
+    """A wide model's eager passes on CPU (its one-token steps, prefill, and any pass not compiled)
+    multiply by oneDNN-packed weights (qwen.linear.pack_weights) where the copy fits in half of the
+    memory available. warm_up later keeps them only where the decode step is faster with them.
+    QWEN_PACK_WEIGHTS=0 turns this off. -> bytes packed (0 when not)"""
+    if settings.read("QWEN_PACK_WEIGHTS", "1") == "0":
+        return 0
+    missing = packing_missing()
+    if missing:
+        log.info("eager passes keep the BLAS: %s", missing)
+        return 0
+    need = sum(m.weight.numel() * m.weight.element_size() for module in modules for m in module.modules()
+               if isinstance(m, Linear) and m.packed is None and m.weight.dtype == torch.float32)
+    available = memory_available()
+    if need and (available is None or need > available // 2):
+        log.info("eager passes keep the BLAS: packed weights need %.1f GB, %s available", need / 2**30,
+                 "unknown" if available is None else f"{available / 2**30:.1f} GB")
+        return 0
+    return pack_weights(modules)
+
+
+def packing_speedup(model, ids, repeats=5):
+    """The eager decode step (one token after a prefill of ids) with the BLAS ÷ with packed weights,
+    timed alternately on the same state and position. -> seconds plain / seconds packed"""
+    state, context = State(model), ids.shape[1]
+    model.hidden(ids, state)
+
+    def step():
+        state.pos = context
+        model.forward(ids[:, :1], state)
+
+    def plain_step():
+        with plain_weights():
+            step()
+    plain, packed = _time_both(plain_step, step, repeats)
+    return plain / packed
+
+
 def _prepare(modules, fn, variants, freeze, kind):
     device = next(modules[0].parameters()).device
     autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
+    if device.type == "cpu" and autotune:
+        with torch.inference_mode(False):
+            pack_for_eager(modules)          # first: freezing then counts the memory the copies take
     freeze, why = _freeze_choice(freeze, modules, len(variants), device)
     # subtle: a graph's guards check the kind of each weight tensor; made under inference_mode (warm_up)
     # they would be inference tensors, and a graph saved by another process, where they are not, misses
@@ -459,6 +502,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         ([head.round_compiled] if head is not None and head.round_compiled is not None else [])
     report = {"status": model.compiled.status, "seconds": 0.0, "ready_seconds": None, "speedups": {},
               "step_speedup": None}
+    _keep_packing_if_faster(model, head, report, context, keep_if_faster)
     if not model.compiled.enabled:
         return report
     for compiled in steps:
@@ -492,6 +536,19 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     log.info("warm-up: %s in %.1f s, eager / compiled: %s", report["status"], report["seconds"],
              ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))
     return report
+
+
+def _keep_packing_if_faster(model, head, report, context, keep_if_faster):
+    """Where pack_for_eager packed the weights, time the eager decode step with and without them;
+    keep them only where it is faster (else their memory is freed)."""
+    modules = [m for m in (model, head) if m is not None]
+    if not any(getattr(linear, "packed", None) is not None for m in modules for linear in m.modules()):
+        return
+    speedup = packing_speedup(model, warm_up_ids(model, context))
+    report["speedups"]["eager decode step, packed weights"] = speedup
+    if keep_if_faster and speedup <= 1:
+        unpack_weights(modules)
+        log.info("packed weights dropped: the eager decode step is not faster with them here (%.2fx)", speedup)
 
 
 def release_freed_memory():

@@ -1,10 +1,12 @@
-"""qwen.linear: the weight copy compiled CPU graphs multiply by, checked against nn.functional.linear."""
+"""qwen.linear: the weight copies compiled CPU graphs (streamed) and eager passes (packed) multiply by, checked
+against nn.functional.linear."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 from qwen import compile as qc
 from qwen import linear
+from qwen.cache import State
 from qwen.linear import Linear, rows_matmul, stream_dtype, streamed_copy
 from qwen.model import Model
 from qwen.mtp import MTP
@@ -73,3 +75,89 @@ def test_small_models_stream_their_weights_unless_qwen_stream_weights_is_0(monke
     qc.compile_head(head, ks=(2,), freeze=True)      # frozen graphs hold their own (packed) weights
     assert all((m.streamed is not None) == streamed for m in model.modules() if isinstance(m, Linear))
     assert all(m.streamed is None for m in head.modules() if isinstance(m, Linear))
+
+
+packing = pytest.mark.skipif(linear.packing_missing() is not None, reason="this torch has no oneDNN packed linear")
+
+
+@packing
+def test_eager_passes_multiply_by_the_packed_copy_except_where_asked_not_to():
+    import pickle
+    torch.manual_seed(2)
+    layer = Linear(64, 96)
+    with torch.inference_mode():
+        for x in (torch.randn(1, 1, 64), torch.randn(1, 3, 64), torch.randn(5, 64)):
+            want = F.linear(x, layer.weight)
+            assert linear.pack_weights([layer]) == 64 * 96 * 4 and layer.packed is not None
+            assert torch.allclose(layer(x), want, atol=1e-5)               # oneDNN's product, the BLAS's values
+            layer.packed = torch.ops.mkldnn._reorder_linear_weight(2 * layer.weight, 1)
+            assert torch.allclose(layer(x), 2 * want, atol=1e-5)           # it is the packed copy that is read
+            with linear.plain_weights():
+                assert torch.equal(layer(x), want)                         # ... except within plain_weights
+            linear.unpack_weights([layer])
+            assert layer.packed is None and torch.equal(layer(x), want)
+    linear.pack_weights([layer])
+    x = torch.randn(1, 2, 64)
+    assert torch.equal(layer(x), F.linear(x, layer.weight))                # autograd on: always the BLAS
+    clone = pickle.loads(pickle.dumps(layer))                              # compile helpers get a pickled copy
+    assert clone.packed is None and torch.equal(clone.weight, layer.weight)
+
+
+@packing
+def test_a_model_with_packed_weights_decodes_the_tokens_it_decodes_without():
+    from qwen.mtp import generate_mtp
+    from qwen.sample import generate
+    from test_mtp import random_pair
+    model, head = random_pair("small", seed=21)
+    ids = torch.tensor([[3, 14, 15, 9, 2, 6]])
+    want = generate(model, ids, max_new_tokens=24)
+    with torch.inference_mode():
+        plain_logits = model(ids, State(model))
+        linear.pack_weights([model, head])
+        assert all(m.packed is not None for mod in (model, head) for m in mod.modules() if isinstance(m, Linear))
+        assert torch.allclose(model(ids, State(model)), plain_logits, rtol=1e-4, atol=1e-4)
+    assert generate(model, ids, max_new_tokens=24) == want
+    for k in (1, 2, 3):
+        for rollback in ("select", "recompute"):
+            assert generate_mtp(model, head, ids, 24, k=k, rollback=rollback)[0] == want, (k, rollback)
+
+
+@packing
+def test_a_wide_model_prepared_for_compiling_packs_its_weights_where_they_fit(monkeypatch):
+    from reference import SMALL
+    from test_mtp import random_pair
+    wide = dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1, vocab_size=64)
+
+    def packed(model):
+        return [m.packed is not None for m in model.modules() if isinstance(m, Linear)]
+    model, _ = random_pair(wide, seed=23)
+    qc.compile_model(model)                              # prepares (graphs compile on first use)
+    assert packed(model) and all(packed(model))
+    narrow, _ = random_pair("small", seed=23)
+    qc.compile_model(narrow)                             # small models stream their weights instead
+    assert not any(packed(narrow))
+    model, _ = random_pair(wide, seed=23)
+    monkeypatch.setattr(qc, "memory_available", lambda: 10_000)
+    qc.compile_model(model)
+    assert not any(packed(model))                        # no room for the copies
+    monkeypatch.undo()
+    monkeypatch.setenv("QWEN_PACK_WEIGHTS", "0")
+    qc.compile_model(model)
+    assert not any(packed(model))                        # turned off
+
+
+@packing
+def test_warm_up_keeps_packed_weights_only_where_the_decode_step_is_faster_with_them(monkeypatch):
+    from test_mtp import random_pair
+    model, head = random_pair("small", seed=22)
+    linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, Linear)]
+    with torch.inference_mode():
+        linear.pack_weights([model, head])
+        assert qc.packing_speedup(model, torch.tensor([[1, 2, 3, 4]]), repeats=3) > 0      # timed for real
+        for speedup, keep_if_faster, kept in ((0.9, True, False), (0.9, False, True), (1.3, True, True)):
+            linear.pack_weights([model, head])
+            monkeypatch.setattr(qc, "packing_speedup", lambda model, ids, repeats=5: speedup)
+            report = {"speedups": {}}
+            qc._keep_packing_if_faster(model, head, report, 8, keep_if_faster)
+            assert report["speedups"] == {"eager decode step, packed weights": speedup}
+            assert all((m.packed is not None) == kept for m in linears), (speedup, keep_if_faster)
