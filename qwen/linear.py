@@ -24,10 +24,10 @@ Large models (hidden >= 1024) compile differently (frozen, packed weights; compi
 `streamed`. Their eager passes (the one-token decode step, prefill, every pass not compiled) may
 multiply by `packed` instead: the weight reordered once by oneDNN (mkldnn) into the blocked layout its
 kernels read, one copy serving every number of rows (pack_weights).
-- subtle: on an AMD EPYC host (AVX2) MKL's generic code ran the 0.8B shape's eager decode step in
-  281-308 ms; the same step through oneDNN's packed weights took 191 ms (2 threads, same logits
-  within 1.3e-3, same argmax). compile.warm_up keeps the packed copies only where the step measures
-  faster with them, since elsewhere (MKL on Intel) the BLAS may be as fast.
+- subtle: on an AMD EPYC host (AVX2, 2 threads) MKL's generic code ran the 0.8B shape's eager decode
+  step in 288 ms; through oneDNN's packed weights it took 183 ms, and gave the same tokens (README,
+  benchmarks). compile.warm_up keeps the packed copies only where the step measures faster with
+  them: elsewhere (MKL on Intel) the BLAS may be as fast.
 Eager code that never calls pack_weights (the reference, the tests' default) stays nn.Linear.
 """
 import contextlib
@@ -59,8 +59,8 @@ class Linear(nn.Linear):
                 and x.numel() // x.shape[-1] <= MAX_STREAMED_ROWS:
             y = rows_matmul(x, self.streamed)
             return y if self.bias is None else y + self.bias
-        if self.packed is not None and not torch.compiler.is_compiling() and not torch.is_grad_enabled() \
-                and not getattr(_plain, "on", False):
+        if self.packed is not None and x.dtype == torch.float32 and not torch.compiler.is_compiling() \
+                and not torch.is_grad_enabled() and not getattr(_plain, "on", False):
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         return F.linear(x, self.weight, self.bias)
 
