@@ -23,10 +23,12 @@ compiles too, once per k (compile_round).
     compile_model(model, ks=(2,)); compile_head(head, ks=(2,))    # lazy: compiles on first use
     report = warm_up(model, head, ks=(2,))      # compile now; keep each pass only where it is faster
 
-On CPU a model whose weights dominate a step (hidden >= 1024, the 0.8B) compiles only the passes of
-several tokens: a one-token step streams each weight once anyway, eagerly (compiles_one_token_passes).
-Its eager passes multiply by oneDNN-packed copies of the weights (pack_for_eager, qwen.linear), which
-warm_up keeps only where the decode step measures faster with them (packing_speedup).
+On CPU a model whose weights dominate a step (hidden >= 1024, the 0.8B) compiles its one-token passes
+only where they can be frozen with one more copy of the weights in memory (_one_token_choice); else
+they stay eager, which streams each weight once anyway. Its eager passes multiply by oneDNN-packed
+copies of the weights (pack_for_eager, qwen.linear), which warm_up keeps only where the decode step
+measures faster with them (packing_speedup), and frees once the one-token passes run compiled
+(_drop_packing_if_compiled).
 
 On CPU: inductor. Models of hidden size >= 1024 get max-autotune GEMMs and frozen, packed weights
 (where a copy per graph fits); smaller ones stay unfrozen, with each weight stored as the transpose it
@@ -318,13 +320,25 @@ def variants_for(ks, rollbacks=("select",), one_token=True):
 
 
 def compiles_one_token_passes(module):
-    """Whether one-token passes (decode, draft) are worth compiling for this model. Not on CPU for a
-    model whose weights dominate a step (hidden >= AUTOTUNE_HIDDEN): a one-token step streams each
-    weight once already, eagerly at ~90% of the weight-matmul floor, and a compiled one measured
-    0.85-0.93x eager at the 0.8B shape, while each frozen graph holds another copy of the weights
-    (3.6 GB there). Only passes of several tokens, where eager GEMMs repack the weights, gain."""
+    """Whether one-token passes (decode, draft) may compile at all for this model: always, except on CPU
+    for a model whose weights dominate a step (hidden >= AUTOTUNE_HIDDEN). There they compile only
+    frozen, where one more packed copy of the weights fits (_one_token_choice): unfrozen, a one-token
+    step streams each weight once eagerly already, and compiled it measured 0.85-0.93x eager at the 0.8B
+    shape; frozen, on an AMD EPYC host (AVX2), 1.33x the step with packed eager weights (README)."""
     device = next(module.parameters()).device
     return device.type == "cuda" or module.cfg.hidden_size < AUTOTUNE_HIDDEN
+
+
+def _one_token_choice(modules, several, frozen):
+    """For a model where compiles_one_token_passes is False: compile its one-token pass too? Only when
+    the passes of several tokens (`several` graphs) are frozen and one more frozen copy of the weights
+    fits in memory (freeze_fits). -> (compile it?, why)"""
+    if compiles_one_token_passes(modules[0]):
+        return True, ""
+    if not frozen:
+        return False, "a wide model's one-token step gains only from frozen weights, and these are not frozen"
+    fits, why = freeze_fits(modules, several + 1)
+    return fits, why if fits else f"no memory for one more frozen copy of the weights ({why})"
 
 
 def _freeze_choice(freeze, modules, graphs, device):
@@ -349,15 +363,13 @@ def _freeze_choice(freeze, modules, graphs, device):
 def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
     """Prepare compiled main-model steps (compiled on first use). freeze=None freezes the weights
     when a copy per graph fits in memory (freeze_fits). -> CompiledSteps"""
-    variants = variants_for(ks, rollbacks, one_token=compiles_one_token_passes(model))[0]
-    model.compiled = _prepare([model], model_step, variants, freeze, "model")
+    model.compiled = _prepare([model], model_step, variants_for(ks, rollbacks)[0], freeze, "model")
     return model.compiled
 
 
 def compile_head(head, ks=(2,), freeze=None):
     """Prepare compiled MTP head passes for T = 1 and 1+k. -> CompiledSteps"""
-    head.compiled = _prepare([head], head_run, variants_for(ks, one_token=compiles_one_token_passes(head))[1],
-                             freeze, "head")
+    head.compiled = _prepare([head], head_run, variants_for(ks)[1], freeze, "head")
     return head.compiled
 
 
@@ -428,28 +440,43 @@ def pack_for_eager(modules):
 
 def packing_speedup(model, ids, repeats=5):
     """The eager decode step (one token after a prefill of ids) with the BLAS ÷ with packed weights,
-    timed alternately on the same state and position. -> seconds plain / seconds packed"""
+    timed alternately on the same state and position. -> seconds plain / seconds packed
+    subtle: compiled steps are off meanwhile; else a compiled one-token graph (which reads the plain
+    weights either way) would stand in for both sides, or compile mid-measurement."""
     state, context = State(model), ids.shape[1]
-    model.hidden(ids, state)
+    enabled = model.compiled is not None and model.compiled.enabled
+    if enabled:
+        model.compiled.enabled = False
+    try:
+        model.hidden(ids, state)
 
-    def step():
-        state.pos = context
-        model.forward(ids[:, :1], state)
+        def step():
+            state.pos = context
+            model.forward(ids[:, :1], state)
 
-    def plain_step():
-        with plain_weights():
-            step()
-    plain, packed = _time_both(plain_step, step, repeats)
+        def plain_step():
+            with plain_weights():
+                step()
+        plain, packed = _time_both(plain_step, step, repeats)
+    finally:
+        if enabled:
+            model.compiled.enabled = True
     return plain / packed
 
 
 def _prepare(modules, fn, variants, freeze, kind):
+    """The CompiledSteps of fn over these modules, for these passes (T, keep): the weights laid out,
+    packed or streamed for this host, frozen or not (_freeze_choice), and a wide CPU model's one-token
+    pass left eager where it cannot be frozen (_one_token_choice)."""
     device = next(modules[0].parameters()).device
     autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
     if device.type == "cpu" and autotune:
         with torch.inference_mode(False):
             pack_for_eager(modules)          # first: freezing then counts the memory the copies take
-    freeze, why = _freeze_choice(freeze, modules, len(variants), device)
+    several = {v for v in variants if v[0] > 1}
+    freeze, why = _freeze_choice(freeze, modules, len(several), device)
+    one_token, one_why = _one_token_choice(modules, len(several), freeze)
+    eager = {v: one_why for v in variants - several} if not one_token else {}
     # subtle: a graph's guards check the kind of each weight tensor; made under inference_mode (warm_up)
     # they would be inference tensors, and a graph saved by another process, where they are not, misses
     with torch.inference_mode(False):
@@ -457,8 +484,10 @@ def _prepare(modules, fn, variants, freeze, kind):
             lay_out_transposed(modules)
         if device.type == "cpu" and not autotune and not freeze and settings.read("QWEN_STREAM_WEIGHTS", "1") != "0":
             stream_weights(modules)
-    steps = CompiledSteps(_compile(fn, modules, kind, device, autotune, freeze), variants, kind)
-    steps.frozen, steps.freeze_reason = freeze, why
+    steps = CompiledSteps(_compile(fn, modules, kind, device, autotune, freeze), set(variants) - set(eager), kind)
+    steps.frozen, steps.freeze_reason, steps.eager_passes = freeze, why, eager
+    if eager:
+        log.info("the %s's one-token pass stays eager: %s", kind, one_why)
     missing = compiler_missing(device)
     if missing:
         steps.disable(missing)
@@ -489,7 +518,8 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     need), and the step graphs the trace, sampling and `recompute` use follow (unless only_greedy:
     a caller that will not sample or trace skips them, and they run eagerly).
     -> {"status", "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
-    {pass: eager / compiled}, "step_speedup" (the decode step's, or None)}.
+    {pass: eager / compiled}, "step_speedup" (the decode step's, or None), "packed_weights_dropped" (a
+    wide model's packed eager copies freed, its one-token passes compiled: _drop_packing_if_compiled)}.
     Other threads run eagerly each pass that is not ready yet (the app serves while it compiles)."""
     if model.compiled is None:
         compile_model(model, ks, rollbacks, freeze)
@@ -501,7 +531,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     steps = [model.compiled] + ([head.compiled] if head is not None else []) + \
         ([head.round_compiled] if head is not None and head.round_compiled is not None else [])
     report = {"status": model.compiled.status, "seconds": 0.0, "ready_seconds": None, "speedups": {},
-              "step_speedup": None}
+              "step_speedup": None, "packed_weights_dropped": False}
     _keep_packing_if_faster(model, head, report, context, keep_if_faster)
     if not model.compiled.enabled:
         return report
@@ -527,6 +557,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         if part.enabled and variant not in part.ready:
             part.drop(variant, "not warmed up (only greedy decoding was asked for)")
     report["status"] = model.compiled.status
+    report["packed_weights_dropped"] = _drop_packing_if_compiled(model, head)
     if report["status"] == "compiled" and model.embed_tokens.weight.device.type == "cpu":
         try:
             record_isa_probes()
@@ -549,6 +580,20 @@ def _keep_packing_if_faster(model, head, report, context, keep_if_faster):
     if keep_if_faster and speedup <= 1:
         unpack_weights(modules)
         log.info("packed weights dropped: the eager decode step is not faster with them here (%.2fx)", speedup)
+
+
+def _drop_packing_if_compiled(model, head):
+    """Once the one-token passes run compiled (the decode step, and the head's draft pass), packed eager
+    copies serve only prefill and `recompute`'s re-runs: free them (a copy of every weight, 3 GB at the
+    0.8B shape in float32). -> whether they were dropped"""
+    modules = [m for m in (model, head) if m is not None]
+    if not any(getattr(linear, "packed", None) is not None for m in modules for linear in m.modules()):
+        return False
+    if any(m.compiled is None or (1, False) not in m.compiled.ready or not m.compiled.enabled for m in modules):
+        return False
+    unpack_weights(modules)
+    log.info("packed weights dropped: the one-token passes run compiled")
+    return True
 
 
 def release_freed_memory():

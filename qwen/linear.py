@@ -59,7 +59,9 @@ class Linear(nn.Linear):
                 and x.numel() // x.shape[-1] <= MAX_STREAMED_ROWS:
             y = rows_matmul(x, self.streamed)
             return y if self.bias is None else y + self.bias
-        if self.packed is not None and x.dtype == torch.float32 and not torch.compiler.is_compiling() \
+        # subtle: is_compiling() first, so that a graph never reads `packed`: dynamo would guard on that
+        # object, and freeing the copies (compile._drop_packing_if_compiled) would recompile every graph
+        if not torch.compiler.is_compiling() and self.packed is not None and x.dtype == torch.float32 \
                 and not torch.is_grad_enabled() and not getattr(_plain, "on", False):
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         return F.linear(x, self.weight, self.bias)

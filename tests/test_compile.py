@@ -431,16 +431,34 @@ def test_compile_variants_cover_decode_verify_and_catch_up():
     assert main == {(3, True)} and head == {(3, False)}
 
 
-def test_a_wide_model_on_cpu_compiles_only_passes_of_several_tokens():
+def test_a_wide_model_on_cpu_compiles_its_one_token_passes_only_frozen_and_where_a_copy_fits(monkeypatch):
     """At the 0.8B width a one-token step is bound by reading the weights, which eager already does once;
-    compiling it would only add a frozen copy of them. Narrow models compile every pass."""
-    wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=18)
+    compiled, it gains only from frozen (packed) weights, each frozen graph one more copy of them. So it
+    compiles frozen where that copy fits beside the verify passes' copies, and stays eager (with the
+    reason) unfrozen or where memory is short. Narrow models compile every pass."""
+    wide_cfg = dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1)
+    wide, _ = random_pair(wide_cfg, seed=18)
     wide_head = MTP(wide.cfg).eval().requires_grad_(False)
     narrow, narrow_head = random_pair("small", seed=18)
     assert not qc.compiles_one_token_passes(wide) and qc.compiles_one_token_passes(narrow)
-    qc.compile_model(wide, ks=(1, 3)), qc.compile_head(wide_head, ks=(1, 3))          # lazy: compiles nothing yet
-    assert wide.compiled.variants == {(2, True), (4, True)} and wide_head.compiled.variants == {(2, False), (4, False)}
+    several = {(2, True), (4, True)}
+    qc.compile_model(wide, ks=(1, 3), freeze=True), qc.compile_head(wide_head, ks=(1, 3), freeze=True)   # lazy
+    assert wide.compiled.variants == several | {(1, False)} and not wide.compiled.eager_passes
+    assert wide_head.compiled.variants == {(1, False), (2, False), (4, False)}
+    qc.compile_model(wide, ks=(1, 3), freeze=False), qc.compile_head(wide_head, ks=(1, 3), freeze=False)
+    assert wide.compiled.variants == several and wide_head.compiled.variants == {(2, False), (4, False)}
+    assert "not frozen" in wide.compiled.eager_passes[(1, False)]
     assert wide.compiled.lookup(1) is None and wide_head.compiled.lookup(1) is None
+    # room for the verify passes' two frozen copies and not a third: the decode step stays eager
+    weights = sum(p.numel() * p.element_size() for p in wide.parameters())
+    monkeypatch.setattr(qc, "memory_available", lambda: 5 * weights)
+    wide, _ = random_pair(wide_cfg, seed=18)
+    qc.compile_model(wide, ks=(1, 3))
+    assert wide.compiled.frozen and wide.compiled.variants == several
+    assert wide.compiled.eager_passes[(1, False)].startswith("no memory for one more frozen copy")
+    monkeypatch.setattr(qc, "memory_available", lambda: 6 * weights)
+    qc.compile_model(wide, ks=(1, 3))
+    assert wide.compiled.frozen and wide.compiled.variants == several | {(1, False)}
     qc.compile_model(narrow, ks=(1,)), qc.compile_head(narrow_head, ks=(1,))
     assert (1, False) in narrow.compiled.variants and (1, False) in narrow_head.compiled.variants
 

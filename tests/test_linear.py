@@ -161,3 +161,54 @@ def test_warm_up_keeps_packed_weights_only_where_the_decode_step_is_faster_with_
             qc._keep_packing_if_faster(model, head, report, 8, keep_if_faster)
             assert report["speedups"] == {"eager decode step, packed weights": speedup}
             assert all((m.packed is not None) == kept for m in linears), (speedup, keep_if_faster)
+
+
+@packing
+@pytest.mark.parametrize("decode_speedup, dropped", [(1.4, True), (0.9, False)])
+def test_packed_weights_are_freed_once_the_one_token_passes_run_compiled(monkeypatch, decode_speedup, dropped):
+    """A wide model whose decode step and draft pass win compiled no longer needs its packed eager copies
+    (they serve prefill only): warm_up frees them. Where the decode step stays eager, they stay. Either
+    way the tokens are plain greedy decoding's. (Compiling stood in by eager calls, timings stubbed.)"""
+    from reference import SMALL
+    from test_compile import eager_compiler
+    from test_mtp import random_pair
+    from qwen.mtp import generate_mtp
+    from qwen.sample import generate
+    wide = dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1, vocab_size=64)
+    model, head = random_pair(wide, seed=24)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    want = generate(model, ids, max_new_tokens=10)
+    monkeypatch.setattr(qc, "_compile", eager_compiler)
+    monkeypatch.setattr(qc, "packing_speedup", lambda model, ids, repeats=5: 1.3)
+    monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids, passes: {
+        (part, v): decode_speedup if (part.kind, v) == ("model", (1, False)) else 1.5 for part, v in passes})
+    report = qc.warm_up(model, head, ks=(2,), freeze=True)
+    linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, Linear)]
+    assert report["status"] == "compiled" and report["packed_weights_dropped"] == dropped
+    assert all((m.packed is None) == dropped for m in linears)
+    assert ((1, False) in model.compiled.ready) == dropped and (1, False) in head.compiled.ready
+    assert generate_mtp(model, head, ids, max_new_tokens=10, k=2)[0] == want
+
+
+@packing
+def test_a_compiled_graph_does_not_depend_on_the_packed_copies():
+    """Freeing or adding packed copies must not invalidate compiled graphs (they read the plain
+    weights): dynamo guards on every attribute a graph reads, and a graph that read `packed` recompiled
+    once the copies were freed (a frozen 0.8B graph: minutes, and another copy of the weights)."""
+    torch._dynamo.reset()
+    layer = Linear(32, 16).requires_grad_(False)
+    linear.pack_weights([layer])
+    frames = []
+
+    def backend(gm, example_inputs):
+        frames.append(gm)
+        return gm.forward
+    compiled = torch.compile(layer, backend=backend, fullgraph=True)
+    x = torch.randn(2, 32)
+    with torch.inference_mode():
+        assert torch.allclose(compiled(x), F.linear(x, layer.weight), atol=1e-5)
+        linear.unpack_weights([layer])
+        assert torch.allclose(compiled(x), F.linear(x, layer.weight), atol=1e-5)
+        linear.pack_weights([layer])
+        compiled(x)
+    assert len(frames) == 1                              # compiled once, never again
