@@ -268,6 +268,8 @@ def bench_scripted(args):
         eager_plain_tok_s = len(eager) / t_eager
     plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)
     transcript = ids[0].tolist() + plain
+    for k in ks:                    # as plain decoding above: a short run first, off the clock, per k
+        generate_mtp(model, ScriptedHead(head, transcript, 0.5, seed=3), ids, 8, k=k)
     rows = []
     for rate in [float(r) for r in args.rates.split(",")]:
         for k in ks:
