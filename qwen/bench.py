@@ -100,7 +100,8 @@ def best_of_pair(n, a, b):
 
 
 def random_model(dtype, with_reference=False, seed=0):
-    """A model of the 0.8B shape with random weights (and the reference sharing them, if asked)."""
+    """A model of the 0.8B shape with random weights held as a checkpoint holds them (as_checkpoint), and
+    the reference sharing them, if asked."""
     torch.manual_seed(seed)
     cfg = Config.from_dict(QWEN35_08B)
     ref = None
@@ -116,7 +117,22 @@ def random_model(dtype, with_reference=False, seed=0):
         model.lm_head.weight = model.embed_tokens.weight
     else:
         model = Model(cfg).to(DEVICE, dtype)
-    return model.eval().requires_grad_(False), ref
+    return as_checkpoint(model.eval().requires_grad_(False)), ref
+
+
+def random_head(cfg, dtype):
+    """An MTP head of the model's shape with random weights, held as the checkpoint holds them."""
+    return as_checkpoint(MTP(cfg).to(DEVICE, dtype).eval().requires_grad_(False))
+
+
+def as_checkpoint(module):
+    """Round every weight to bfloat16 in place, as Qwen3.5's checkpoints store them, so that a float32
+    model of random weights holds what a real one loaded as float32 holds: values a bfloat16 copy keeps
+    exactly (which is what lets compile.py stream them in bfloat16). -> module"""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(p.to(torch.bfloat16).to(p.dtype))
+    return module
 
 
 def matmul_floor(model, reps=3):
@@ -249,7 +265,7 @@ def bench_scripted(args):
     from qwen.scripted import ScriptedHead
     dtype = getattr(torch, args.dtype)
     model, _ = random_model(dtype)
-    head = MTP(model.cfg).to(DEVICE, dtype).eval().requires_grad_(False)
+    head = random_head(model.cfg, dtype)
     head.set_draft_vocab(list(range(DRAFT_VOCAB)), model.lm_head)        # random weights: any subset will do
     ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     ks = [int(k) for k in args.ks.split(",")]
@@ -375,7 +391,7 @@ def load_for_compile(model, shape, dtype):
     dtype = getattr(torch, dtype or "float32")
     if shape == "0.8b":
         m, _ = random_model(dtype)
-        return m, MTP(m.cfg).to(DEVICE, dtype).eval().requires_grad_(False)
+        return m, random_head(m.cfg, dtype)
     from qwen.weights import find_model
     path = find_model(model)
     m = Model.from_pretrained(path, dtype=dtype, device=DEVICE)

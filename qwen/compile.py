@@ -23,15 +23,19 @@ compiles too, once per k (compile_round).
     compile_model(model, ks=(2,)); compile_head(head, ks=(2,))    # lazy: compiles on first use
     report = warm_up(model, head, ks=(2,))      # compile now; keep each pass only where it is faster
 
-On CPU a model whose weights dominate a step (hidden >= 1024, the 0.8B) compiles its one-token passes
-only where they can be frozen with one more copy of the weights in memory (_one_token_choice); else
-they stay eager, which streams each weight once anyway. Its eager passes multiply by oneDNN-packed
-copies of the weights (pack_for_eager, qwen.linear), which warm_up keeps only where the decode step
-measures faster with them (packing_speedup), and frees once the one-token passes run compiled
-(_drop_packing_if_compiled).
+On CPU a model whose weights dominate a step (hidden >= 1024, the 0.8B) reads them from memory at
+every pass, so what its graphs multiply by decides its speed. Where its float32 weights are values
+bfloat16 holds exactly (a bf16 checkpoint, as Qwen3.5's are), it compiles like a small model: every
+graph reads one shared bfloat16 copy in its own loops (streams_wide_weights): half the bytes, no copy
+per graph, graphs saved whole. Otherwise (or asked to freeze) it freezes: it compiles its one-token
+passes only where they can be frozen with one more copy of the weights in memory (_one_token_choice),
+else they stay eager, which streams each weight once anyway; its eager passes multiply by
+oneDNN-packed copies of the weights (pack_for_eager, qwen.linear), which warm_up keeps only where the
+decode step measures faster with them (packing_speedup), and frees once the one-token passes run
+compiled (_drop_packing_if_compiled).
 
-On CPU: inductor. Models of hidden size >= 1024 get max-autotune GEMMs and frozen, packed weights
-(where a copy per graph fits); smaller ones stay unfrozen, with each weight stored as the transpose it
+On CPU: inductor. Models of hidden size >= 1024 that do not stream get max-autotune GEMMs and frozen,
+packed weights (where a copy per graph fits); the others stay unfrozen, with each weight stored as the transpose it
 is multiplied by eagerly (lay_out_transposed) and, for the graphs, a row-major copy in bfloat16 where
 that is exact, which the graphs multiply by in their own fused loops instead of the BLAS
 (stream_weights, qwen.linear; QWEN_STREAM_WEIGHTS=0 turns that off), their kernels called from C++
@@ -58,7 +62,8 @@ import torch
 from qwen import settings
 from qwen.build_time import simplify_fewer
 from qwen.cache import AttentionState, State
-from qwen.linear import Linear, pack_weights, packing_missing, plain_weights, streamed_copy, unpack_weights
+from qwen.linear import (Linear, pack_weights, packing_missing, plain_weights, stream_dtype, streamed_copy,
+                         unpack_weights)
 from qwen.saved import SavedGraphs, head_run, model_step, round_of, state_buffers
 
 log = logging.getLogger("qwen.compile")
@@ -321,13 +326,15 @@ def variants_for(ks, rollbacks=("select",), one_token=True):
 
 def compiles_one_token_passes(module):
     """Whether one-token passes (decode, draft) may compile at all for this model: always, except on CPU
-    for a model whose weights dominate a step (hidden >= AUTOTUNE_HIDDEN). There they compile only
-    frozen, where one more packed copy of the weights fits (_one_token_choice): unfrozen, a one-token
-    step streams each weight once eagerly already, and compiled it measured 0.85-0.93x eager at the 0.8B
-    shape; frozen, 1.59-1.83x the step with packed eager weights on an AMD EPYC host at AVX2, and plain
-    decoding 1.63x faster (README, compiled one-token passes)."""
+    for a model whose weights dominate a step (hidden >= AUTOTUNE_HIDDEN) and are not streamed
+    (streams_wide_weights). There they compile only frozen, where one more packed copy of the weights
+    fits (_one_token_choice): unfrozen through the BLAS, a one-token step streams each weight once
+    eagerly already, and compiled it measured 0.85-0.93x eager at the 0.8B shape; frozen, 1.59-1.83x the
+    step with packed eager weights on an AMD EPYC host at AVX2 (README, compiled one-token passes).
+    Streamed in bfloat16, the decode step read half the bytes: 3.4x eager (README)."""
     device = next(module.parameters()).device
-    return device.type == "cuda" or module.cfg.hidden_size < AUTOTUNE_HIDDEN
+    streamed = any(getattr(m, "streamed", None) is not None for m in module.modules())
+    return device.type == "cuda" or module.cfg.hidden_size < AUTOTUNE_HIDDEN or streamed
 
 
 def _one_token_choice(modules, several, frozen):
@@ -465,19 +472,40 @@ def packing_speedup(model, ids, repeats=5):
     return plain / packed
 
 
+def streams_wide_weights(modules, freeze):
+    """Whether a wide model (hidden >= AUTOTUNE_HIDDEN) on CPU compiles like a small one: unfrozen, its
+    graphs multiplying by one bfloat16 copy of the weights in their own loops (stream_weights), shared by
+    every graph, instead of a packed float32 copy frozen into each. Only for float32 weights that
+    bfloat16 holds exactly (a bf16 checkpoint, as Qwen3.5's are, loaded as float32), unless freezing
+    was asked for or QWEN_STREAM_WEIGHTS=0. -> (stream?, why)
+    subtle: a wide model's step reads its weights from memory, so half the bytes is most of the gain. The
+    0.8B shape at AVX2 (README, streamed weights for a wide model): decode step 63-73 ms against 86-108
+    frozen, verify of 2 tokens 76-83 ms against 111-129, peak memory 5.8 GB against 17.1."""
+    device = next(modules[0].parameters()).device
+    if device.type != "cpu" or modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
+        return False, ""
+    if freeze:
+        return False, "freezing was asked for"
+    if settings.read("QWEN_STREAM_WEIGHTS", "1") == "0":
+        return False, "QWEN_STREAM_WEIGHTS=0"
+    linears = [m.weight for module in modules for m in module.modules() if isinstance(m, Linear)]
+    if any(w.dtype != torch.float32 or stream_dtype(w) != torch.bfloat16 for w in linears):
+        return False, "the weights are not float32 values that bfloat16 holds exactly"
+    return True, "weights streamed in bfloat16 by the graphs' own loops, one copy shared by every graph"
+
+
 def _prepare(modules, fn, variants, freeze, kind):
     """The CompiledSteps of fn over these modules, for these passes (T, keep): the weights laid out,
     packed or streamed for this host, frozen or not (_freeze_choice), and a wide CPU model's one-token
     pass left eager where it cannot be frozen (_one_token_choice)."""
     device = next(modules[0].parameters()).device
-    autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
+    streams_wide, stream_why = streams_wide_weights(modules, freeze)
+    autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN and not streams_wide
     if device.type == "cpu" and autotune:
         with torch.inference_mode(False):
             pack_for_eager(modules)          # first: freezing then counts the memory the copies take
     several = {v for v in variants if v[0] > 1}
-    freeze, why = _freeze_choice(freeze, modules, len(several), device)
-    one_token, one_why = _one_token_choice(modules, len(several), freeze)
-    eager = {v: one_why for v in variants - several} if not one_token else {}
+    freeze, why = (False, stream_why) if streams_wide else _freeze_choice(freeze, modules, len(several), device)
     # subtle: a graph's guards check the kind of each weight tensor; made under inference_mode (warm_up)
     # they would be inference tensors, and a graph saved by another process, where they are not, misses
     with torch.inference_mode(False):
@@ -485,6 +513,8 @@ def _prepare(modules, fn, variants, freeze, kind):
             lay_out_transposed(modules)
         if device.type == "cpu" and not autotune and not freeze and settings.read("QWEN_STREAM_WEIGHTS", "1") != "0":
             stream_weights(modules)
+    one_token, one_why = _one_token_choice(modules, len(several), freeze)
+    eager = {v: one_why for v in variants - several} if not one_token else {}
     steps = CompiledSteps(_compile(fn, modules, kind, device, autotune, freeze), set(variants) - set(eager), kind)
     steps.frozen, steps.freeze_reason, steps.eager_passes = freeze, why, eager
     if eager:

@@ -81,8 +81,13 @@ def portable(module):
 
 def copies_fit(model, head, helpers, available=None):
     """Whether `helpers` more copies of the weights (each helper loads its own) fit in half of the memory
-    available: yes for small models; a wide model left unfrozen for want of memory compiles alone."""
-    from qwen.compile import memory_available
+    available: yes for small models. A wide model (hidden >= AUTOTUNE_HIDDEN: the 0.8B's 4.5 GB of
+    weights and streamed copies) compiles alone: a helper would double the host's memory for less time
+    than it saves in minutes of compiling."""
+    from qwen.compile import AUTOTUNE_HIDDEN, memory_available
+    if model.cfg.hidden_size >= AUTOTUNE_HIDDEN:
+        log.info("no compile helpers: a wide model compiles in this process (a helper would copy its weights)")
+        return False
     modules = [m for m in (model, head) if m is not None]
     weights = sum(t.numel() * t.element_size() for m in modules for t in list(m.parameters()) + list(m.buffers()))
     available = memory_available() if available is None else available

@@ -463,6 +463,64 @@ def test_a_wide_model_on_cpu_compiles_its_one_token_passes_only_frozen_and_where
     assert (1, False) in narrow.compiled.variants and (1, False) in narrow_head.compiled.variants
 
 
+def bf16_exact(module):
+    """Round a random module's weights to bfloat16, as a checkpoint stores them (loaded as float32)."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(p.bfloat16().float())
+    return module
+
+
+def test_a_wide_model_whose_weights_bfloat16_holds_streams_them_instead_of_freezing(monkeypatch):
+    """At the 0.8B width, float32 weights that bfloat16 holds exactly (a bf16 checkpoint) get one
+    bfloat16 copy every graph reads, no frozen or packed copy per graph, and every pass compiles, the
+    one-token ones too. Freezing asked for, other weights, or QWEN_STREAM_WEIGHTS=0: frozen as before."""
+    wide_cfg = dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1)
+    wide, _ = random_pair(wide_cfg, seed=19)
+    head = bf16_exact(MTP(wide.cfg).eval().requires_grad_(False))
+    assert qc.streams_wide_weights([wide], None) == (False, "the weights are not float32 values that "
+                                                            "bfloat16 holds exactly")
+    bf16_exact(wide)
+    assert qc.streams_wide_weights([wide], None)[0] and not qc.streams_wide_weights([wide], True)[0]
+    monkeypatch.setenv("QWEN_STREAM_WEIGHTS", "0")
+    assert qc.streams_wide_weights([wide], None) == (False, "QWEN_STREAM_WEIGHTS=0")
+    monkeypatch.delenv("QWEN_STREAM_WEIGHTS")
+    qc.compile_model(wide, ks=(1, 3)), qc.compile_head(head, ks=(1, 3))            # lazy: compiles nothing
+    for module in (wide, head):
+        linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+        assert not module.compiled.frozen and "streamed in bfloat16" in module.compiled.freeze_reason
+        assert all(m.streamed.dtype == torch.bfloat16 and torch.equal(m.streamed.float(), m.weight)
+                   and m.packed is None for m in linears)
+    assert wide.compiled.variants == {(1, False), (2, True), (4, True)} and not wide.compiled.eager_passes
+    assert head.compiled.variants == {(1, False), (2, False), (4, False)}
+    assert qc.compiles_one_token_passes(wide)
+    frozen, _ = random_pair(wide_cfg, seed=19)
+    qc.compile_model(bf16_exact(frozen), ks=(1, 3), freeze=True)
+    assert frozen.compiled.frozen and all(m.streamed is None for m in frozen.modules()
+                                          if isinstance(m, torch.nn.Linear))
+
+
+@needs_compiler
+def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, tmp_path):
+    """Compiled for real (one layer at the 0.8B width): plain and speculative decoding, both rollbacks,
+    give eager greedy decoding's tokens, every pass compiled and kept, nothing frozen or packed."""
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setenv("QWEN_COMPILE_WORKERS", "1")
+    wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=20)
+    bf16_exact(wide)
+    head = bf16_exact(MTP(wide.cfg).eval().requires_grad_(False))
+    ids = prompts(wide.cfg.vocab_size, n=1, seed=4)[0]
+    want = generate(wide, ids, max_new_tokens=12)
+    report = qc.warm_up(wide, head, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
+    assert report["status"] == "compiled" and not wide.compiled.frozen
+    assert wide.compiled.ready == {(1, False), (3, True), (3, False)}
+    assert head.compiled.ready == {(1, False), (3, False)}
+    assert generate(wide, ids, max_new_tokens=12) == want
+    for rollback in ("select", "recompute"):
+        scripted = ScriptedHead(head, ids[0].tolist() + want, 0.6, seed=5)
+        assert generate_mtp(wide, scripted, ids, 12, k=2, rollback=rollback)[0] == want
+
+
 def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     """A pass whose compiled graph is not faster runs eagerly; the others stay compiled, and the output
     is still plain decoding's. (Timings stubbed: the real ones depend on the host.)"""
