@@ -331,7 +331,7 @@ def compiles_one_token_passes(module):
     fits (_one_token_choice): unfrozen through the BLAS, a one-token step streams each weight once
     eagerly already, and compiled it measured 0.85-0.93x eager at the 0.8B shape; frozen, 1.59-1.83x the
     step with packed eager weights on an AMD EPYC host at AVX2 (README, compiled one-token passes).
-    Streamed in bfloat16, the decode step read half the bytes: 3.4x eager (README)."""
+    Streamed in bfloat16, the decode step reads half the bytes: 3.7x eager (README)."""
     device = next(module.parameters()).device
     streamed = any(getattr(m, "streamed", None) is not None for m in module.modules())
     return device.type == "cuda" or module.cfg.hidden_size < AUTOTUNE_HIDDEN or streamed
@@ -479,8 +479,9 @@ def streams_wide_weights(modules, freeze):
     bfloat16 holds exactly (a bf16 checkpoint, as Qwen3.5's are, loaded as float32), unless freezing
     was asked for or QWEN_STREAM_WEIGHTS=0. -> (stream?, why)
     subtle: a wide model's step reads its weights from memory, so half the bytes is most of the gain. The
-    0.8B shape at AVX2 (README, streamed weights for a wide model): decode step 63-73 ms against 86-108
-    frozen, verify of 2 tokens 76-83 ms against 111-129, peak memory 5.8 GB against 17.1."""
+    0.8B shape at AVX2 (README, streamed weights for a wide model): decode step 48.5 ms against 111 ms
+    frozen, peak memory 6.0 GB against 21.9 (k=1); plain decoding 4.5x eager. The price: a verify pass
+    of several rows costs more steps than frozen (2 tokens 1.7-1.9 steps; frozen 1.1)."""
     device = next(modules[0].parameters()).device
     if device.type != "cpu" or modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
         return False, ""

@@ -22,7 +22,7 @@ speculative 1.72x (benchmarks in the README).
 
 Large models (hidden >= 1024) stream too where bfloat16 holds their weights exactly (a bf16
 checkpoint loaded as float32; compile.streams_wide_weights): their steps read the weights from memory,
-so half the bytes is most of the gain (the 0.8B shape at AVX2: decode step 63-73 ms against 86-108 ms
+so half the bytes is most of the gain (the 0.8B shape at AVX2: decode step 48.5 ms against 111 ms
 with frozen float32 weights). Otherwise they compile differently (frozen, packed weights; compile.py)
 and never set `streamed`. Their eager passes (the one-token decode step, prefill, every pass not compiled) may
 multiply by `packed` instead: the weight reordered once by oneDNN (mkldnn) into the blocked layout its
