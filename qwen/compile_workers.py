@@ -82,8 +82,8 @@ def portable(module):
 def copies_fit(model, head, helpers, available=None):
     """Whether `helpers` more copies of the weights (each helper loads its own) fit in half of the memory
     available: yes for small models. A wide model (hidden >= AUTOTUNE_HIDDEN: the 0.8B's 4.5 GB of
-    weights and streamed copies) compiles alone: a helper would double the host's memory for less time
-    than it saves in minutes of compiling."""
+    weights and streamed copies) compiles alone: a helper would hold another copy of them, and there the
+    memory matters more than the minutes a helper saves."""
     from qwen.compile import AUTOTUNE_HIDDEN, memory_available
     if model.cfg.hidden_size >= AUTOTUNE_HIDDEN:
         log.info("no compile helpers: a wide model compiles in this process (a helper would copy its weights)")

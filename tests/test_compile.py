@@ -494,6 +494,8 @@ def test_a_wide_model_whose_weights_bfloat16_holds_streams_them_instead_of_freez
     assert wide.compiled.variants == {(1, False), (2, True), (4, True)} and not wide.compiled.eager_passes
     assert head.compiled.variants == {(1, False), (2, False), (4, False)}
     assert qc.compiles_one_token_passes(wide)
+    from qwen import compile_workers                  # no helper process copies a wide model's weights
+    assert not compile_workers.copies_fit(wide, head, 1, available=2**40)
     frozen, _ = random_pair(wide_cfg, seed=19)
     qc.compile_model(bf16_exact(frozen), ks=(1, 3), freeze=True)
     assert frozen.compiled.frozen and all(m.streamed is None for m in frozen.modules()
