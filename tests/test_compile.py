@@ -8,6 +8,7 @@ import torch
 
 from qwen import compile as qc
 from qwen.cache import AttentionState, State
+from qwen.bench import as_checkpoint
 from qwen.chat import Chat
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp
@@ -463,24 +464,16 @@ def test_a_wide_model_on_cpu_compiles_its_one_token_passes_only_frozen_and_where
     assert (1, False) in narrow.compiled.variants and (1, False) in narrow_head.compiled.variants
 
 
-def bf16_exact(module):
-    """Round a random module's weights to bfloat16, as a checkpoint stores them (loaded as float32)."""
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(p.bfloat16().float())
-    return module
-
-
 def test_a_wide_model_whose_weights_bfloat16_holds_streams_them_instead_of_freezing(monkeypatch):
     """At the 0.8B width, float32 weights that bfloat16 holds exactly (a bf16 checkpoint) get one
     bfloat16 copy every graph reads, no frozen or packed copy per graph, and every pass compiles, the
     one-token ones too. Freezing asked for, other weights, or QWEN_STREAM_WEIGHTS=0: frozen as before."""
     wide_cfg = dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1)
     wide, _ = random_pair(wide_cfg, seed=19)
-    head = bf16_exact(MTP(wide.cfg).eval().requires_grad_(False))
+    head = as_checkpoint(MTP(wide.cfg).eval().requires_grad_(False))
     assert qc.streams_wide_weights([wide], None) == (False, "the weights are not float32 values that "
                                                             "bfloat16 holds exactly")
-    bf16_exact(wide)
+    as_checkpoint(wide)
     assert qc.streams_wide_weights([wide], None)[0] and not qc.streams_wide_weights([wide], True)[0]
     monkeypatch.setenv("QWEN_STREAM_WEIGHTS", "0")
     assert qc.streams_wide_weights([wide], None) == (False, "QWEN_STREAM_WEIGHTS=0")
@@ -497,7 +490,7 @@ def test_a_wide_model_whose_weights_bfloat16_holds_streams_them_instead_of_freez
     from qwen import compile_workers                  # no helper process copies a wide model's weights
     assert not compile_workers.copies_fit(wide, head, 1, available=2**40)
     frozen, _ = random_pair(wide_cfg, seed=19)
-    qc.compile_model(bf16_exact(frozen), ks=(1, 3), freeze=True)
+    qc.compile_model(as_checkpoint(frozen), ks=(1, 3), freeze=True)
     assert frozen.compiled.frozen and all(m.streamed is None for m in frozen.modules()
                                           if isinstance(m, torch.nn.Linear))
 
@@ -509,8 +502,8 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", "1")
     wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=20)
-    bf16_exact(wide)
-    head = bf16_exact(MTP(wide.cfg).eval().requires_grad_(False))
+    as_checkpoint(wide)
+    head = as_checkpoint(MTP(wide.cfg).eval().requires_grad_(False))
     ids = prompts(wide.cfg.vocab_size, n=1, seed=4)[0]
     want = generate(wide, ids, max_new_tokens=12)
     report = qc.warm_up(wide, head, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
