@@ -764,9 +764,9 @@ def _time_passes(model, head, ids, passes):
             state.pos = context
             keep_step_states(state, T, on=keep)
             model.forward(ids[:, :T], state)
-        elif part.kind == "head":
+        elif part.kind == "head":               # a guess as decoding makes it: the head pass and its scores
             cache.truncate(context)
-            head(emb[:, :T], hidden[:, :T], context, cache)
+            head.draft(model, hidden[:, :T], ids[:, :T], context, cache)
         else:                                   # eager twin: the same greedy_round, uncompiled
             for other in steps:
                 other.enabled = compiled and other is part
@@ -817,9 +817,11 @@ def _disagreement(model, head, ids, passes):
         for compiled in (False, True):
             cache.truncate(context)
             head.compiled.enabled = compiled
-            outs.append(head(emb[:, :T], hidden[:, :T], context, cache))            # (1, T, H)
+            outs.append(head.scored_pass(emb[:, :T], hidden[:, :T], context, cache))     # (1, T, H), scores
         head.compiled.enabled = True
-        gap = differs(*outs)
+        gap = differs(outs[0][0], outs[1][0])
+        if gap is None and outs[1][1] is not None:          # the graph scored the draft: against eager scores
+            gap = differs(head.draft_logits(outs[0][0], model.lm_head)[0], outs[1][1])
         if gap is not None:
             return f"draft head pass of {T} tokens (max |difference| {float(gap):.3g})"
     return None

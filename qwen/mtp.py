@@ -51,7 +51,8 @@ class MTP(nn.Module):
         self.layers = nn.ModuleList([DecoderLayer(cfg, "full_attention")])
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.draft_vocab = None        # optional (V',) token ids the draft scores (FR-Spec); None = all
-        self.draft_streamed = None     # (V', H) their rows as compiled CPU graphs read them (qwen.linear)
+        # (V', H) their rows as compiled CPU graphs read them (qwen.linear); a buffer, so a graph takes it as an input
+        self.register_buffer("draft_streamed", None, persistent=False)
         self.compiled = None           # compiled head passes by T, set by compile.py
         self.round_compiled = None     # the whole greedy round (greedy_round) compiled per k, ditto
 
@@ -79,20 +80,37 @@ class MTP(nn.Module):
         """emb_next: embeddings of tokens t+1, hidden: main-model outputs at t, both (B, T, H), at
         positions start..start+T-1 -> the head's output (B, T, H), to be fed to lm_head. Writes those
         positions of `cache` (an AttentionState), whose length becomes start + T."""
+        return self.scored_pass(emb_next, hidden, start, cache)[0]
+
+    def scored_pass(self, emb_next, hidden, start, cache):
+        """forward, and where a compiled pass served it, the draft's scores after every row, computed in
+        the same graph -> (output (B, T, H), logits (B, T, V') or None: score eagerly what is needed)."""
         B, T, _ = emb_next.shape
         cache.reserve(self.cfg, B, start + T, emb_next.dtype, emb_next.device)
         positions = torch.arange(start, start + T, device=emb_next.device)
         compiled = self.compiled.lookup(T) if self.compiled is not None else None
-        out = compiled(dense(emb_next), dense(hidden), positions, cache) if compiled else None
-        if out is None:
-            out = self.run(emb_next, hidden, positions, cache)
+        result = compiled(dense(emb_next), dense(hidden), positions, cache) if compiled else None
+        if result is None:
+            result = self.run(emb_next, hidden, positions, cache), None
         cache.n = start + T
-        return out
+        return result
 
     def run(self, emb_next, hidden, positions, cache):
         """forward's tensor work at positions (T,): reads no Python number, so it compiles once per T."""
         cos, sin = rope_tables(self.cfg, positions)
         return self.norm(self.layers[0](self.combine(emb_next, hidden), cos, sin, cache, positions))
+
+    def run_scored(self, emb_next, hidden, positions, cache):
+        """The head's compiled pass: run, plus the scores over the draft vocabulary after each of the T
+        rows, where the graph can read the vocabulary's streamed bfloat16 rows: half the bytes of the eager
+        float32 h @ draft_weight, read once for all T rows. -> (out (B, T, H), logits (B, T, V') or None)
+        subtle: scoring only the row a caller needs (out.index_select(1, rows)) made inductor read h
+        through that index inside the loop over the weights, unvectorised: a 0.8B-shape draft at AVX2
+        took 17-18 ms against 12-13 ms eagerly. Every row, then one picked, takes the plain loop."""
+        out = self.run(emb_next, hidden, positions, cache)
+        if self.draft_vocab is None or self.draft_streamed is None:
+            return out, None
+        return out, rows_matmul(out, self.draft_streamed)
 
     def combine(self, emb_next, hidden):
         """The layer's input: both (B, T, H), each normalised, concatenated and projected -> (B, T, H)"""
@@ -101,8 +119,10 @@ class MTP(nn.Module):
     def draft(self, model, hidden, tokens, start, cache, row=-1):
         """Run the head on (hidden (1, T, H), next tokens (1, T)) at positions start.. and score the
         guess after position start + row. -> (logits (1, V'), their token ids or None, head output (1, 1, H))"""
-        out = self(model.embed_tokens(tokens), hidden, start, cache)[:, row]         # (1, H)
-        logits, cols = self.draft_logits(out, model.lm_head)
+        out, logits = self.scored_pass(model.embed_tokens(tokens), hidden, start, cache)
+        out = out[:, row]                                                              # (1, H)
+        logits, cols = (logits[:, row], self.draft_vocab) if logits is not None else \
+            self.draft_logits(out, model.lm_head)
         return logits, cols, out[:, None]
 
     def set_draft_vocab(self, token_ids, lm_head):

@@ -43,7 +43,7 @@ def model_step(model, ids, positions, state):
 
 
 def head_run(head, emb, hidden, positions, cache):
-    return head.run(emb, hidden, positions, cache)
+    return head.run_scored(emb, hidden, positions, cache)
 
 
 def round_of(model, head, state, head_cache, tok_d1, out1, positions):
