@@ -7,9 +7,10 @@
         the weight-matmul floor, prefill tok/s for a 1024-token prompt, peak memory. With --compile
         also the compiled engine (qwen.compile): compile seconds, decode tok/s, its ratio to eager and
         to transformers, verify of 1+k tokens (k in --ks) / one step, peak memory after compiling.
-    python -m qwen.bench spec --scripted [--dtype bfloat16]
+    python -m qwen.bench spec --scripted [--dtype bfloat16] [--repeats N]
         the same shape, drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9
-        (qwen.scripted): speed-up over plain per k and rollback, plus the cost of verifying 1+k
+        (qwen.scripted): speed-up over plain per k and rollback (with --repeats, medians of N runs of
+        each, plain and speculative alternating), plus the cost of verifying 1+k
         tokens and of one draft step relative to one main step, snapshot/restore time and bytes.
     python -m qwen.bench spec [--model PATH_OR_ID] [--no-draft-vocab]
         a real checkpoint (default: the embedded demo; its draft_vocab.json applies unless
@@ -218,7 +219,7 @@ def verify_costs(model, ks, reps=5):
     `select` does) relative to it."""
     with torch.inference_mode():
         state = State(model)
-        model(torch.randint(0, 1000, (1, 64), device=DEVICE), state, last_only=True)
+        model(torch.randint(0, min(1000, model.cfg.vocab_size), (1, 64), device=DEVICE), state, last_only=True)
 
         def med(T):
             times = []
@@ -236,7 +237,7 @@ def step_costs(model, head, ks, reps=5):
     """Median seconds: one main step, a verify of 1+k tokens, one draft step; snapshot/restore."""
     with torch.inference_mode():
         state = State(model)
-        model(torch.randint(0, 1000, (1, 64), device=DEVICE), state, last_only=True)
+        model(torch.randint(0, min(1000, model.cfg.vocab_size), (1, 64), device=DEVICE), state, last_only=True)
         snap = snapshot_state(state)
 
         def med(fn):
@@ -249,7 +250,7 @@ def step_costs(model, head, ks, reps=5):
         step = out["step_s"]
         h = torch.randn(1, 64, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype, device=DEVICE)
         cache = AttentionState()
-        head(model.embed_tokens(torch.arange(64, device=DEVICE)[None]), h, 0, cache)
+        head(model.embed_tokens(torch.arange(64, device=DEVICE)[None] % model.cfg.vocab_size), h, 0, cache)
 
         def draft():            # one head pass and its (FR-Spec) output layer, as generate_mtp pays it
             cache.truncate(64)
@@ -266,8 +267,9 @@ def bench_scripted(args):
     dtype = getattr(torch, args.dtype)
     model, _ = random_model(dtype)
     head = random_head(model.cfg, dtype)
-    head.set_draft_vocab(list(range(DRAFT_VOCAB)), model.lm_head)        # random weights: any subset will do
-    ids = torch.randint(0, 248000, (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    vocab = model.cfg.vocab_size
+    head.set_draft_vocab(list(range(min(DRAFT_VOCAB, vocab))), model.lm_head)   # random weights: any subset will do
+    ids = torch.randint(0, min(248000, vocab), (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     ks = [int(k) for k in args.ks.split(",")]
     rollbacks = ROLLBACKS_RUN if 1 in ks else ["select"]          # recompute runs only with k = 1 below
     resident_before = resident_gb()
@@ -286,17 +288,26 @@ def bench_scripted(args):
     transcript = ids[0].tolist() + plain
     for k in ks:                    # as plain decoding above: a short run first, off the clock, per k
         generate_mtp(model, ScriptedHead(head, transcript, 0.5, seed=3), ids, 8, k=k)
+    configs = [(float(rate), k, rollback) for rate in args.rates.split(",") for k in ks
+               for rollback in (ROLLBACKS_RUN if k == 1 else ["select"])]
+    plain_rates, rates, outcomes = [len(plain) / t_plain], {c: [] for c in configs}, {}
+    for rep in range(args.repeats):  # --repeats: plain and every run again, alternating; medians below
+        if rep:
+            plain_rates.append(args.new_tokens / timed(generate, model, ids, max_new_tokens=args.new_tokens)[1])
+        for rate, k, rollback in configs:
+            scripted = ScriptedHead(head, transcript, rate, seed=3)
+            (out, rounds, hits), t = timed(generate_mtp, model, scripted, ids, args.new_tokens, k=k, rollback=rollback)
+            rates[(rate, k, rollback)].append(len(out) / t)
+            outcomes.setdefault((rate, k, rollback), (out == plain, hits / max(1, rounds * k), len(out) / max(1, rounds)))
+    plain_tok_s = statistics.median(plain_rates)
     rows = []
-    for rate in [float(r) for r in args.rates.split(",")]:
-        for k in ks:
-            for rollback in (ROLLBACKS_RUN if k == 1 else ["select"]):
-                scripted = ScriptedHead(head, transcript, rate, seed=3)
-                (out, rounds, hits), t = timed(generate_mtp, model, scripted, ids, args.new_tokens, k=k,
-                                               rollback=rollback)
-                rows.append({"hit_rate": rate, "k": k, "rollback": rollback, "identical": out == plain,
-                             "acceptance": hits / max(1, rounds * k), "tokens_per_round": len(out) / max(1, rounds),
-                             "tok_s": len(out) / t, "speedup": (len(out) / t) / (len(plain) / t_plain)})
-    return {"dtype": args.dtype, "plain_tok_s": len(plain) / t_plain, "eager_plain_tok_s": eager_plain_tok_s,
+    for (rate, k, rollback), (identical, acceptance, per_round) in outcomes.items():
+        tok_s = statistics.median(rates[(rate, k, rollback)])
+        rows.append({"hit_rate": rate, "k": k, "rollback": rollback, "identical": identical,
+                     "acceptance": acceptance, "tokens_per_round": per_round, "tok_s": tok_s,
+                     "speedup": tok_s / plain_tok_s})
+    return {"dtype": args.dtype, "plain_tok_s": plain_tok_s, "repeats": args.repeats,
+            "eager_plain_tok_s": eager_plain_tok_s,
             "runs": rows, "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
             "resident_gb": {"before_compiling": resident_before, "after_compiling": resident_compiled,
                             "at_the_end": resident_gb()},
@@ -423,6 +434,9 @@ def main(argv=None):
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--max-new-tokens", type=int, default=120)
     ap.add_argument("--rates", default="0.5,0.7,0.9")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="spec --scripted: time plain and every speculative run this many times, alternating, "
+                         "and report medians (this project's hosts vary by 20%% from run to run)")
     ap.add_argument("--ks", default="1,2,3")
     ap.add_argument("--model", default=None)
     ap.add_argument("--draft-vocab", action=argparse.BooleanOptionalAction, default=True,
@@ -447,7 +461,7 @@ def main(argv=None):
     elif args.scripted:
         args.dtype = args.dtype or "bfloat16"
         result = bench_scripted(args)
-        print(f"plain: {result['plain_tok_s']:.2f} tok/s ({args.dtype}, {result['compile_status']}"
+        print(f"plain: {result['plain_tok_s']:.2f} tok/s{f' (median of {args.repeats})' if args.repeats > 1 else ''} ({args.dtype}, {result['compile_status']}"
               + (f", frozen: {result['frozen']} ({result['freeze_reason']}); eager plain "
                  f"{result['eager_plain_tok_s']:.2f} tok/s; compiling {result['compile_s']:.0f} s" if args.compile else "")
               + f"); peak memory {result['peak_memory_gb']:.1f} GB; resident "

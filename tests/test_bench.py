@@ -3,6 +3,7 @@ decoding, and plain decoding timed alternately with each setting."""
 import json
 
 from qwen import bench
+from test_mtp import random_pair
 
 
 def test_best_of_pair_alternates_and_keeps_each_sides_shortest_run(monkeypatch):
@@ -25,3 +26,29 @@ def test_the_spec_benchmark_runs_on_the_embedded_model_with_its_draft_vocabulary
     assert len(rows) == 2 * 2 * 2                                   # prompts x (recompute, select) x k
     assert all(r["identical"] and r["tokens"] == 12 and r["plain_s"] > 0 for r in rows)
     assert len({r["plain_s"] for r in rows}) > 1                    # plain re-timed beside every setting
+
+
+def test_the_scripted_benchmark_alternates_its_repeats_and_reports_medians(monkeypatch, tmp_path):
+    """--repeats 3: plain, then each setting, three times over; a setting's speed-up is its median rate
+    over plain's median rate. (A tiny random model stands in for the 0.8B shape; the seconds are set.)"""
+    model, head = random_pair("small", seed=3)
+    monkeypatch.setattr(bench, "random_model", lambda dtype: (model, None))
+    monkeypatch.setattr(bench, "random_head", lambda cfg, dtype: head)
+    seconds, order, real = iter([4, 1, 1, 2, 2, 1, 8, 3, 5]), [], bench.timed   # plain, 0.5, 0.9, plain, ...
+
+    def timed(fn, *args, **kw):
+        out, t = real(fn, *args, **kw)
+        if args and args[0] is model and len(order) < 9:
+            order.append("plain" if fn is bench.generate else type(args[1]).__name__ + f" {args[1].hit_rate}")
+            t = next(seconds)
+        return out, t
+    monkeypatch.setattr(bench, "timed", timed)
+    bench.main(["spec", "--scripted", "--ks", "2", "--rates", "0.5,0.9", "--new-tokens", "12", "--repeats", "3",
+                "--threads", "1", "--json", str(tmp_path / "r.json")])
+    assert order == ["plain", "ScriptedHead 0.5", "ScriptedHead 0.9"] * 3
+    result = json.load(open(tmp_path / "r.json"))
+    assert result["plain_tok_s"] == 12 / 4 and result["repeats"] == 3                 # median of 12/4, 12/2, 12/8
+    runs = {r["hit_rate"]: r for r in result["runs"]}
+    assert all(r["identical"] and r["k"] == 2 for r in runs.values())
+    assert (runs[0.5]["tok_s"], runs[0.5]["speedup"]) == (12 / 2, 2.0)                 # median of 1, 2, 3 s
+    assert (runs[0.9]["tok_s"], runs[0.9]["speedup"]) == (12 / 1, 4.0)                 # median of 1, 1, 5 s
