@@ -51,7 +51,8 @@ class MTP(nn.Module):
         self.layers = nn.ModuleList([DecoderLayer(cfg, "full_attention")])
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.draft_vocab = None        # optional (V',) token ids the draft scores (FR-Spec); None = all
-        # (V', H) their rows as compiled CPU graphs read them (qwen.linear); a buffer, so a graph takes it as an input
+        # (V', H) their rows as compiled CPU graphs read them (qwen.linear; with no draft vocabulary, the
+        # output layer's own streamed copy: compile.share_output_rows); a buffer, so graphs take it as an input
         self.register_buffer("draft_streamed", None, persistent=False)
         self.compiled = None           # compiled head passes by T, set by compile.py
         self.round_compiled = None     # the whole greedy round (greedy_round) compiled per k, ditto
@@ -73,7 +74,7 @@ class MTP(nn.Module):
             head.set_draft_vocab(load_draft_vocab(path, cfg.vocab_size), lm_head)
         if compile:
             from qwen.compile import compile_head
-            compile_head(head, ks=ks)
+            compile_head(head, ks=ks, lm_head=lm_head)
         return head
 
     def forward(self, emb_next, hidden, start, cache):
@@ -101,14 +102,14 @@ class MTP(nn.Module):
         return self.norm(self.layers[0](self.combine(emb_next, hidden), cos, sin, cache, positions))
 
     def run_scored(self, emb_next, hidden, positions, cache):
-        """The head's compiled pass: run, plus the scores over the draft vocabulary after each of the T
-        rows, where the graph can read the vocabulary's streamed bfloat16 rows: half the bytes of the eager
-        float32 h @ draft_weight, read once for all T rows. -> (out (B, T, H), logits (B, T, V') or None)
+        """The head's compiled pass: run, plus the scores over the draft vocabulary (or every token)
+        after each of the T rows, where the graph can read their streamed bfloat16 rows: half the bytes
+        of the eager float32 product, read once for all T rows. -> (out (B, T, H), logits (B, T, V') or None)
         subtle: scoring only the row a caller needs (out.index_select(1, rows)) made inductor read h
         through that index inside the loop over the weights, unvectorised: a 0.8B-shape draft at AVX2
         took 17-18 ms against 12-13 ms eagerly. Every row, then one picked, takes the plain loop."""
         out = self.run(emb_next, hidden, positions, cache)
-        if self.draft_vocab is None or self.draft_streamed is None:
+        if self.draft_streamed is None:
             return out, None
         return out, rows_matmul(out, self.draft_streamed)
 

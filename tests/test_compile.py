@@ -496,16 +496,19 @@ def test_a_wide_model_whose_weights_bfloat16_holds_streams_them_instead_of_freez
 
 
 @needs_compiler
-def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, tmp_path):
+@pytest.mark.parametrize("draft_vocab", ["a subset", "every token"])
+def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, tmp_path, draft_vocab):
     """Compiled for real (one layer at the 0.8B width): plain and speculative decoding, both rollbacks,
     give eager greedy decoding's tokens, every pass compiled and kept, nothing frozen or packed. The
-    head's graphs also score the draft over its FR-Spec vocabulary, as eager h @ draft_weight does."""
+    head's graphs also score the draft, as eager scoring does: over its FR-Spec vocabulary, or over
+    every token from the output layer's own streamed rows (shared, not copied)."""
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", "1")
     wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=20)
     as_checkpoint(wide)
     head = as_checkpoint(MTP(wide.cfg).eval().requires_grad_(False))
-    head.set_draft_vocab(list(range(3, wide.cfg.vocab_size, 2)), wide.lm_head)
+    if draft_vocab == "a subset":
+        head.set_draft_vocab(list(range(3, wide.cfg.vocab_size, 2)), wide.lm_head)
     ids = prompts(wide.cfg.vocab_size, n=1, seed=4)[0]
     want = generate(wide, ids, max_new_tokens=12)
     T, hidden = 3, torch.randn(1, 3, wide.cfg.hidden_size)
@@ -518,7 +521,11 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
     assert head.compiled.ready == {(1, False), (3, False)}
     cache.truncate(0)
     logits, cols, out = head.draft(wide, hidden, ids[:, :T], 0, cache, row=1)              # the compiled pass
-    assert torch.equal(cols, head.draft_vocab) and logits.shape == eager_scores.shape
+    if draft_vocab == "a subset":
+        assert torch.equal(cols, head.draft_vocab) and logits.shape == eager_scores.shape
+    else:
+        assert cols is None and head.draft_streamed is wide.lm_head.streamed
+        assert logits.shape == (1, wide.cfg.vocab_size)
     torch.testing.assert_close(out[:, 0], eager_out, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(logits, eager_scores, atol=1e-4, rtol=1e-4)
     scored = head.scored_pass(wide.embed_tokens(ids[:, :T]), hidden, 0, cache)[1]          # (1, T, V')
