@@ -7,7 +7,7 @@
         the weight-matmul floor, prefill tok/s for a 1024-token prompt, peak memory. With --compile
         also the compiled engine (qwen.compile): compile seconds, decode tok/s, its ratio to eager and
         to transformers, verify of 1+k tokens (k in --ks) / one step, peak memory after compiling.
-    python -m qwen.bench spec --scripted [--dtype bfloat16] [--repeats N]
+    python -m qwen.bench spec --scripted [--dtype bfloat16] [--repeats N] [--no-draft-vocab]
         the same shape, drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9
         (qwen.scripted): speed-up over plain per k and rollback (with --repeats, medians of N runs of
         each, plain and speculative alternating), plus the cost of verifying 1+k
@@ -268,7 +268,8 @@ def bench_scripted(args):
     model, _ = random_model(dtype)
     head = random_head(model.cfg, dtype)
     vocab = model.cfg.vocab_size
-    head.set_draft_vocab(list(range(min(DRAFT_VOCAB, vocab))), model.lm_head)   # random weights: any subset will do
+    if args.draft_vocab:            # random weights: any subset will do; --no-draft-vocab: every token
+        head.set_draft_vocab(list(range(min(DRAFT_VOCAB, vocab))), model.lm_head)
     ids = torch.randint(0, min(248000, vocab), (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
     ks = [int(k) for k in args.ks.split(",")]
     rollbacks = ROLLBACKS_RUN if 1 in ks else ["select"]          # recompute runs only with k = 1 below
@@ -441,7 +442,8 @@ def main(argv=None):
     ap.add_argument("--model", default=None)
     ap.add_argument("--draft-vocab", action=argparse.BooleanOptionalAction, default=True,
                     help="spec with a checkpoint: drafts score only the tokens of its draft_vocab.json where it "
-                         "has one (FR-Spec; the embedded model does); --no-draft-vocab scores every token")
+                         "has one (FR-Spec; the embedded model does); with --scripted, the first 32768 tokens; "
+                         "--no-draft-vocab scores every token")
     ap.add_argument("--prompts", default=None, help="a text file of prompts separated by blank lines")
     ap.add_argument("--chat", action="store_true")
     ap.add_argument("--threads", type=int, default=None)

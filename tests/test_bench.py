@@ -52,3 +52,17 @@ def test_the_scripted_benchmark_alternates_its_repeats_and_reports_medians(monke
     assert all(r["identical"] and r["k"] == 2 for r in runs.values())
     assert (runs[0.5]["tok_s"], runs[0.5]["speedup"]) == (12 / 2, 2.0)                 # median of 1, 2, 3 s
     assert (runs[0.9]["tok_s"], runs[0.9]["speedup"]) == (12 / 1, 4.0)                 # median of 1, 1, 5 s
+
+
+def test_the_scripted_benchmark_scores_drafts_over_32k_tokens_unless_told_every_token(monkeypatch, tmp_path):
+    """By default the scripted draft pays for an FR-Spec vocabulary (the first DRAFT_VOCAB ids, all of a
+    61-token model's); --no-draft-vocab makes it score every token, as a checkpoint without one does."""
+    for flag, want in (("--draft-vocab", list(range(61))), ("--no-draft-vocab", None)):
+        model, head = random_pair("small", seed=3)
+        monkeypatch.setattr(bench, "random_model", lambda dtype: (model, None))
+        monkeypatch.setattr(bench, "random_head", lambda cfg, dtype: head)
+        bench.main(["spec", "--scripted", "--ks", "1", "--rates", "0.5", "--new-tokens", "6", flag,
+                    "--threads", "1", "--json", str(tmp_path / "r.json")])
+        got = head.draft_vocab.tolist() if head.draft_vocab is not None else None
+        assert got == want
+        assert all(r["identical"] for r in json.load(open(tmp_path / "r.json"))["runs"])
