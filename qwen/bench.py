@@ -294,12 +294,14 @@ def bench_scripted(args):
     plain_rates, rates, outcomes = [len(plain) / t_plain], {c: [] for c in configs}, {}
     for rep in range(args.repeats):  # --repeats: plain and every run again, alternating; medians below
         if rep:
-            plain_rates.append(args.new_tokens / timed(generate, model, ids, max_new_tokens=args.new_tokens)[1])
+            again, t = timed(generate, model, ids, max_new_tokens=args.new_tokens)
+            plain_rates.append(len(again) / t)
         for rate, k, rollback in configs:
             scripted = ScriptedHead(head, transcript, rate, seed=3)
             (out, rounds, hits), t = timed(generate_mtp, model, scripted, ids, args.new_tokens, k=k, rollback=rollback)
             rates[(rate, k, rollback)].append(len(out) / t)
-            outcomes.setdefault((rate, k, rollback), (out == plain, hits / max(1, rounds * k), len(out) / max(1, rounds)))
+            identical = outcomes.get((rate, k, rollback), (True,))[0] and out == plain     # every repeat's
+            outcomes[(rate, k, rollback)] = identical, hits / max(1, rounds * k), len(out) / max(1, rounds)
     plain_tok_s = statistics.median(plain_rates)
     rows = []
     for (rate, k, rollback), (identical, acceptance, per_round) in outcomes.items():
