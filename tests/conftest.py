@@ -7,6 +7,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_config_guard import torch_config_restored  # noqa: E402,F401  (autouse: every test)
 torch.set_num_threads(1)   # tiny models: one thread is fastest, and leaves a core free
 # the app's models stay eager (compiling takes minutes on 2 cores); tests/test_compile.py compiles on purpose
 os.environ.setdefault("QWEN_COMPILE", "0")

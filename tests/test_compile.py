@@ -221,25 +221,26 @@ def test_vector_isa_probes_are_trusted_once_all_passed_here_with_this_compiler(m
         assert "avx2" in qc.listed_vector_isas()
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     cpp = torch._inductor.config.cpp
-    monkeypatch.setattr(cpp, "vec_isa_ok", None)
-    monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx512", "avx2"])
-    monkeypatch.setattr(qc, "passed_vector_isas", lambda: ["avx2"])                   # the AVX-512 probe failed
-    qc.record_isa_probes()
-    qc.skip_proven_isa_probes()
-    assert cpp.vec_isa_ok is None
-    monkeypatch.setattr(qc, "passed_vector_isas", lambda: ["avx512", "avx2"])
-    qc.record_isa_probes()
-    compiler = qc.cpp_compiler
-    monkeypatch.setattr(qc, "cpp_compiler", lambda: "/opt/another/g++")
-    qc.skip_proven_isa_probes()
-    assert cpp.vec_isa_ok is None
-    monkeypatch.setattr(qc, "cpp_compiler", compiler)
-    monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx2"])                   # another CPU, same folder
-    qc.skip_proven_isa_probes()
-    assert cpp.vec_isa_ok is None
-    monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx512", "avx2"])
-    qc.skip_proven_isa_probes()
-    assert cpp.vec_isa_ok is True
+    # subtle: inductor's own patch, not monkeypatch (whose undo deletes a config key under pytest 9.2)
+    with torch._inductor.config.patch({"cpp.vec_isa_ok": None}):
+        monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx512", "avx2"])
+        monkeypatch.setattr(qc, "passed_vector_isas", lambda: ["avx2"])                   # the AVX-512 probe failed
+        qc.record_isa_probes()
+        qc.skip_proven_isa_probes()
+        assert cpp.vec_isa_ok is None
+        monkeypatch.setattr(qc, "passed_vector_isas", lambda: ["avx512", "avx2"])
+        qc.record_isa_probes()
+        compiler = qc.cpp_compiler
+        monkeypatch.setattr(qc, "cpp_compiler", lambda: "/opt/another/g++")
+        qc.skip_proven_isa_probes()
+        assert cpp.vec_isa_ok is None
+        monkeypatch.setattr(qc, "cpp_compiler", compiler)
+        monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx2"])                   # another CPU, same folder
+        qc.skip_proven_isa_probes()
+        assert cpp.vec_isa_ok is None
+        monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx512", "avx2"])
+        qc.skip_proven_isa_probes()
+        assert cpp.vec_isa_ok is True
 
 
 def test_freezing_is_chosen_only_where_a_weight_copy_per_graph_fits():

@@ -1,4 +1,6 @@
 """The engine against the reference implementation (transformers' Qwen3_5ForCausalLM) on tiny random configs."""
+import inspect
+
 import pytest
 import torch
 
@@ -23,14 +25,33 @@ CONFIGS = {
 
 
 def reference_logits_stepwise(ref, chunks):
-    """Reference logits for a prefill then further chunks continuing from its cache."""
+    """Reference logits for a prefill then further chunks continuing from its cache.
+    subtle: the pinned transformers (requirements-dev.txt) names the cache `cache`, in and out; older
+    releases took any keyword silently and recomputed without a cache, so the name is checked first."""
+    if "cache" not in inspect.signature(type(ref).forward).parameters:
+        raise TypeError(f"{type(ref).__name__}.forward takes no `cache` argument: not the pinned transformers")
     out, cache = [], None
     with torch.no_grad():
         for ids in chunks:
             r = ref(ids, cache=cache, use_cache=True)
-            cache = r.cache if hasattr(r, "cache") else r.past_key_values
+            cache = r.cache
             out.append(r.logits)
     return out
+
+
+def test_reference_cached_steps_equal_its_own_full_sequence_logits():
+    """The oracle helper really continues from the reference's cache: chunk by chunk, the logits equal
+    one uncached pass over the whole sequence (a helper whose cache were dropped would differ)."""
+    ref = reference_model(text_config())
+    ids = torch.randint(0, ref.config.vocab_size, (1, 24), generator=torch.Generator().manual_seed(2))
+    chunks = [ids[:, :16], ids[:, 16:17], ids[:, 17:18], ids[:, 18:21], ids[:, 21:]]
+    stepwise = torch.cat(reference_logits_stepwise(ref, chunks), dim=1)             # (1, 24, V)
+    with torch.no_grad():
+        whole = ref(ids, use_cache=False).logits                                    # (1, 24, V)
+    assert (stepwise - whole).abs().max().item() <= 1e-4
+    with torch.no_grad():                       # and the check can fail: the same chunks without a cache
+        uncached = torch.cat([ref(c, use_cache=False).logits for c in chunks], dim=1)
+    assert (uncached - whole).abs().max().item() > 1e-2
 
 
 @pytest.mark.parametrize("layout", ["hub", "text"])
