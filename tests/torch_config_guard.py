@@ -20,8 +20,9 @@ import torch._dynamo.config
 import torch._inductor.config
 
 CONFIGS = {"inductor": torch._inductor.config, "dynamo": torch._dynamo.config}
-# keys qwen.compile sets for the whole process when it prepares compiled passes
-ENGINE_OWNED = {("dynamo", "cache_size_limit"), ("dynamo", "automatic_dynamic_shapes"),
+# keys the engine sets for the whole process when it prepares compiled passes (qwen/compiled/internals.py:
+# configure_dynamo, skip_proven_isa_probes); cache_size_limit is an alias of recompile_limit
+ENGINE_OWNED = {("dynamo", "cache_size_limit"), ("dynamo", "recompile_limit"), ("dynamo", "automatic_dynamic_shapes"),
                 ("inductor", "cpp.vec_isa_ok")}
 DELETED = object()
 
