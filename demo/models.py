@@ -34,7 +34,7 @@ import torch
 from demo import settings
 from demo.settings import compile_wanted
 from qwen.chat import Chat
-from qwen.compile import compile_head, compile_model, default_dtype, warm_up
+from qwen.compiled import compile_head, compile_model, default_dtype, warm_up
 from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP
@@ -224,7 +224,7 @@ def cached_hub_folder(repo_id):
 
 def checkpoint_dtype(path, environ=None):
     """-> (dtype, reason). $QWEN_DTYPE ("float32" / "bfloat16") decides when set; else bfloat16 where
-    this host multiplies it natively and the model is not small (qwen.compile.default_dtype), or for a
+    this host multiplies it natively and the model is not small (qwen.compiled.default_dtype), or for a
     checkpoint too big to hold in float32; float32 otherwise."""
     name = settings.dtype_name(environ)
     if name:

@@ -37,7 +37,7 @@ SETTINGS = (
     Setting("QWEN_MAX_SESSIONS", "100", "sessions kept in memory at once (the least recently used goes)"),
     Setting("QWEN_MAX_REQUEST_MB", "16", "largest request body accepted, in MB (larger: HTTP 413)"),
     Setting("QWEN_COMPILE_CACHE", "~/.cache/qwen-mtp/inductor", "compiled artefacts (read by the engine, "
-                                                                "qwen/compile.py)"),
+                                                                "qwen/compiled/)"),
     Setting("GRADIO_SERVER_PORT", "7860", "where the page listens (read by Gradio)"),
     Setting("GRADIO_SERVER_NAME", "127.0.0.1", "the address it listens on (read by Gradio)"),
 )

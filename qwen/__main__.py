@@ -5,7 +5,7 @@
     python -m qwen --model Qwen/Qwen3.5-0.8B --chat --mtp 2 "用一句话介绍一下 Transformer。"
 
 Ends with the number of tokens, seconds and tok/s (and, with --mtp, rounds and acceptance). The
-decoding steps are compiled first (qwen.compile; --no-compile stays eager), from a disk cache after
+decoding steps are compiled first (qwen.compiled; --no-compile stays eager), from a disk cache after
 the first run.
 """
 import argparse
@@ -15,7 +15,7 @@ import time
 import torch
 
 from qwen.chat import Chat, Detokenizer
-from qwen.compile import default_dtype, warm_up
+from qwen.compiled import default_dtype, warm_up
 from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp_stream

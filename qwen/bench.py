@@ -5,7 +5,7 @@
         128 new tokens; steps after the first token, so prefill is not counted) of this engine and of
         transformers' generate on the same weights, their ratio,
         the weight-matmul floor, prefill tok/s for a 1024-token prompt, peak memory. With --compile
-        also the compiled engine (qwen.compile): compile seconds, decode tok/s, its ratio to eager and
+        also the compiled engine (qwen.compiled): compile seconds, decode tok/s, its ratio to eager and
         to transformers, verify of 1+k tokens (k in --ks) / one step, peak memory after compiling.
     python -m qwen.bench spec --scripted [--dtype bfloat16] [--repeats N] [--no-draft-vocab]
         the same shape, drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9
@@ -35,7 +35,7 @@ import time
 import torch
 
 from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_bytes, snapshot_state
-from qwen.compile import warm_up
+from qwen.compiled import warm_up
 from qwen.linear import plain_weights
 from qwen.config import Config
 from qwen.model import Model, load_into
@@ -129,7 +129,7 @@ def random_head(cfg, dtype):
 def as_checkpoint(module):
     """Round every weight to bfloat16 in place, as Qwen3.5's checkpoints store them, so that a float32
     model of random weights holds what a real one loaded as float32 holds: values a bfloat16 copy keeps
-    exactly (which is what lets compile.py stream them in bfloat16). -> module"""
+    exactly (which is what lets qwen.compiled stream them in bfloat16). -> module"""
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(p.to(torch.bfloat16).to(p.dtype))
@@ -380,7 +380,7 @@ def bench_compile(args):
     import sys
     import tempfile
     cache = tempfile.mkdtemp(prefix="qwen-compile-")
-    code = ("import json, sys, torch; from qwen.bench import load_for_compile; from qwen.compile import warm_up; "
+    code = ("import json, sys, torch; from qwen.bench import load_for_compile; from qwen.compiled import warm_up; "
             f"model, head = load_for_compile({args.model!r}, {args.shape!r}, {args.dtype!r}); "
             f"print(json.dumps(warm_up(model, head, ks={[int(k) for k in args.ks.split(',')]}, keep_if_faster=False, "
             f"freeze={args.freeze!r})))")
@@ -427,7 +427,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=["engine", "spec", "compile"])
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
-                    help="also (engine) or only (spec) measure the compiled engine (qwen.compile)")
+                    help="also (engine) or only (spec) measure the compiled engine (qwen.compiled)")
     ap.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=None,
                     help="with --compile: bake the weights into each graph (default: models of hidden size >= 1024, where the copies fit in memory)")
     ap.add_argument("--shape", default=None, choices=["0.8b"], help="compile mode: random weights of this shape")

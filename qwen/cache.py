@@ -1,7 +1,7 @@
 """The generation state, passed into every forward: what each layer remembers about the tokens so far.
 
 Every buffer has a fixed shape once allocated and is written in place, so a compiled step sees the
-same tensors pass after pass (see compile.py); only `pos` and the KV lengths, plain Python ints,
+same tensors pass after pass (see qwen.compiled); only `pos` and the KV lengths, plain Python ints,
 move.
 
     State.pos          number of positions already processed (the next token's position)

@@ -1,6 +1,6 @@
 """The engine's Linear layer: nn.Linear, plus the way compiled CPU graphs multiply by its weight.
 
-Eagerly, `Linear` is exactly nn.Linear (the BLAS computes x @ W.T). Where compile.py prepares
+Eagerly, `Linear` is exactly nn.Linear (the BLAS computes x @ W.T). Where qwen.compiled prepares
 compiled passes of a small model on CPU, it gives each Linear a second copy of its weight,
 `streamed` (out, in), row-major, and inside those graphs the layer computes
 
@@ -21,15 +21,15 @@ Measured there (AVX2, one thread, compiled, k=2): plain decoding 1.74x faster th
 speculative 1.72x (benchmarks in the README).
 
 Large models (hidden >= 1024) stream too where bfloat16 holds their weights exactly (a bf16
-checkpoint loaded as float32; compile.streams_wide_weights): their steps read the weights from memory,
+checkpoint loaded as float32; qwen.compiled.steps.streams_wide_weights): their steps read the weights from memory,
 so half the bytes is most of the gain (the 0.8B shape at AVX2: decode step 48.5 ms against 111 ms
-with frozen float32 weights). Otherwise they compile differently (frozen, packed weights; compile.py)
+with frozen float32 weights). Otherwise they compile differently (frozen, packed weights; qwen.compiled.steps)
 and never set `streamed`. Their eager passes (the one-token decode step, prefill, every pass not compiled) may
 multiply by `packed` instead: the weight reordered once by oneDNN (mkldnn) into the blocked layout its
 kernels read, one copy serving every number of rows (pack_weights).
 - subtle: on an AMD EPYC host (AVX2, 2 threads) MKL's generic code ran the 0.8B shape's eager decode
   step in 288 ms; through oneDNN's packed weights it took 183 ms, and gave the same tokens (README,
-  benchmarks). compile.warm_up keeps the packed copies only where the step measures faster with
+  benchmarks). qwen.compiled.warm_up keeps the packed copies only where the step measures faster with
   them: elsewhere (MKL on Intel) the BLAS may be as fast.
 Eager code that never calls pack_weights (the reference, the tests' default) stays nn.Linear.
 """
@@ -45,12 +45,12 @@ _plain = threading.local()   # .on: this thread ignores packed copies (plain_wei
 
 
 class Linear(nn.Linear):
-    """nn.Linear; inside a compiled graph, with `streamed` set (compile.stream_weights), rows_matmul;
+    """nn.Linear; inside a compiled graph, with `streamed` set (qwen.compiled.steps.stream_weights), rows_matmul;
     eagerly, with `packed` set (pack_weights), oneDNN's linear on the packed copy."""
 
     def __init__(self, in_features, out_features, bias=False, **kw):
         super().__init__(in_features, out_features, bias=bias, **kw)
-        self.register_buffer("streamed", None, persistent=False)     # (out, in), set by compile.py
+        self.register_buffer("streamed", None, persistent=False)     # (out, in), set by qwen.compiled
         self.packed = None       # oneDNN's layout of weight (an opaque mkldnn tensor), set by pack_weights
 
     def __getstate__(self):
@@ -63,7 +63,7 @@ class Linear(nn.Linear):
             y = rows_matmul(x, self.streamed)
             return y if self.bias is None else y + self.bias
         # subtle: is_compiling() first, so that a graph never reads `packed`: dynamo would guard on that
-        # object, and freeing the copies (compile._drop_packing_if_compiled) would recompile every graph
+        # object, and freeing the copies (qwen.compiled.warmup._drop_packing_if_compiled) would recompile every graph
         if not torch.compiler.is_compiling() and self.packed is not None and x.dtype == torch.float32 \
                 and not torch.is_grad_enabled() and not getattr(_plain, "on", False):
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")

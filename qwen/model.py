@@ -11,7 +11,6 @@ speculative verification needs).
 import torch
 import torch.nn as nn
 
-from qwen.compile import dense
 from qwen.config import read_config
 from qwen.linear import Linear
 from qwen.embedding import Embedding
@@ -31,12 +30,12 @@ class Model(nn.Module):
         self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
-        self.compiled = None                                  # compiled steps by T, set by compile.py
+        self.compiled = None                                  # compiled steps by T, set by qwen.compiled
 
     def run(self, ids, positions, state):
         """The stack on ids (B, T) at positions (T,) -> last-layer output after the final norm (B, T, H).
         Reads and writes the state's buffers in place and reads no Python number from it, so the same
-        code is the eager path and, traced once per T, the compiled one (compile.py)."""
+        code is the eager path and, traced once per T, the compiled one (qwen.compiled)."""
         rope_positions, real = positions, None
         if state.pad is not None:                             # left-padded batch: each row counts from its first token
             real = positions[None, :] >= state.pad[:, None]                           # (B, T)
@@ -48,7 +47,7 @@ class Model(nn.Module):
         return self.norm(x)
 
     def step(self, ids, positions, state):
-        """run() and the output layer: -> (logits (B, T, vocab), hidden (B, T, H)). What compile.py compiles."""
+        """run() and the output layer: -> (logits (B, T, vocab), hidden (B, T, H)). What qwen.compiled compiles."""
         hidden = self.run(ids, positions, state)
         return self.lm_head(hidden), hidden
 
@@ -62,10 +61,10 @@ class Model(nn.Module):
 
     def forward_hidden(self, ids, state, last_only=False):
         """ids: (B, T) -> (logits (B, T, vocab) or (B, 1, vocab) for the last position only, hidden (B, T, H)).
-        Takes the compiled step when one was prepared for this T (compile.py), else runs eagerly."""
+        Takes the compiled step when one was prepared for this T (qwen.compiled), else runs eagerly."""
         positions = state.begin_pass(ids)
         compiled = self.compiled.lookup(ids.shape[1], state.keeping()) if self.compiled is not None else None
-        out = compiled(dense(ids), positions, state) if compiled else None
+        out = compiled(ids, positions, state) if compiled else None
         if out is not None:
             logits, hidden = out
             logits = logits[:, -1:] if last_only else logits
@@ -80,10 +79,9 @@ class Model(nn.Module):
         return self.forward_hidden(ids, state, last_only)[0]
 
     @classmethod
-    def from_pretrained(cls, path, dtype=torch.float32, device=None, compile=False, ks=(2,)):
-        """Load a model folder (hub layout `model.language_model.*` or text-only `model.*`).
-        compile=True prepares compiled steps for decoding and for verifying 1+k tokens, k in `ks`
-        (compile.py; falls back to eager, with the reason in model.compiled.status, if it cannot)."""
+    def from_pretrained(cls, path, dtype=torch.float32, device=None):
+        """Load a model folder (hub layout `model.language_model.*` or text-only `model.*`), eager.
+        qwen.compiled wraps it from outside (compile_model, warm_up)."""
         cfg = read_config(path)
         names = list_tensors(path)
         prefix = text_prefix(names)
@@ -96,11 +94,7 @@ class Model(nn.Module):
             model = cls(cfg)
         load_into(model, weights, f"{path} ({prefix}*)",
                   skip={"lm_head.weight"} if cfg.tie_word_embeddings else set())
-        model = model.to(device=device).eval().requires_grad_(False)
-        if compile:
-            from qwen.compile import compile_model
-            compile_model(model, ks=ks)
-        return model
+        return model.to(device=device).eval().requires_grad_(False)
 
 
 def load_into(module, weights, source, skip=()):

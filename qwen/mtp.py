@@ -28,7 +28,6 @@ import torch.nn as nn
 
 from qwen.cache import (AttentionState, State, keep_step_states, restore_state, select_step_states,
                         snapshot_bytes, snapshot_state, truncate_kv)
-from qwen.compile import dense
 from qwen.layer import DecoderLayer
 from qwen.linear import Linear, rows_matmul, streamed_copy
 from qwen.model import load_into
@@ -52,14 +51,14 @@ class MTP(nn.Module):
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.draft_vocab = None        # optional (V',) token ids the draft scores (FR-Spec); None = all
         # (V', H) their rows as compiled CPU graphs read them (qwen.linear; with no draft vocabulary, the
-        # output layer's own streamed copy: compile.share_output_rows); a buffer, so graphs take it as an input
+        # output layer's own streamed copy: qwen.compiled.steps.share_output_rows); a buffer, so graphs take it as an input
         self.register_buffer("draft_streamed", None, persistent=False)
-        self.compiled = None           # compiled head passes by T, set by compile.py
+        self.compiled = None           # compiled head passes by T, set by qwen.compiled
         self.round_compiled = None     # the whole greedy round (greedy_round) compiled per k, ditto
 
     @classmethod
-    def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, compile=False, ks=(2,), lm_head=None):
-        """Load the checkpoint's mtp.* tensors; compile=True prepares compiled head passes (compile.py).
+    def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, lm_head=None):
+        """Load the checkpoint's mtp.* tensors, eager (qwen.compiled wraps the head from outside).
         lm_head: the main model's output layer; given it, a draft_vocab.json beside the weights makes the
         draft score only the tokens it lists (FR-Spec, set_draft_vocab)."""
         path = path or find_model()
@@ -72,9 +71,6 @@ class MTP(nn.Module):
         head = head.to(device=device).eval().requires_grad_(False)
         if lm_head is not None:
             head.set_draft_vocab(load_draft_vocab(path, cfg.vocab_size), lm_head)
-        if compile:
-            from qwen.compile import compile_head
-            compile_head(head, ks=ks, lm_head=lm_head)
         return head
 
     def forward(self, emb_next, hidden, start, cache):
@@ -90,7 +86,7 @@ class MTP(nn.Module):
         cache.reserve(self.cfg, B, start + T, emb_next.dtype, emb_next.device)
         positions = torch.arange(start, start + T, device=emb_next.device)
         compiled = self.compiled.lookup(T) if self.compiled is not None else None
-        result = compiled(dense(emb_next), dense(hidden), positions, cache) if compiled else None
+        result = compiled(emb_next, hidden, positions, cache) if compiled else None
         if result is None:
             result = self.run(emb_next, hidden, positions, cache), None
         cache.n = start + T
@@ -133,9 +129,9 @@ class MTP(nn.Module):
             self.draft_vocab, self.draft_weight, self.draft_streamed = None, None, None
             return
         self.draft_vocab = torch.as_tensor(token_ids, dtype=torch.long, device=lm_head.weight.device)
-        # (H, V'), contiguous: h @ it streams the rows once (MKL's "NN" GEMM; see compile.lay_out_transposed)
+        # (H, V'), contiguous: h @ it streams the rows once (MKL's "NN" GEMM; see qwen.compiled.steps.lay_out_transposed)
         self.draft_weight = lm_head.weight[self.draft_vocab].T.contiguous()
-        # where the output layer has a streamed copy (compile.stream_weights), the draft's rows get one too
+        # where the output layer has a streamed copy (qwen.compiled.steps.stream_weights), the draft's rows get one too
         self.draft_streamed = streamed_copy(self.draft_weight.T) if getattr(lm_head, "streamed", None) is not None \
             else None
 
@@ -319,7 +315,7 @@ def greedy_guess(mtp, out, lm_head):
 
 def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions):
     """speculative_round for greedy decoding with rollback by `select`, every decision kept in tensors:
-    no Python number is read until it returns, so it compiles into one graph per k (compile.py) and a
+    no Python number is read until it returns, so it compiles into one graph per k (qwen.compiled) and a
     round costs one call instead of a head pass per draft, a verify pass and the Python between them.
 
     tok_d1: (1, 2) the round's first token and the head's guess d1; out1: (1, 1, H) the head output
@@ -365,12 +361,12 @@ def rounds_in_one_call(model, mtp, k, rollback="select", temperature=0, traced=F
 
 
 def fused_round(model, mtp, state, head_cache, tok, first, k):
-    """One greedy `select` round through greedy_round (compiled when compile.py prepared it for this k),
+    """One greedy `select` round through greedy_round (compiled when qwen.compiled prepared it for this k),
     then its Python bookkeeping. -> Round (without per-draft records or logits)."""
     P, device = state.pos, head_cache.k.device
     keep_step_states(state, k + 1)
     positions = state.begin_pass(torch.empty(1, k + 1, device=device))        # only the shape counts
-    args = (torch.tensor([[tok, first.token]], device=device), dense(first.out), positions)
+    args = (torch.tensor([[tok, first.token]], device=device), first.out, positions)
     compiled = mtp.round_compiled.lookup(k + 1, True) if mtp.round_compiled is not None else None
     out = compiled(state, head_cache, *args) if compiled else None
     drafts, n, nxt, guess_next, out = out if out is not None else \

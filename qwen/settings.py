@@ -8,7 +8,7 @@
                         does, instead of through their own loops over bfloat16 weight copies (qwen.linear),
                         and wide models (hidden >= 1024) freeze packed copies instead of streaming
     QWEN_COMPILE_WORKERS processes compiling a warm-up's graphs at once, this one included (default: the
-                        cores this process may use; 1: no helper processes; qwen.compile_workers)
+                        cores this process may use; 1: no helper processes; qwen/compiled/workers.py)
     CXX                 the C++ compiler inductor builds CPU kernels with (else g++, c++ or clang++ on PATH)
 """
 import os

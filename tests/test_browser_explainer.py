@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+pytestmark = pytest.mark.browser               # see pytest.ini
 sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -13,6 +13,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "artifacts", "stepper.png")
 
+pytestmark = pytest.mark.browser               # see pytest.ini
 sync_api = pytest.importorskip("playwright.sync_api")
 if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
     pytest.skip("no Chromium at /usr/bin/chromium", allow_module_level=True)

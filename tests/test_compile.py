@@ -6,7 +6,7 @@ import threading
 import pytest
 import torch
 
-from qwen import compile as qc
+from qwen.compiled import host, internals, saved, steps, warmup
 from qwen.cache import AttentionState, State
 from qwen.bench import as_checkpoint
 from qwen.chat import Chat
@@ -18,11 +18,12 @@ from qwen.weights import find_model
 from reference import SMALL
 from test_mtp import assert_same_state, prompts, random_pair, verify_then_roll_back
 
-needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="no C++ compiler")
+pytestmark = pytest.mark.compile               # the whole module: see pytest.ini
+needs_compiler = pytest.mark.skipif(host.compiler_missing() is not None, reason="no C++ compiler")
 
 
 def crashing_compiler(message):
-    """A stand-in for qc._compile whose compiled functions raise on their first call, as a broken
+    """A stand-in for steps._compile whose compiled functions raise on their first call, as a broken
     compiler does."""
     def compile_(fn, owners, kind, device, autotune, freeze=False):
         def compiled(variant, *args):
@@ -32,7 +33,7 @@ def crashing_compiler(message):
 
 
 def corrupting_compiler(arity, corrupt):
-    """A stand-in for qc._compile whose compiled functions run eagerly but pass every result of
+    """A stand-in for steps._compile whose compiled functions run eagerly but pass every result of
     `arity` values through corrupt(*out): a compiler that runs and computes something wrong."""
     def compile_(fn, owners, kind, device, autotune, freeze=False):
         def compiled(variant, *args):
@@ -43,7 +44,7 @@ def corrupting_compiler(arity, corrupt):
 
 
 def eager_compiler(fn, owners, kind, device, autotune, freeze=False):
-    """A stand-in for qc._compile that runs every pass eagerly."""
+    """A stand-in for steps._compile that runs every pass eagerly."""
     return lambda variant, *args: fn(*owners, *args)
 
 
@@ -56,7 +57,7 @@ def compiled_pair():
     """A tiny random model and head, compiled for k = 1..3 and both rollbacks, beside an eager copy."""
     model, head = random_pair("small", seed=11)
     eager_model, eager_head = random_pair("small", seed=11)
-    report = qc.warm_up(model, head, ks=(1, 2, 3), rollbacks=("select", "recompute"), keep_if_faster=False,
+    report = warmup.warm_up(model, head, ks=(1, 2, 3), rollbacks=("select", "recompute"), keep_if_faster=False,
                         freeze=True)                  # frozen (as wide models are); the embedded model's test is not
     assert report["status"] == "compiled", report
     return model, head, eager_model, eager_head
@@ -87,8 +88,8 @@ def test_speculative_equals_plain_under_compile(compiled_pair, rollback, k):
 def test_a_greedy_select_round_of_a_small_model_is_one_compiled_call(compiled_pair, monkeypatch, k):
     model, head, eager, _ = compiled_pair
     calls = {"round": 0, "step": 0, "head": 0}
-    for name, steps in (("round", head.round_compiled), ("step", model.compiled), ("head", head.compiled)):
-        monkeypatch.setattr(steps, "fn", lambda *a, _fn=steps.fn, _name=name: calls.__setitem__(_name, calls[_name] + 1) or _fn(*a))
+    for name, part in (("round", head.round_compiled), ("step", model.compiled), ("head", head.compiled)):
+        monkeypatch.setattr(part, "fn", lambda *a, _fn=part.fn, _name=name: calls.__setitem__(_name, calls[_name] + 1) or _fn(*a))
     ids = torch.tensor([[5, 1, 7, 2, 8, 3]])             # 6 tokens: the head's prefill pass is no compiled T
     tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k)
     assert tokens == generate(eager, ids, max_new_tokens=30)
@@ -130,7 +131,7 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
     model, eager = Model.from_pretrained(path), Model.from_pretrained(path)
     head = MTP.from_pretrained(model.cfg, path)
     chat = Chat(eager, path)
-    report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
+    report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
     assert report["status"] == "compiled" and report["step_speedup"] > 0
     assert not model.compiled.frozen and not head.compiled.frozen, model.compiled.freeze_reason
     for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
@@ -152,18 +153,18 @@ def test_a_later_start_loads_the_saved_graphs_instead_of_compiling(monkeypatch, 
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     ids, long = torch.tensor([[5, 1, 7]]), torch.randint(0, SMALL["vocab_size"], (1, 70))
     first, _ = random_pair(TWO_LAYERS, seed=21)
-    qc.compile_model(first, ks=(1,), freeze=False)
+    steps.compile_model(first, ks=(1,), freeze=False)
     assert generate(first, ids, max_new_tokens=20) == generate(random_pair(TWO_LAYERS, seed=21)[0], ids, max_new_tokens=20)
     assert (first.compiled.fn.compiled, first.compiled.fn.loaded) == (1, 0)
 
     later, _ = random_pair(TWO_LAYERS, seed=22)
-    qc.compile_model(later, ks=(1,), freeze=False)
+    steps.compile_model(later, ks=(1,), freeze=False)
     eager, _ = random_pair(TWO_LAYERS, seed=22)
     assert generate(later, long, max_new_tokens=80) == generate(eager, long, max_new_tokens=80)   # capacity 64 -> 256
     assert (later.compiled.fn.compiled, later.compiled.fn.loaded) == (0, 1)
 
     other, _ = random_pair(dict(TWO_LAYERS, intermediate_size=80), seed=22)
-    qc.compile_model(other, ks=(1,), freeze=False)
+    steps.compile_model(other, ks=(1,), freeze=False)
     assert other.compiled.fn.path((1, False), 1) != later.compiled.fn.path((1, False), 1)
 
 
@@ -180,7 +181,7 @@ def test_guards_are_checked_once_per_argument_layout(monkeypatch, tmp_path):
     monkeypatch.setattr(AOTCompiledFunction, "guard_check", lambda self, *a, **kw: checks.append(1) or check(self, *a, **kw))
     model, _ = random_pair(TWO_LAYERS, seed=25)
     eager, _ = random_pair(TWO_LAYERS, seed=25)
-    qc.compile_model(model, ks=(1,), freeze=False)
+    steps.compile_model(model, ks=(1,), freeze=False)
     ids, long = torch.tensor([[5, 1, 7]]), torch.randint(0, SMALL["vocab_size"], (1, 70))
     assert generate(model, ids, max_new_tokens=12) == generate(eager, ids, max_new_tokens=12)
     assert len(checks) == 1                                          # the first decode step, capacity 64
@@ -201,13 +202,13 @@ def test_guards_are_checked_once_per_argument_layout(monkeypatch, tmp_path):
 def test_a_saved_graph_that_no_longer_fits_is_compiled_again(monkeypatch, tmp_path):
     """Should a file be found for a model it does not fit (every shape forced onto one file here), its
     guards refuse it and the pass compiles afresh: the output stays eager's."""
-    from qwen.saved import SavedGraphs
+    from qwen.compiled.saved import SavedGraphs
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setattr(SavedGraphs, "path", lambda self, variant, batch: tmp_path / "one.graph")
     ids = torch.tensor([[5, 1, 7]])
     for seed, cfg in ((23, TWO_LAYERS), (24, dict(TWO_LAYERS, intermediate_size=80))):
         model, _ = random_pair(cfg, seed=seed)
-        qc.compile_model(model, ks=(1,), freeze=False)
+        steps.compile_model(model, ks=(1,), freeze=False)
         assert generate(model, ids, max_new_tokens=12) == generate(random_pair(cfg, seed=seed)[0], ids, max_new_tokens=12)
     assert model.compiled.enabled and (model.compiled.fn.loaded, model.compiled.fn.compiled) == (1, 1)
 
@@ -218,45 +219,41 @@ def test_vector_isa_probes_are_trusted_once_all_passed_here_with_this_compiler(m
     failed, nor after the CPU's list or the compiler changed."""
     import platform
     if platform.machine() in ("x86_64", "AMD64"):
-        assert "avx2" in qc.listed_vector_isas()
-    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
-    cpp = torch._inductor.config.cpp
+        assert "avx2" in internals.listed_vector_isas()
+    cpp, gxx = torch._inductor.config.cpp, "/usr/bin/g++"
     # subtle: inductor's own patch, not monkeypatch (whose undo deletes a config key under pytest 9.2)
     with torch._inductor.config.patch({"cpp.vec_isa_ok": None}):
-        monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx512", "avx2"])
-        monkeypatch.setattr(qc, "passed_vector_isas", lambda: ["avx2"])                   # the AVX-512 probe failed
-        qc.record_isa_probes()
-        qc.skip_proven_isa_probes()
+        monkeypatch.setattr(internals, "listed_vector_isas", lambda: ["avx512", "avx2"])
+        monkeypatch.setattr(internals, "passed_vector_isas", lambda: ["avx2"])                   # the AVX-512 probe failed
+        internals.record_isa_probes(tmp_path, gxx)
+        internals.skip_proven_isa_probes(tmp_path, gxx)
         assert cpp.vec_isa_ok is None
-        monkeypatch.setattr(qc, "passed_vector_isas", lambda: ["avx512", "avx2"])
-        qc.record_isa_probes()
-        compiler = qc.cpp_compiler
-        monkeypatch.setattr(qc, "cpp_compiler", lambda: "/opt/another/g++")
-        qc.skip_proven_isa_probes()
+        monkeypatch.setattr(internals, "passed_vector_isas", lambda: ["avx512", "avx2"])
+        internals.record_isa_probes(tmp_path, gxx)
+        internals.skip_proven_isa_probes(tmp_path, "/opt/another/g++")                          # another compiler
         assert cpp.vec_isa_ok is None
-        monkeypatch.setattr(qc, "cpp_compiler", compiler)
-        monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx2"])                   # another CPU, same folder
-        qc.skip_proven_isa_probes()
+        monkeypatch.setattr(internals, "listed_vector_isas", lambda: ["avx2"])                   # another CPU, same folder
+        internals.skip_proven_isa_probes(tmp_path, gxx)
         assert cpp.vec_isa_ok is None
-        monkeypatch.setattr(qc, "listed_vector_isas", lambda: ["avx512", "avx2"])
-        qc.skip_proven_isa_probes()
+        monkeypatch.setattr(internals, "listed_vector_isas", lambda: ["avx512", "avx2"])
+        internals.skip_proven_isa_probes(tmp_path, gxx)
         assert cpp.vec_isa_ok is True
 
 
 def test_freezing_is_chosen_only_where_a_weight_copy_per_graph_fits():
     model, _ = random_pair("small", seed=16)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    fits, why = qc.freeze_fits([model], graphs=2, available=4 * weights)
+    fits, why = steps.freeze_fits([model], graphs=2, available=4 * weights)
     assert fits and "2 packed weight copies" in why
-    fits, why = qc.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
+    fits, why = steps.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
     assert not fits and "available" in why
-    qc.compile_model(model, ks=(2,), freeze=False)
+    steps.compile_model(model, ks=(2,), freeze=False)
     assert not model.compiled.frozen and model.compiled.freeze_reason == "as asked"
-    qc.compile_model(model, ks=(2,))                  # small: unfrozen, whatever fits (its graphs cache whole)
+    steps.compile_model(model, ks=(2,))                  # small: unfrozen, whatever fits (its graphs cache whole)
     assert not model.compiled.frozen and "small model" in model.compiled.freeze_reason
-    wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=16)
-    fits, _ = qc.freeze_fits([wide], graphs=2)
-    qc.compile_model(wide, ks=(2,))                   # wide: frozen exactly where the copies fit
+    wide, _ = random_pair(dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=16)
+    fits, _ = steps.freeze_fits([wide], graphs=2)
+    steps.compile_model(wide, ks=(2,))                   # wide: frozen exactly where the copies fit
     assert wide.compiled.frozen == fits and "packed weight copies" in wide.compiled.freeze_reason
 
 
@@ -267,8 +264,8 @@ def test_small_models_store_each_weight_as_the_transpose_it_is_multiplied_by():
     ids = torch.tensor([[5, 9, 2, 7, 1]])
     with torch.inference_mode():
         want = model(ids, State(model))
-    qc.compile_model(model, ks=(2,))                                    # lazy: lays out, compiles nothing
-    qc.compile_head(head, ks=(2,))
+    steps.compile_model(model, ks=(2,))                                    # lazy: lays out, compiles nothing
+    steps.compile_head(head, ks=(2,))
     linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, torch.nn.Linear)]
     assert linears and all(m.weight.stride() == (1, m.weight.shape[0]) for m in linears)      # (in, out) in memory
     assert model.lm_head.weight is model.embed_tokens.weight                                   # still one table
@@ -281,9 +278,9 @@ def test_small_models_store_each_weight_as_the_transpose_it_is_multiplied_by():
 def test_the_compile_cache_is_kept_apart_per_cpu_capability(monkeypatch, tmp_path):
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
-    avx2 = qc.cache_dir()
+    avx2 = host.cache_dir()
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    assert avx2 != qc.cache_dir() and avx2.startswith(str(tmp_path)) and avx2.endswith("avx2")
+    assert avx2 != host.cache_dir() and avx2.startswith(str(tmp_path)) and avx2.endswith("avx2")
 
 
 def test_inductor_writes_into_that_cache_unless_the_user_named_a_folder(monkeypatch, tmp_path):
@@ -291,10 +288,10 @@ def test_inductor_writes_into_that_cache_unless_the_user_named_a_folder(monkeypa
     from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir, default_cache_dir
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
-    qc.use_cache_dir()
-    assert inductor_cache_dir() == qc.cache_dir() and qc.cache_dir().startswith(str(tmp_path))
+    internals.use_cache_dir(host.cache_dir())
+    assert inductor_cache_dir() == host.cache_dir() and host.cache_dir().startswith(str(tmp_path))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
-    qc.use_cache_dir()
+    internals.use_cache_dir(host.cache_dir())
     assert inductor_cache_dir() == str(tmp_path / "mine")
 
 
@@ -306,7 +303,7 @@ def test_on_cuda_every_state_buffer_is_a_static_address_for_cuda_graphs(monkeypa
     options = []
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: options.append(kw) or fn)
     model, head = random_pair(TWO_LAYERS, seed=31)
-    step = qc._compile(qc.model_step, (model,), "model", "cuda")
+    step = steps._compile(saved.model_step, (model,), "model", "cuda")
     ids, nxt = torch.tensor([[3, 1, 4]]), torch.tensor([[2]])
     mine, eager = State(model), State(model)
     for state in (mine, eager):
@@ -314,19 +311,19 @@ def test_on_cuda_every_state_buffer_is_a_static_address_for_cuda_graphs(monkeypa
     logits, _ = step((1, False), nxt, mine.begin_pass(nxt), mine)
     torch.testing.assert_close(logits, model.step(nxt, eager.begin_pass(nxt), eager)[0])
     assert options == [{"mode": "reduce-overhead", "fullgraph": True}]
-    written = list(qc.state_buffers([mine]))
+    written = list(saved.state_buffers([mine]))
     assert len(written) == 2 + 4                  # the attention layer's k, v; the DeltaNet layer's four
     assert all(getattr(t, "_dynamo_static_input_type", None) == "unguarded" for t in written)
     cache = AttentionState()
     head(model.embed_tokens(ids), torch.zeros(1, 3, model.cfg.hidden_size), 0, cache)
-    assert [t.data_ptr() for t in qc.state_buffers([cache])] == [cache.k.data_ptr(), cache.v.data_ptr()]
+    assert [t.data_ptr() for t in saved.state_buffers([cache])] == [cache.k.data_ptr(), cache.v.data_ptr()]
 
 
 def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
-    monkeypatch.setattr(qc, "_compile", crashing_compiler("simulated compiler crash"))
+    monkeypatch.setattr(steps, "_compile", crashing_compiler("simulated compiler crash"))
     model, head = random_pair("small", seed=12)
     eager, _ = random_pair("small", seed=12)
-    report = qc.warm_up(model, head, ks=(2,))
+    report = warmup.warm_up(model, head, ks=(2,))
     assert report["status"].startswith("eager: compiling failed (RuntimeError: simulated compiler crash")
     assert not model.compiled.enabled and not head.compiled.enabled and not head.round_compiled.enabled
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
@@ -345,7 +342,7 @@ def test_the_eager_fallback_is_taken_when_the_ahead_of_time_compile_fails(monkey
     monkeypatch.setattr(torch, "compile", Failing)                   # as saved.py calls it
     model, head = random_pair(TWO_LAYERS, seed=27)
     eager, _ = random_pair(TWO_LAYERS, seed=27)
-    report = qc.warm_up(model, head, ks=(1,))
+    report = warmup.warm_up(model, head, ks=(1,))
     assert report["status"].startswith("eager: compiling failed (RuntimeError: simulated ahead-of-time failure")
     ids = torch.tensor([[4, 8, 15, 16]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=1)[0] == generate(eager, ids, max_new_tokens=20)
@@ -355,10 +352,10 @@ def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
     """A compiler that runs but computes wrong logits (as inductor's AVX2 kernels did on this project's
     machines) must leave the model eager, saying why, and generation exact."""
     wrong_logits = lambda logits, hidden: (logits + 0.5 * logits.abs().max(), hidden)     # a step's outputs
-    monkeypatch.setattr(qc, "_compile", corrupting_compiler(2, wrong_logits))
+    monkeypatch.setattr(steps, "_compile", corrupting_compiler(2, wrong_logits))
     model, head = random_pair("small", seed=17)
     eager, _ = random_pair("small", seed=17)
-    report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
+    report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
     assert report["status"].startswith("eager: the compiled decode step (max |logit difference|"), report
     assert not model.compiled.enabled and not head.compiled.enabled and not head.round_compiled.enabled
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
@@ -369,10 +366,10 @@ def test_a_wrong_round_graph_is_dropped_and_the_checked_steps_kept(monkeypatch):
     """A round graph that emits another token than plain decoding would goes; rounds then run step by
     step through the compiled steps, which agreed with eager."""
     wrong_token = lambda drafts, n, nxt, guess, out: (drafts, n, (nxt + 1) % 61, guess, out)  # greedy_round's
-    monkeypatch.setattr(qc, "_compile", corrupting_compiler(5, wrong_token))
+    monkeypatch.setattr(steps, "_compile", corrupting_compiler(5, wrong_token))
     model, head = random_pair("small", seed=18)
     eager, _ = random_pair("small", seed=18)
-    report = qc.warm_up(model, head, ks=(2,), keep_if_faster=False)
+    report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
     assert report["status"] == "compiled" and model.compiled.enabled and head.compiled.enabled
     assert head.round_compiled.status.startswith("eager: the compiled greedy round with k=2"), head.round_compiled.status
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
@@ -380,10 +377,10 @@ def test_a_wrong_round_graph_is_dropped_and_the_checked_steps_kept(monkeypatch):
 
 
 def test_a_compile_failure_during_generation_falls_back_to_eager(monkeypatch):
-    monkeypatch.setattr(qc, "_compile", crashing_compiler("simulated failure on first use"))
+    monkeypatch.setattr(steps, "_compile", crashing_compiler("simulated failure on first use"))
     model, head = random_pair("small", seed=13)
     eager, _ = random_pair("small", seed=13)
-    qc.compile_model(model, ks=(2,))                                 # lazy: nothing compiled before the first call
+    steps.compile_model(model, ks=(2,))                                 # lazy: nothing compiled before the first call
     ids = torch.tensor([[7, 7, 7]])
     assert generate(model, ids, max_new_tokens=10) == generate(eager, ids, max_new_tokens=10)
     assert model.compiled.status.startswith("eager: compiling failed (RuntimeError: simulated failure")
@@ -391,21 +388,21 @@ def test_a_compile_failure_during_generation_falls_back_to_eager(monkeypatch):
 
 def test_no_compiler_means_eager_with_the_reason(monkeypatch):
     monkeypatch.delenv("CXX", raising=False)
-    monkeypatch.setattr(qc.shutil, "which", lambda name: None)
+    monkeypatch.setattr(host.shutil, "which", lambda name: None)
     model, head = random_pair("small", seed=14)
-    report = qc.warm_up(model, head, ks=(1,))
+    report = warmup.warm_up(model, head, ks=(1,))
     assert report["status"] == "eager: no C++ compiler (install g++)"
     assert model.compiled.lookup(1) is None and head.compiled.lookup(1) is None
 
 
 def test_while_warming_up_other_threads_stay_eager():
-    steps = qc.CompiledSteps(lambda *a: "compiled", {(1, False), (3, True)})
-    assert steps.lookup(1) is not None and steps.lookup(2) is None and steps.lookup(3) is None
-    assert steps.lookup(3, keep=True) is not None
-    steps.warming_thread = threading.get_ident() + 1                 # someone else is compiling
-    assert steps.lookup(1) is None
-    steps.warming_thread = threading.get_ident()                     # we are
-    assert steps.lookup(1)() == "compiled"
+    passes = steps.CompiledSteps(lambda *a: "compiled", {(1, False), (3, True)})
+    assert passes.lookup(1) is not None and passes.lookup(2) is None and passes.lookup(3) is None
+    assert passes.lookup(3, keep=True) is not None
+    passes.warming_thread = threading.get_ident() + 1                 # someone else is compiling
+    assert passes.lookup(1) is None
+    passes.warming_thread = threading.get_ident()                     # we are
+    assert passes.lookup(1)() == "compiled"
 
 
 @pytest.mark.parametrize("capability, native, want", [
@@ -418,18 +415,18 @@ def test_bfloat16_only_where_the_cpu_multiplies_it_natively(monkeypatch, capabil
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    dtype, reason = qc.default_dtype("cpu")
+    dtype, reason = host.default_dtype("cpu")
     assert dtype == want and capability in reason
-    assert qc.default_dtype("cpu", hidden_size=1024)[0] == want           # the 0.8B's width: as the host allows
-    assert qc.default_dtype("cpu", hidden_size=192) == (torch.float32, "a small model (hidden size 192) on CPU")
-    assert qc.default_dtype("cuda")[0] == qc.default_dtype("cuda", hidden_size=192)[0] == torch.bfloat16
+    assert host.default_dtype("cpu", hidden_size=1024)[0] == want           # the 0.8B's width: as the host allows
+    assert host.default_dtype("cpu", hidden_size=192) == (torch.float32, "a small model (hidden size 192) on CPU")
+    assert host.default_dtype("cuda")[0] == host.default_dtype("cuda", hidden_size=192)[0] == torch.bfloat16
 
 
 def test_compile_variants_cover_decode_verify_and_catch_up():
-    main, head = qc.variants_for((1, 3), rollbacks=("select", "recompute"))
+    main, head = steps.variants_for((1, 3), rollbacks=("select", "recompute"))
     assert main == {(1, False), (2, True), (2, False), (4, True), (4, False)}
     assert head == {(1, False), (2, False), (4, False)}
-    main, head = qc.variants_for((2,), one_token=False)
+    main, head = steps.variants_for((2,), one_token=False)
     assert main == {(3, True)} and head == {(3, False)}
 
 
@@ -438,30 +435,30 @@ def test_a_wide_model_on_cpu_compiles_its_one_token_passes_only_frozen_and_where
     compiled, it gains only from frozen (packed) weights, each frozen graph one more copy of them. So it
     compiles frozen where that copy fits beside the verify passes' copies, and stays eager (with the
     reason) unfrozen or where memory is short. Narrow models compile every pass."""
-    wide_cfg = dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1)
+    wide_cfg = dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1)
     wide, _ = random_pair(wide_cfg, seed=18)
     wide_head = MTP(wide.cfg).eval().requires_grad_(False)
     narrow, narrow_head = random_pair("small", seed=18)
-    assert not qc.compiles_one_token_passes(wide) and qc.compiles_one_token_passes(narrow)
+    assert not steps.compiles_one_token_passes(wide) and steps.compiles_one_token_passes(narrow)
     several = {(2, True), (4, True)}
-    qc.compile_model(wide, ks=(1, 3), freeze=True), qc.compile_head(wide_head, ks=(1, 3), freeze=True)   # lazy
+    steps.compile_model(wide, ks=(1, 3), freeze=True), steps.compile_head(wide_head, ks=(1, 3), freeze=True)   # lazy
     assert wide.compiled.variants == several | {(1, False)} and not wide.compiled.eager_passes
     assert wide_head.compiled.variants == {(1, False), (2, False), (4, False)}
-    qc.compile_model(wide, ks=(1, 3), freeze=False), qc.compile_head(wide_head, ks=(1, 3), freeze=False)
+    steps.compile_model(wide, ks=(1, 3), freeze=False), steps.compile_head(wide_head, ks=(1, 3), freeze=False)
     assert wide.compiled.variants == several and wide_head.compiled.variants == {(2, False), (4, False)}
     assert "not frozen" in wide.compiled.eager_passes[(1, False)]
     assert wide.compiled.lookup(1) is None and wide_head.compiled.lookup(1) is None
     # room for the verify passes' two frozen copies and not a third: the decode step stays eager
     weights = sum(p.numel() * p.element_size() for p in wide.parameters())
-    monkeypatch.setattr(qc, "memory_available", lambda: 5 * weights)
+    monkeypatch.setattr(host, "memory_available", lambda: 5 * weights)
     wide, _ = random_pair(wide_cfg, seed=18)
-    qc.compile_model(wide, ks=(1, 3))
+    steps.compile_model(wide, ks=(1, 3))
     assert wide.compiled.frozen and wide.compiled.variants == several
     assert wide.compiled.eager_passes[(1, False)].startswith("no memory for one more frozen copy")
-    monkeypatch.setattr(qc, "memory_available", lambda: 6 * weights)
-    qc.compile_model(wide, ks=(1, 3))
+    monkeypatch.setattr(host, "memory_available", lambda: 6 * weights)
+    steps.compile_model(wide, ks=(1, 3))
     assert wide.compiled.frozen and wide.compiled.variants == several | {(1, False)}
-    qc.compile_model(narrow, ks=(1,)), qc.compile_head(narrow_head, ks=(1,))
+    steps.compile_model(narrow, ks=(1,)), steps.compile_head(narrow_head, ks=(1,))
     assert (1, False) in narrow.compiled.variants and (1, False) in narrow_head.compiled.variants
 
 
@@ -469,17 +466,17 @@ def test_a_wide_model_whose_weights_bfloat16_holds_streams_them_instead_of_freez
     """At the 0.8B width, float32 weights that bfloat16 holds exactly (a bf16 checkpoint) get one
     bfloat16 copy every graph reads, no frozen or packed copy per graph, and every pass compiles, the
     one-token ones too. Freezing asked for, other weights, or QWEN_STREAM_WEIGHTS=0: frozen as before."""
-    wide_cfg = dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1)
+    wide_cfg = dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1)
     wide, _ = random_pair(wide_cfg, seed=19)
     head = as_checkpoint(MTP(wide.cfg).eval().requires_grad_(False))
-    assert qc.streams_wide_weights([wide], None) == (False, "the weights are not float32 values that "
+    assert steps.streams_wide_weights([wide], None) == (False, "the weights are not float32 values that "
                                                             "bfloat16 holds exactly")
     as_checkpoint(wide)
-    assert qc.streams_wide_weights([wide], None)[0] and not qc.streams_wide_weights([wide], True)[0]
+    assert steps.streams_wide_weights([wide], None)[0] and not steps.streams_wide_weights([wide], True)[0]
     monkeypatch.setenv("QWEN_STREAM_WEIGHTS", "0")
-    assert qc.streams_wide_weights([wide], None) == (False, "QWEN_STREAM_WEIGHTS=0")
+    assert steps.streams_wide_weights([wide], None) == (False, "QWEN_STREAM_WEIGHTS=0")
     monkeypatch.delenv("QWEN_STREAM_WEIGHTS")
-    qc.compile_model(wide, ks=(1, 3)), qc.compile_head(head, ks=(1, 3))            # lazy: compiles nothing
+    steps.compile_model(wide, ks=(1, 3)), steps.compile_head(head, ks=(1, 3))            # lazy: compiles nothing
     for module in (wide, head):
         linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
         assert not module.compiled.frozen and "streamed in bfloat16" in module.compiled.freeze_reason
@@ -487,11 +484,11 @@ def test_a_wide_model_whose_weights_bfloat16_holds_streams_them_instead_of_freez
                    and m.packed is None for m in linears)
     assert wide.compiled.variants == {(1, False), (2, True), (4, True)} and not wide.compiled.eager_passes
     assert head.compiled.variants == {(1, False), (2, False), (4, False)}
-    assert qc.compiles_one_token_passes(wide)
-    from qwen import compile_workers                  # no helper process copies a wide model's weights
+    assert steps.compiles_one_token_passes(wide)
+    from qwen.compiled import workers as compile_workers   # no helper process copies a wide model's weights
     assert not compile_workers.copies_fit(wide, head, 1, available=2**40)
     frozen, _ = random_pair(wide_cfg, seed=19)
-    qc.compile_model(as_checkpoint(frozen), ks=(1, 3), freeze=True)
+    steps.compile_model(as_checkpoint(frozen), ks=(1, 3), freeze=True)
     assert frozen.compiled.frozen and all(m.streamed is None for m in frozen.modules()
                                           if isinstance(m, torch.nn.Linear))
 
@@ -505,7 +502,7 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
     every token from the output layer's own streamed rows (shared, not copied)."""
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", "1")
-    wide, _ = random_pair(dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=20)
+    wide, _ = random_pair(dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=20)
     as_checkpoint(wide)
     head = as_checkpoint(MTP(wide.cfg).eval().requires_grad_(False))
     if draft_vocab == "a subset":
@@ -516,7 +513,7 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
     cache = AttentionState()
     eager_out = head(wide.embed_tokens(ids[:, :T]), hidden, 0, cache)[:, 1]                 # (1, H)
     eager_scores = head.draft_logits(eager_out, wide.lm_head)[0]                          # (1, V')
-    report = qc.warm_up(wide, head, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
+    report = warmup.warm_up(wide, head, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
     assert report["status"] == "compiled" and not wide.compiled.frozen
     assert wide.compiled.ready == {(1, False), (3, True), (3, False)}
     assert head.compiled.ready == {(1, False), (3, False)}
@@ -540,14 +537,14 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
 def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     """A pass whose compiled graph is not faster runs eagerly; the others stay compiled, and the output
     is still plain decoding's. (Timings stubbed: the real ones depend on the host.)"""
-    monkeypatch.setattr(qc, "_compile", eager_compiler)
+    monkeypatch.setattr(steps, "_compile", eager_compiler)
     measured = {"decode step": 0.9, "greedy round with k=2": 1.3, "verify of 3 tokens (keeping step states)": 1.6,
                 "head pass of 1 token": 1.2, "head pass of 3 tokens": 1.0}
-    monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids, passes: {
-        (part, v): measured[qc._pass_name(part, v)] for part, v in passes})
+    monkeypatch.setattr(warmup, "_time_passes", lambda model, head, ids, passes: {
+        (part, v): measured[warmup._pass_name(part, v)] for part, v in passes})
     model, head = random_pair("small", seed=19)
     eager, _ = random_pair("small", seed=19)
-    report = qc.warm_up(model, head, ks=(2,))
+    report = warmup.warm_up(model, head, ks=(2,))
     assert report["status"] == "compiled" and report["speedups"] == measured and report["step_speedup"] == 0.9
     assert model.compiled.lookup(1) is None and model.compiled.lookup(3, keep=True) is not None
     assert head.compiled.lookup(1) is not None and head.compiled.lookup(3) is None
@@ -558,7 +555,7 @@ def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
 
     measured.update({"verify of 3 tokens (keeping step states)": 0.8})            # nothing of the model gains
     model, head = random_pair("small", seed=19)
-    report = qc.warm_up(model, head, ks=(2,))
+    report = warmup.warm_up(model, head, ks=(2,))
     assert report["status"] == "eager: not faster than eager on this host (0.80x)", report["status"]
     assert not model.compiled.enabled and head.compiled.lookup(1) is not None
 
@@ -567,7 +564,7 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     """With round graphs, warm_up readies the decode step and the rounds first; other threads use them
     while the step graphs for the trace, sampling and `recompute` are still compiling."""
     from demo import frame, models
-    monkeypatch.setattr(qc, "_compile", eager_compiler)
+    monkeypatch.setattr(steps, "_compile", eager_compiler)
     seen, app = [], []
 
     def time_passes(model, head, ids, passes):      # what another thread may use while these are timed
@@ -579,12 +576,12 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
                                     round=head.round_compiled.lookup(3, keep=True) is not None)
         thread = threading.Thread(target=look)
         thread.start(), thread.join()
-        seen.append(([qc._pass_name(part, v) for part, v in passes], other))
+        seen.append(([warmup._pass_name(part, v) for part, v in passes], other))
         return {(part, v): 2.0 for part, v in passes}
-    monkeypatch.setattr(qc, "_time_passes", time_passes)
+    monkeypatch.setattr(warmup, "_time_passes", time_passes)
     model, head = random_pair("small", seed=20)
     loaded = models.Loaded("test", "", model, head, None, torch.float32, 0.0)
-    report = qc.warm_up(model, head, ks=(2,))
+    report = warmup.warm_up(model, head, ks=(2,))
     assert app[0][:2] == ("compiling", False)
     assert app[1] == ("compiled, compiling more", False, " · compiled (the stepper's and sampling's steps still compiling…)")
     assert loaded.compile_status() == "compiled" and frame.compile_settled(loaded)
@@ -602,12 +599,12 @@ def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decodi
 
     def recording_compiler(fn, owners, kind, device, autotune, freeze=False):
         return lambda variant, *args: calls.append((kind, variant)) or fn(*owners, *args)
-    monkeypatch.setattr(qc, "_compile", recording_compiler)
+    monkeypatch.setattr(steps, "_compile", recording_compiler)
     timed = []
-    monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids, passes: timed.extend(
-        qc._pass_name(part, v) for part, v in passes) or {(part, v): 2.0 for part, v in passes})
+    monkeypatch.setattr(warmup, "_time_passes", lambda model, head, ids, passes: timed.extend(
+        warmup._pass_name(part, v) for part, v in passes) or {(part, v): 2.0 for part, v in passes})
     model, head = random_pair("small", seed=21)
-    report = qc.warm_up(model, head, ks=(2,), only_greedy=True)
+    report = warmup.warm_up(model, head, ks=(2,), only_greedy=True)
     assert timed == ["decode step", "greedy round with k=2"] and report["status"] == "compiled"
     assert not head.compiled.ready and head.compiled.lookup(1) is None and head.compiled.lookup(3) is None
     assert model.compiled.lookup(3, keep=True) is None and model.compiled.lookup(1) is not None
@@ -625,9 +622,9 @@ def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decodi
 def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
     from demo import frame, models
     # the eager function itself standing in for a compiled one, or a compiler that crashes
-    monkeypatch.setattr(qc, "_compile", eager_compiler if works else crashing_compiler("simulated"))
+    monkeypatch.setattr(steps, "_compile", eager_compiler if works else crashing_compiler("simulated"))
     # eager, then "compiled": the stand-in must count as faster
-    monkeypatch.setattr(qc, "_time_both", lambda eager, compiled: (eager(), compiled(), 2e-3, 1e-3)[2:])
+    monkeypatch.setattr(warmup, "_time_both", lambda eager, compiled: (eager(), compiled(), 2e-3, 1e-3)[2:])
     model, head = random_pair("small", seed=15)
     loaded = models.Loaded("test", "", model, head, None, torch.float32, 0.0)
     assert frame.compile_note(loaded, "English") == ""                  # nothing asked: no note

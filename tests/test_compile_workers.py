@@ -6,14 +6,15 @@ import sys
 import pytest
 import torch
 
-from qwen import compile as qc
-from qwen import compile_workers
+from qwen.compiled import host, steps, warmup
+from qwen.compiled import workers as compile_workers
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
 from reference import SMALL
 from test_mtp import random_pair
 
-needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="no C++ compiler")
+pytestmark = pytest.mark.compile               # the whole module: see pytest.ini
+needs_compiler = pytest.mark.skipif(host.compiler_missing() is not None, reason="no C++ compiler")
 
 TWO_LAYERS = dict(SMALL, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"])
 
@@ -40,7 +41,7 @@ def test_graphs_a_helper_compiled_are_loaded_not_compiled_again(monkeypatch, tmp
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", "2")
     model, head = random_pair(TWO_LAYERS, seed=31)
-    report = qc.warm_up(model, head, ks=(1,), keep_if_faster=False)
+    report = warmup.warm_up(model, head, ks=(1,), keep_if_faster=False)
     assert report["status"] == "compiled", report
     passes = len(model.compiled.variants) + len(head.compiled.variants) + len(head.round_compiled.variants)
     assert passes == 5                                          # decode, verify of 2, head 1 and 2, round
@@ -54,7 +55,7 @@ def test_a_helper_that_fails_leaves_its_graphs_to_the_parent(monkeypatch, tmp_pa
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", "2")
     monkeypatch.setattr(sys, "executable", "/bin/false")                # every helper exits at once, failing
     model, head = random_pair(TWO_LAYERS, seed=32)
-    report = qc.warm_up(model, head, ks=(1,), keep_if_faster=False)
+    report = warmup.warm_up(model, head, ks=(1,), keep_if_faster=False)
     assert report["status"] == "compiled", report
     assert graph_counts(model, head) == (5, 0)
     assert decodes_as_eager(model, head, seed=32)
@@ -65,16 +66,16 @@ def test_helpers_are_used_only_for_graphs_saved_on_disk_and_missing(monkeypatch,
     one process allowed means no helpers."""
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     model, head = random_pair(TWO_LAYERS, seed=33)
-    qc.compile_model(model, ks=(1,), freeze=True)
+    steps.compile_model(model, ks=(1,), freeze=True)
     assert compile_workers.missing([(model.compiled, (1, False))]) == []
-    qc.compile_head(head, ks=(1,), freeze=False)
+    steps.compile_head(head, ks=(1,), freeze=False)
     passes = [(head.compiled, v) for v in sorted(head.compiled.variants)]
     assert compile_workers.missing(passes) == passes
     head.compiled.fn.path(passes[1][1], 1).parent.mkdir(parents=True, exist_ok=True)
     head.compiled.fn.path(passes[1][1], 1).write_bytes(b"")                 # "saved" already
     assert compile_workers.missing(passes) == passes[:1]
     assert compile_workers.start(model, head, passes + passes, 32, workers=1).handed_off == []
-    monkeypatch.setattr(qc, "memory_available", lambda: 1000)           # no room for another copy of the weights
+    monkeypatch.setattr(host, "memory_available", lambda: 1000)           # no room for another copy of the weights
     assert not compile_workers.copies_fit(model, head, 1)
     assert compile_workers.start(model, head, passes + passes, 32, workers=2).handed_off == []
     assert compile_workers.copies_fit(model, head, 1, available=2**30)
@@ -83,7 +84,7 @@ def test_helpers_are_used_only_for_graphs_saved_on_disk_and_missing(monkeypatch,
 def test_modules_that_do_not_pickle_are_compiled_here(monkeypatch, tmp_path):
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     model, head = random_pair(TWO_LAYERS, seed=35)
-    qc.compile_head(head, ks=(1,), freeze=False)
+    steps.compile_head(head, ks=(1,), freeze=False)
     passes = [(head.compiled, v) for v in sorted(head.compiled.variants)]
     assert len(compile_workers.missing(passes)) == 2 and compile_workers.copies_fit(model, head, 1)
     head.not_picklable = lambda: None                                   # a local function does not pickle
@@ -101,7 +102,7 @@ def test_qwen_compile_workers_sets_how_many_processes_compile(monkeypatch, value
 
 def test_a_pickled_model_keeps_its_weights_and_layout_but_not_its_compiled_steps():
     model, head = random_pair(TWO_LAYERS, seed=34)
-    qc.compile_model(model, ks=(1,), freeze=False)                   # lays weights out transposed, streams them
+    steps.compile_model(model, ks=(1,), freeze=False)                   # lays weights out transposed, streams them
     clone = compile_workers.portable(model)
     assert clone.compiled is None and model.compiled is not None
     assert all(a is b for a, b in zip(clone.parameters(), model.parameters()))

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from qwen import compile as qc
+from qwen.compiled import host, steps, warmup
 from qwen import linear
 from qwen.cache import State
 from qwen.linear import Linear, rows_matmul, stream_dtype, streamed_copy
@@ -12,7 +12,7 @@ from qwen.model import Model
 from qwen.mtp import MTP
 from qwen.weights import find_model
 
-needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="no C++ compiler")
+needs_compiler = pytest.mark.skipif(host.compiler_missing() is not None, reason="no C++ compiler")
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (1, 3), (2, 2), (4,)])
@@ -37,6 +37,7 @@ def test_the_copy_is_bfloat16_only_where_that_is_exact():
 
 
 @needs_compiler
+@pytest.mark.compile
 def test_compiled_linear_multiplies_by_the_streamed_copy(monkeypatch):
     torch.manual_seed(1)
     layer = Linear(64, 96)
@@ -45,7 +46,7 @@ def test_compiled_linear_multiplies_by_the_streamed_copy(monkeypatch):
     with torch.inference_mode():
         want = F.linear(x, layer.weight)
         assert torch.equal(layer(x), want)                  # eager, without a copy: nn.Linear
-        qc.stream_weights([layer])
+        steps.stream_weights([layer])
         assert layer.streamed.dtype == torch.bfloat16
         assert torch.equal(layer(x), want)                  # eager, with one: still the BLAS
         calls = []
@@ -58,7 +59,7 @@ def test_the_embedded_model_streams_every_weight_in_bfloat16_with_the_same_value
     path = find_model()
     model = Model.from_pretrained(path)
     head = MTP.from_pretrained(model.cfg, path, lm_head=model.lm_head)
-    assert qc.stream_weights([model, head]) == {torch.bfloat16}
+    assert steps.stream_weights([model, head]) == {torch.bfloat16}
     linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, Linear)]
     assert len(linears) > 60 and all(torch.equal(m.streamed.float(), m.weight) for m in linears)
     assert torch.equal(head.draft_streamed.float(), model.lm_head.weight[head.draft_vocab])   # the draft's rows
@@ -71,8 +72,8 @@ def test_small_models_stream_their_weights_unless_qwen_stream_weights_is_0(monke
     if setting is not None:
         monkeypatch.setenv("QWEN_STREAM_WEIGHTS", setting)
     model, head = random_pair("small", seed=3)
-    qc.compile_model(model, ks=(2,))                 # lazy: prepares, compiles nothing
-    qc.compile_head(head, ks=(2,), freeze=True)      # frozen graphs hold their own (packed) weights
+    steps.compile_model(model, ks=(2,))                 # lazy: prepares, compiles nothing
+    steps.compile_head(head, ks=(2,), freeze=True)      # frozen graphs hold their own (packed) weights
     assert all((m.streamed is not None) == streamed for m in model.modules() if isinstance(m, Linear))
     assert all(m.streamed is None for m in head.modules() if isinstance(m, Linear))
 
@@ -126,23 +127,23 @@ def test_a_model_with_packed_weights_decodes_the_tokens_it_decodes_without():
 def test_a_wide_model_prepared_for_compiling_packs_its_weights_where_they_fit(monkeypatch):
     from reference import SMALL
     from test_mtp import random_pair
-    wide = dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1, vocab_size=64)
+    wide = dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1, vocab_size=64)
 
     def packed(model):
         return [m.packed is not None for m in model.modules() if isinstance(m, Linear)]
     model, _ = random_pair(wide, seed=23)
-    qc.compile_model(model)                              # prepares (graphs compile on first use)
+    steps.compile_model(model)                              # prepares (graphs compile on first use)
     assert packed(model) and all(packed(model))
     narrow, _ = random_pair("small", seed=23)
-    qc.compile_model(narrow)                             # small models stream their weights instead
+    steps.compile_model(narrow)                             # small models stream their weights instead
     assert not any(packed(narrow))
     model, _ = random_pair(wide, seed=23)
-    monkeypatch.setattr(qc, "memory_available", lambda: 10_000)
-    qc.compile_model(model)
+    monkeypatch.setattr(host, "memory_available", lambda: 10_000)
+    steps.compile_model(model)
     assert not any(packed(model))                        # no room for the copies
     monkeypatch.undo()
     monkeypatch.setenv("QWEN_PACK_WEIGHTS", "0")
-    qc.compile_model(model)
+    steps.compile_model(model)
     assert not any(packed(model))                        # turned off
 
 
@@ -153,12 +154,12 @@ def test_warm_up_keeps_packed_weights_only_where_the_decode_step_is_faster_with_
     linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, Linear)]
     with torch.inference_mode():
         linear.pack_weights([model, head])
-        assert qc.packing_speedup(model, torch.tensor([[1, 2, 3, 4]]), repeats=3) > 0      # timed for real
+        assert warmup.packing_speedup(model, torch.tensor([[1, 2, 3, 4]]), repeats=3) > 0      # timed for real
         for speedup, keep_if_faster, kept in ((0.9, True, False), (0.9, False, True), (1.3, True, True)):
             linear.pack_weights([model, head])
-            monkeypatch.setattr(qc, "packing_speedup", lambda model, ids, repeats=5: speedup)
+            monkeypatch.setattr(warmup, "packing_speedup", lambda model, ids, repeats=5: speedup)
             report = {"speedups": {}}
-            qc._keep_packing_if_faster(model, head, report, 8, keep_if_faster)
+            warmup._keep_packing_if_faster(model, head, report, 8, keep_if_faster)
             assert report["speedups"] == {"eager decode step, packed weights": speedup}
             assert all((m.packed is not None) == kept for m in linears), (speedup, keep_if_faster)
 
@@ -174,15 +175,15 @@ def test_packed_weights_are_freed_once_the_one_token_passes_run_compiled(monkeyp
     from test_mtp import random_pair
     from qwen.mtp import generate_mtp
     from qwen.sample import generate
-    wide = dict(SMALL, hidden_size=qc.AUTOTUNE_HIDDEN, num_hidden_layers=1, vocab_size=64)
+    wide = dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1, vocab_size=64)
     model, head = random_pair(wide, seed=24)
     ids = torch.tensor([[5, 6, 7, 8]])
     want = generate(model, ids, max_new_tokens=10)
-    monkeypatch.setattr(qc, "_compile", eager_compiler)
-    monkeypatch.setattr(qc, "packing_speedup", lambda model, ids, repeats=5: 1.3)
-    monkeypatch.setattr(qc, "_time_passes", lambda model, head, ids, passes: {
+    monkeypatch.setattr(steps, "_compile", eager_compiler)
+    monkeypatch.setattr(warmup, "packing_speedup", lambda model, ids, repeats=5: 1.3)
+    monkeypatch.setattr(warmup, "_time_passes", lambda model, head, ids, passes: {
         (part, v): decode_speedup if (part.kind, v) == ("model", (1, False)) else 1.5 for part, v in passes})
-    report = qc.warm_up(model, head, ks=(2,), freeze=True)
+    report = warmup.warm_up(model, head, ks=(2,), freeze=True)
     linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, Linear)]
     assert report["status"] == "compiled" and report["packed_weights_dropped"] == dropped
     assert all((m.packed is None) == dropped for m in linears)

@@ -11,7 +11,7 @@ and loaded in a fraction of a second.
 
 One graph per pass (T tokens, keeps step states) and batch size, compiled on its first call from that
 call's arguments. Its guards run once per layout of the arguments (argument_layout); after that the
-graph is called directly. compile.py uses this on CPU for graphs whose weights are inputs; frozen graphs hold
+graph is called directly. steps.py uses this on CPU for graphs whose weights are inputs; frozen graphs hold
 packed weights that cannot be saved, and CUDA graphs are built per process, so those stay on dynamo's
 usual path.
 """
@@ -25,18 +25,11 @@ from pathlib import Path
 
 import torch
 
-from qwen.build_time import quick_builds
 from qwen.cache import AttentionState, State
+from qwen.compiled.internals import quick_builds, saved_guard, unmark
+from qwen.mtp import greedy_round
 
 log = logging.getLogger("qwen.compile")
-
-# Dynamo's guards on a tensor's "mark_dynamic" attributes. subtle: torch 2.13 does not save the marks a
-# graph was compiled with, so a loaded graph refuses every marked tensor ("_has_dynamo_dim_marking is
-# present on runtime tensor but was absent at compile time"). The graphs here are compiled from marked
-# KV buffers and called with unmarked ones; the capacity stays a dynamic size either way.
-MARK_ATTRS = ("_dynamo_dynamic_indices", "_has_dynamo_dim_marking")
-UNSAVED_GUARDS = {"DIMENSION_DYNAMIC_MARKING_GUARD"}
-
 
 def model_step(model, ids, positions, state):
     return model.step(ids, positions, state)
@@ -47,7 +40,6 @@ def head_run(head, emb, hidden, positions, cache):
 
 
 def round_of(model, head, state, head_cache, tok_d1, out1, positions):
-    from qwen.mtp import greedy_round
     return greedy_round(model, head, state, head_cache, tok_d1, out1, positions)
 
 
@@ -55,8 +47,9 @@ def round_of(model, head, state, head_cache, tok_d1, out1, positions):
 def source_fingerprint():
     """A hash of the engine's source: a saved graph is the traced code, so any edit must miss."""
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
+    engine = Path(__file__).resolve().parent.parent                  # qwen/
+    for path in sorted(list(engine.glob("*.py")) + list(engine.glob("compiled/*.py"))):
+        digest.update(str(path.relative_to(engine)).encode() + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -103,27 +96,13 @@ def argument_layout(variant, args):
     return variant, keeps, modes, tuple((t.shape, t.dtype, t.device) for t in tensors)
 
 
-def unmark(tensors):
-    for t in tensors:
-        for attr in MARK_ATTRS:
-            if hasattr(t, attr):
-                delattr(t, attr)
-
-
-def saved_guard(entries):
-    """Which guards a saved graph keeps: not globals, not those torch cannot save, not the marks above."""
-    from torch._dynamo.guards import CheckFunctionManager
-    dropped = set(CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES) | UNSAVED_GUARDS
-    return [not (e.is_global or e.guard_type in dropped) for e in entries]
-
-
 class SavedGraphs:
     """fn(*owners, *args) compiled once per (pass, batch size), from a file when one was saved."""
 
     def __init__(self, fn, owners, name, folder, options=None, quick_build=False):
         self.fn, self.owners, self.name, self.folder = fn, tuple(owners), name, Path(folder)
         self.options = dict(options or {})
-        self.quick_build = quick_build           # C++ built at -O2 (build_time.quick_builds)
+        self.quick_build = quick_build           # C++ built at -O2 (internals.quick_builds)
         self.graphs = {}                         # (pass, batch) -> compiled functions, tried in order
         self.loaded, self.compiled = 0, 0        # how each graph came: from a file, or compiled here
         self.trusted = {}                        # argument_layout -> the graph whose guards accepted it

@@ -1,5 +1,7 @@
-"""qwen.build_time: the two changes that make inductor build a small model's graphs sooner leave what
-it decides as it was (inductor's own analysis is the reference) and take effect in a real build."""
+"""qwen.compiled.internals, every touch of torch's private internals: each applies on the torch it was
+written for and does nothing on another; the two changes that make inductor build a small model's graphs
+sooner leave what it decides as it was (inductor's own analysis is the reference) and take effect in a
+real build."""
 import os
 import stat
 import subprocess
@@ -13,12 +15,12 @@ import torch
 from torch._inductor import cpp_builder, sizevars
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
-from qwen import build_time
-from qwen import compile as qc
-from qwen.saved import SavedGraphs
+from qwen.compiled import internals
+from qwen.compiled import host, steps
+from qwen.compiled.saved import SavedGraphs
 
 ROOT = Path(__file__).resolve().parent.parent
-needs_compiler = pytest.mark.skipif(qc.compiler_missing() is not None, reason="no C++ compiler")
+needs_compiler = pytest.mark.skipif(host.compiler_missing() is not None, reason="no C++ compiler")
 
 x0, x1, x2, ks0, tmp0 = sympy.symbols("x0 x1 x2 ks0 tmp0", integer=True, nonnegative=True)
 INDICES = [                                       # shapes of index inductor met in the round graph
@@ -34,9 +36,9 @@ INDICES = [                                       # shapes of index inductor met
 
 
 def test_an_index_gets_the_stride_inductor_itself_finds(monkeypatch):
-    assert build_time.simplify_fewer()
+    assert internals.simplify_fewer()
     patched = sizevars.simplify_index_in_vec_range
-    assert patched.polynomials_unchanged and build_time.simplify_fewer()             # idempotent
+    assert patched.polynomials_unchanged and internals.simplify_fewer()             # idempotent
     assert sizevars.simplify_index_in_vec_range is patched
     for index in INDICES:
         for var in (x1, x2):
@@ -55,7 +57,7 @@ def test_quick_builds_ask_for_o2_only_within_the_block():
         return [f for f in cpp_builder._get_optimization_cflags("g++")[0] if f.startswith("O")]
     assert level() == ["O3"]
     elsewhere = []
-    with build_time.quick_builds():
+    with internals.quick_builds():
         assert level() == ["O2"]
         other = threading.Thread(target=lambda: elsewhere.append(level()))   # the app serving meanwhile
         other.start()
@@ -74,16 +76,17 @@ def scaled(module, x):
 
 
 @needs_compiler
+@pytest.mark.compile
 def test_a_quick_build_runs_the_compiler_at_o2_and_computes_the_same(monkeypatch, tmp_path):
     log = tmp_path / "commands.txt"
     script = tmp_path / "bin" / "g++"            # named so: inductor picks gcc's flags by the name
     script.parent.mkdir()
-    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {qc.cpp_compiler()} "$@"\n')
+    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {host.cpp_compiler()} "$@"\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     torch._dynamo.reset()
     owner, x = Scale(), torch.randn(3, 37)
-    graphs = SavedGraphs(scaled, [owner], "scale", tmp_path / "graphs", dict(qc.WRAPPER_IN_CPP), quick_build=True)
+    graphs = SavedGraphs(scaled, [owner], "scale", tmp_path / "graphs", dict(steps.WRAPPER_IN_CPP), quick_build=True)
     # subtle: inductor's own patch, not monkeypatch (whose undo deletes a config key under pytest 9.2)
     with torch._inductor.config.patch({"cpp.cxx": (None, str(script))}), torch.no_grad():
         torch.testing.assert_close(graphs((1, False), x), scaled(owner, x))
@@ -106,15 +109,50 @@ def test_a_quick_build_runs_the_compiler_at_o2_and_computes_the_same(monkeypatch
 
 LATER_START = """
 import sys, torch
-from qwen import compile as qc
-from qwen.saved import SavedGraphs
-from test_build_time import Scale, scaled
+from qwen.compiled import host, steps
+from qwen.compiled.saved import SavedGraphs
+from test_internals import Scale, scaled
 folder, threads = sys.argv[1], int(sys.argv[2])
 torch.set_num_threads(threads)
 inputs, owner = torch.load(folder + "/inputs.pt"), Scale()
 owner.load_state_dict(inputs["owner"])
-graphs = SavedGraphs(scaled, [owner], "scale", folder + "/graphs", dict(qc.WRAPPER_IN_CPP), quick_build=True)
+graphs = SavedGraphs(scaled, [owner], "scale", folder + "/graphs", dict(steps.WRAPPER_IN_CPP), quick_build=True)
 with torch.no_grad():
     torch.testing.assert_close(graphs((1, False), inputs["x"]), scaled(owner, inputs["x"]))
 print("compiled", graphs.compiled, "loaded", graphs.loaded)
 """
+
+
+def test_every_touchpoint_applies_on_the_torch_it_was_written_for():
+    """On the pinned torch each touchpoint finds what it reaches for (a moved internal would turn it off
+    silently, and compiling would quietly get slower)."""
+    if not internals.applies():
+        pytest.skip(f"torch {torch.__version__}: the touchpoints are written for {internals.TESTED_TORCH}x")
+    assert internals.simplify_fewer() and sizevars.simplify_index_in_vec_range.polynomials_unchanged
+    with internals.quick_builds():
+        assert getattr(cpp_builder._get_optimization_cflags, "reads_chosen_level", False)
+    assert isinstance(internals.cpu_has_native_bf16(), bool)
+    from torch._dynamo.guards import CheckFunctionManager
+    assert CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES is not None
+    import platform
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert "avx2" in internals.listed_vector_isas()
+
+
+def test_on_another_torch_every_touchpoint_does_nothing(monkeypatch, tmp_path):
+    shipped_index = getattr(sizevars.simplify_index_in_vec_range, "original", sizevars.simplify_index_in_vec_range)
+    shipped_flags = cpp_builder._get_optimization_cflags
+    shipped_flags = getattr(shipped_flags, "__wrapped__", shipped_flags)
+    monkeypatch.setattr(sizevars, "simplify_index_in_vec_range", shipped_index)
+    monkeypatch.setattr(cpp_builder, "_get_optimization_cflags", shipped_flags)
+    monkeypatch.setattr(torch, "__version__", "99.0.0")
+    assert not internals.applies()
+    assert internals.simplify_fewer() is False and sizevars.simplify_index_in_vec_range is shipped_index
+    with internals.quick_builds():
+        assert cpp_builder._get_optimization_cflags is shipped_flags
+        assert [f for f in cpp_builder._get_optimization_cflags("g++")[0] if f.startswith("O")] == ["O3"]
+    with torch._inductor.config.patch({"cpp.vec_isa_ok": None}):
+        monkeypatch.setattr(internals, "listed_vector_isas", lambda: ["avx2"])
+        (tmp_path / internals.ISA_PROBES_PASSED).write_text('{"isas": ["avx2"], "compiler": "g++"}')
+        internals.skip_proven_isa_probes(tmp_path, "g++")
+        assert torch._inductor.config.cpp.vec_isa_ok is None

@@ -3,7 +3,7 @@
 Compiling one graph is one thread's work: dynamo traces the Python, inductor writes C++ for it, and
 one g++ run builds it. On the embedded model at AVX2, compiled one after the other, the decode step
 took about 40 s and the greedy round about 100 s, while the second core of a 2-core host sat idle.
-So, where a pass's graph is not on disk yet, warm_up (compile.py) compiles one of the missing graphs
+So, where a pass's graph is not on disk yet, warm_up (warmup.py) compiles one of the missing graphs
 itself and hands the others to helper processes:
 
     helpers = start(model, head, passes, context)   # the missing graphs but the first go to helpers
@@ -21,7 +21,7 @@ CUDA graphs stay in the process that runs them.
 
     QWEN_COMPILE_WORKERS    processes compiling at once, the parent included (default: the cores this
                             process may use; 1 compiles everything in-process)
-    python -m qwen.compile_workers JOB_FILE     a helper (started by warm_up, not by hand)
+    python -m qwen.compiled.helper JOB_FILE     a helper (started by warm_up, not by hand)
 """
 import copy
 import logging
@@ -29,17 +29,18 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 
 import torch
 
 from qwen import settings
-from qwen.saved import SavedGraphs
+from qwen.compiled import host
+from qwen.compiled.host import AUTOTUNE_HIDDEN
+from qwen.compiled.saved import SavedGraphs
 
 log = logging.getLogger("qwen.compile")
 
-BATCH = 1                    # warm-up passes are batch 1 (compile._run_pass)
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))    # where `-m qwen...` runs
+BATCH = 1                    # warm-up passes are batch 1 (warmup._run_pass)
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # where `-m qwen...` runs
 
 
 def worker_count():
@@ -84,13 +85,12 @@ def copies_fit(model, head, helpers, available=None):
     available: yes for small models. A wide model (hidden >= AUTOTUNE_HIDDEN: the 0.8B's 4.5 GB of
     weights and streamed copies) compiles alone: a helper would hold another copy of them, and there the
     memory matters more than the minutes a helper saves."""
-    from qwen.compile import AUTOTUNE_HIDDEN, memory_available
     if model.cfg.hidden_size >= AUTOTUNE_HIDDEN:
         log.info("no compile helpers: a wide model compiles in this process (a helper would copy its weights)")
         return False
     modules = [m for m in (model, head) if m is not None]
     weights = sum(t.numel() * t.element_size() for m in modules for t in list(m.parameters()) + list(m.buffers()))
-    available = memory_available() if available is None else available
+    available = host.memory_available() if available is None else available
     fits = available is not None and weights * helpers <= available // 2
     if not fits:
         log.info("no compile helpers: %d copies of %.2f GB of weights do not fit", helpers, weights / 2**30)
@@ -145,7 +145,7 @@ def start(model, head, passes, context, workers=None):
         fd, log_file = tempfile.mkstemp(prefix="qwen-compile-", suffix=".log")
         try:
             with os.fdopen(fd, "w") as err:
-                processes.append((subprocess.Popen([sys.executable, "-m", "qwen.compile_workers", job_file, *jobs],
+                processes.append((subprocess.Popen([sys.executable, "-m", "qwen.compiled.helper", job_file, *jobs],
                                                    stdout=subprocess.DEVNULL, stderr=err, cwd=PACKAGE_PARENT),
                                   log_file))
         except OSError as e:                    # no helper after all: the parent compiles its share
@@ -153,34 +153,3 @@ def start(model, head, passes, context, workers=None):
             os.unlink(log_file)
     log.info("compiling %d graph(s) in %d helper process(es)", len(todo), len(processes))
     return Helpers(todo, processes, job_file)
-
-
-def main(argv):
-    """A helper: compile and save the graphs of the passes named "kind:T:keep" (kind: model, head or
-    round) for the modules in the job file."""
-    from qwen import compile as qc
-    from qwen.saved import head_run, model_step, round_of
-    # subtle: a graph's guards check what its tensors are, so the weights must not become inference tensors
-    # (loaded under inference_mode) where the parent's are not, nor the thread count differ
-    job = torch.load(argv[0], weights_only=False)
-    torch.set_num_threads(job["threads"])
-    model, head = job["model"], job["head"]
-    kinds = {"model": ([model], model_step), "head": ([head], head_run), "round": ([model, head], round_of)}
-    ids = qc.warm_up_ids(model, job["context"])                 # (1, context)
-    for name in argv[1:]:
-        kind, T, keep = name.split(":")
-        variant = (int(T), bool(int(keep)))
-        modules, fn = kinds[kind]
-        # only this pass compiles: every other one runs eagerly here
-        steps = qc._prepare(modules, fn, {variant}, False, kind)
-        steps.warming_thread = threading.get_ident()          # a failure ends the helper with its error
-        model.compiled = steps if kind == "model" else None
-        if head is not None:
-            head.compiled = steps if kind == "head" else None
-            head.round_compiled = steps if kind == "round" else None
-        with torch.inference_mode():                        # as warm_up runs it
-            qc._run_pass(model, head, steps, variant, ids)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

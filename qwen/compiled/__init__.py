@@ -1,0 +1,20 @@
+"""The compiled engine: the only code that knows about torch.compile. The model (qwen/model.py,
+qwen/mtp.py) stays a plain description of the network; this package wraps it from outside.
+
+    from qwen.compiled import warm_up
+    report = warm_up(model, head, ks=(2,))   # compile now (or load from disk), check, keep where faster
+
+Its modules, each importing only those above it:
+    internals.py   every touch of torch's private internals, version-gated
+    host.py        what this host offers: dtype, C++ compiler, memory, cache folder
+    saved.py       graphs saved whole on disk and loaded at a later start
+    steps.py       CompiledSteps, and how a host's graphs are prepared (compile_model/head/round)
+    workers.py     a warm-up's missing graphs compiled in helper processes (helper.py is their entry)
+    warmup.py      warm_up: compile, check against eager, keep each pass only where it is faster
+"""
+from qwen.compiled.host import compiler_missing, default_dtype
+from qwen.compiled.steps import CompiledSteps, compile_head, compile_model, compile_round
+from qwen.compiled.warmup import warm_up
+
+__all__ = ["CompiledSteps", "compile_head", "compile_model", "compile_round", "compiler_missing", "default_dtype",
+           "warm_up"]

@@ -1,0 +1,90 @@
+"""What this host offers the compiled engine, decided from the machine alone: the dtype to load in, the C++
+compiler, free memory, where compiled artefacts live, and the widths that separate small from wide models.
+"""
+import ctypes
+import os
+import shutil
+
+import torch
+
+from qwen import settings
+from qwen.compiled.internals import cpu_has_native_bf16
+
+
+def cache_dir():
+    """Where compiled artefacts live between runs: a folder per CPU vector capability under
+    $QWEN_COMPILE_CACHE, else under ~/.cache/qwen-mtp/inductor.
+    subtle: inductor's cache is not keyed by the vector ISA; kernels built for AVX-512 and loaded by a
+    process running at AVX2 (ATEN_CPU_CAPABILITY, or a cache copied to another host) compute garbage."""
+    root = settings.read("QWEN_COMPILE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen-mtp",
+                                                                 "inductor")
+    return os.path.join(root, "cpu-" + torch.backends.cpu.get_cpu_capability().lower())
+
+
+BF16_MIN_HIDDEN = 1024       # on CPU, narrower models stay float32 (default_dtype)
+
+
+def default_dtype(device="cpu", hidden_size=None):
+    """bfloat16 where the hardware multiplies it natively (CUDA; a CPU with AVX512-BF16 or AMX that torch
+    uses), else float32: elsewhere a bfloat16 matmul of a few rows runs several times slower. On CPU a
+    model narrower than BF16_MIN_HIDDEN stays float32 anyway: its steps are bound by the cost of each
+    operation, not by reading weights, and bfloat16 only adds conversions (the embedded model, compiled,
+    on an AMX host: float32 decoded 1.3-2.1x faster, and speculative decoding stayed token-identical,
+    which bfloat16's rounding does not promise). -> (dtype, reason)"""
+    if torch.device(device).type == "cuda":
+        return torch.bfloat16, "CUDA"
+    if hidden_size is not None and hidden_size < BF16_MIN_HIDDEN:
+        return torch.float32, f"a small model (hidden size {hidden_size}) on CPU"
+    capability = torch.backends.cpu.get_cpu_capability()
+    native = cpu_has_native_bf16()
+    if native and capability.startswith("AVX512"):
+        return torch.bfloat16, f"CPU {capability} with native bfloat16"
+    return torch.float32, f"CPU {capability} without native bfloat16"
+
+
+def cpp_compiler():
+    """The C++ compiler inductor will use on CPU ($CXX, else g++, c++ or clang++ on PATH), or None."""
+    return settings.read("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+
+
+def compiler_missing(device="cpu"):
+    """Why compiling cannot work here, or None. (Inductor builds C++ on CPU, Triton kernels on CUDA.)"""
+    if torch.device(device).type == "cuda":
+        return None
+    if not cpp_compiler():
+        return "no C++ compiler (install g++)"
+    return None
+
+
+
+AUTOTUNE_HIDDEN = 1024       # models this wide get max-autotune GEMMs; smaller ones are all overhead
+
+FUSE_HIDDEN = 1024           # models narrower than this compile each greedy round into one graph
+
+
+def memory_available():
+    """Bytes this process may still allocate: the container's limit (cgroup v2) when there is one,
+    else the host's MemAvailable. None when neither can be read."""
+    try:
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        if limit != "max":
+            return int(limit) - int(open("/sys/fs/cgroup/memory.current").read())
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def release_freed_memory():
+    """Give the memory compiling allocated and freed back to the operating system. glibc's allocator
+    keeps freed heap pages for reuse: after the 0.8B shape's verify graph compiled, 0.36 GB of them
+    (resident 6.96 -> 6.60 GB). Nothing happens where there is no glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

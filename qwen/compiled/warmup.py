@@ -1,0 +1,350 @@
+"""warm_up: compile every pass decoding will make now, check each against eager, keep it only where faster.
+
+    report = warm_up(model, head, ks=(2,))      # compiles (or loads from disk), checks, times, keeps
+
+A compiled pass that computes something else than its eager twin (beyond rounding) turns everything
+eager, with the reason in `model.compiled.status`; a pass not faster than eager on this host runs
+eagerly from then on. While warm_up compiles, other threads run eagerly each pass not ready yet
+(the app serves meanwhile). Graphs missing on disk are compiled in parallel (workers.py).
+"""
+import logging
+import threading
+import time
+
+import torch
+
+from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_state
+from qwen.compiled import workers
+from qwen.compiled.host import FUSE_HIDDEN, cache_dir, cpp_compiler, release_freed_memory
+from qwen.compiled.internals import record_isa_probes
+from qwen.compiled.steps import compile_head, compile_model, compile_round
+from qwen.linear import plain_weights, unpack_weights
+from qwen.mtp import generate_mtp
+from qwen.sample import generate
+
+log = logging.getLogger("qwen.compile")
+
+
+def _time_both(a, b, repeats=15):
+    """Median seconds of a() and of b(), run alternately so that a busy moment of the machine (these
+    hosts are noisy) falls on both. -> (seconds of a, seconds of b)"""
+    times = ([], [])
+    for _ in range(repeats):
+        for fn, out in zip((a, b), times):
+            t = time.perf_counter()
+            fn()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            out.append(time.perf_counter() - t)
+    return tuple(sorted(ts)[len(ts) // 2] for ts in times)
+
+
+def packing_speedup(model, ids, repeats=5):
+    """The eager decode step (one token after a prefill of ids) with the BLAS ÷ with packed weights,
+    timed alternately on the same state and position. -> seconds plain / seconds packed
+    subtle: compiled steps are off meanwhile; else a compiled one-token graph (which reads the plain
+    weights either way) would stand in for both sides, or compile mid-measurement."""
+    state, context = State(model), ids.shape[1]
+    enabled = model.compiled is not None and model.compiled.enabled
+    if enabled:
+        model.compiled.enabled = False
+    try:
+        model.hidden(ids, state)
+
+        def step():
+            state.pos = context
+            model.forward(ids[:, :1], state)
+
+        def plain_step():
+            with plain_weights():
+                step()
+        plain, packed = _time_both(plain_step, step, repeats)
+    finally:
+        if enabled:
+            model.compiled.enabled = True
+    return plain / packed
+
+
+
+@torch.inference_mode()
+def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None,
+            only_greedy=False):
+    """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
+    cache), check each against eager, time it against eager, and keep it only where it is faster.
+    A small model (hidden < FUSE_HIDDEN) with `select` also gets each greedy round as one graph; then
+    the decode step and the round graphs come first (all that plain and greedy speculative decoding
+    need), and the step graphs the trace, sampling and `recompute` use follow (unless only_greedy:
+    a caller that will not sample or trace skips them, and they run eagerly).
+    -> {"status", "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
+    {pass: eager / compiled}, "step_speedup" (the decode step's, or None), "packed_weights_dropped" (a
+    wide model's packed eager copies freed, its one-token passes compiled: _drop_packing_if_compiled)}.
+    Other threads run eagerly each pass that is not ready yet (the app serves while it compiles)."""
+    if model.compiled is None:
+        compile_model(model, ks, rollbacks, freeze)
+    if head is not None and head.compiled is None:
+        compile_head(head, ks, freeze, model.lm_head)
+    if head is not None and head.round_compiled is None and "select" in rollbacks \
+            and model.cfg.hidden_size < FUSE_HIDDEN:
+        compile_round(model, head, ks, freeze)
+    steps = [model.compiled] + ([head.compiled] if head is not None else []) + \
+        ([head.round_compiled] if head is not None and head.round_compiled is not None else [])
+    report = {"status": model.compiled.status, "seconds": 0.0, "ready_seconds": None, "speedups": {},
+              "step_speedup": None, "packed_weights_dropped": False}
+    _keep_packing_if_faster(model, head, report, context, keep_if_faster)
+    if not model.compiled.enabled:
+        return report
+    for compiled in steps:
+        compiled.status, compiled.warming_thread = "compiling", threading.get_ident()
+    t0 = time.perf_counter()
+    try:
+        phases = _phases(model, head)
+        skipped = [p for phase in phases[1:] for p in phase] if only_greedy else []
+        phases = phases[:1] if only_greedy else phases
+        for i, passes in enumerate(phases):
+            later = phases[i + 1] if i + 1 < len(phases) else []
+            if not _warm_up(model, head, steps, passes, report, context, keep_if_faster, later):
+                break
+            report["ready_seconds"] = report["ready_seconds"] or time.perf_counter() - t0
+    finally:
+        for compiled in steps:
+            compiled.warming_thread = None
+    # subtle: a skipped pass stays eager rather than compile on first use: a prompt as long as one of
+    # them (a 3-token prompt prefilling the head, k=2) would otherwise stall the generation to compile
+    # it (the command line's first run: 64 tokens in 11 s instead of 0.1 s)
+    for part, variant in skipped:
+        if part.enabled and variant not in part.ready:
+            part.drop(variant, "not warmed up (only greedy decoding was asked for)")
+    report["status"] = model.compiled.status
+    report["packed_weights_dropped"] = _drop_packing_if_compiled(model, head)
+    if report["status"] == "compiled" and model.embed_tokens.weight.device.type == "cpu":
+        try:
+            record_isa_probes(cache_dir(), cpp_compiler())
+        except OSError:                             # a read-only cache: the probes simply run again
+            pass
+    release_freed_memory()
+    log.info("warm-up: %s in %.1f s, eager / compiled: %s", report["status"], report["seconds"],
+             ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))
+    return report
+
+
+def _keep_packing_if_faster(model, head, report, context, keep_if_faster):
+    """Where pack_for_eager packed the weights, time the eager decode step with and without them;
+    keep them only where it is faster (else their memory is freed)."""
+    modules = [m for m in (model, head) if m is not None]
+    if not any(getattr(linear, "packed", None) is not None for m in modules for linear in m.modules()):
+        return
+    speedup = packing_speedup(model, warm_up_ids(model, context))
+    report["speedups"]["eager decode step, packed weights"] = speedup
+    if keep_if_faster and speedup <= 1:
+        unpack_weights(modules)
+        log.info("packed weights dropped: the eager decode step is not faster with them here (%.2fx)", speedup)
+
+
+def _drop_packing_if_compiled(model, head):
+    """Once the one-token passes run compiled (the decode step, and the head's draft pass), packed eager
+    copies serve only prefill and `recompute`'s re-runs: free them (a copy of every weight, 3 GB at the
+    0.8B shape in float32). -> whether they were dropped"""
+    modules = [m for m in (model, head) if m is not None]
+    if not any(getattr(linear, "packed", None) is not None for m in modules for linear in m.modules()):
+        return False
+    if any(m.compiled is None or (1, False) not in m.compiled.ready or not m.compiled.enabled for m in modules):
+        return False
+    unpack_weights(modules)
+    log.info("packed weights dropped: the one-token passes run compiled")
+    return True
+
+
+def _phases(model, head):
+    """The passes to warm up, in order, as lists of (CompiledSteps, (T, keep)). When round graphs serve
+    greedy `select` decoding, they and the decode step come first; the step graphs they stand in
+    for (the trace's, sampling's, `recompute`'s) after."""
+    passes = [(model.compiled, v) for v in sorted(model.compiled.variants)]
+    passes += [(head.compiled, v) for v in sorted(head.compiled.variants)] if head is not None else []
+    rounds = head.round_compiled if head is not None else None
+    if rounds is None or not rounds.enabled:
+        return [passes]
+    first = [(model.compiled, v) for v in sorted(model.compiled.variants) if v == (1, False)]
+    first += [(rounds, v) for v in sorted(rounds.variants)]
+    return [first, [p for p in passes if p not in first]]
+
+
+def warm_up_ids(model, context):
+    """The prompt warm-up passes run on: (1, context) token ids."""
+    device = model.embed_tokens.weight.device
+    return torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size
+
+
+def _run_pass(model, head, part, variant, ids):
+    """Make one pass of `part` (a model's, head's or round's CompiledSteps) the way decoding does,
+    after a prefill of ids: the first such call compiles its graph (or loads it from disk)."""
+    T, keep = variant
+    context = ids.shape[1]
+    if part.kind == "model":
+        state = State(model)
+        model.hidden(ids, state)
+        keep_step_states(state, T, on=keep)
+        model.forward(ids[:, :T], state)
+    elif part.kind == "head":
+        hidden = torch.zeros(1, context, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype,
+                             device=ids.device)
+        cache = AttentionState()
+        head(model.embed_tokens(ids), hidden, 0, cache)
+        head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
+    else:
+        generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)        # compiles round k
+
+
+def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later=()):
+    """Compile these passes (the graphs missing on disk in parallel: workers.py), check and time
+    each against eager, keep the faster ones and make them ready for every thread. -> False when
+    compiling failed or a pass computed something else (then everything is eager, with the reason in
+    the status). `later`: the next phase's passes; while helpers compile, this process compiles the
+    first of them that is missing, ahead, instead of waiting (the embedded model at AVX2: the decode
+    step 39 s here and then the verify pass 70 s, beside the round graph's 97 s in a helper)."""
+    ids = warm_up_ids(model, context)                                                  # (1, context)
+    t0 = time.perf_counter()
+    helpers = workers.start(model, head, passes, context)
+    try:
+        # the passes no helper compiles first (compiled here meanwhile), then the helpers' (loaded)
+        ours = [p for p in passes if p not in helpers.handed_off]
+        ahead = workers.missing(later)[:1] if helpers.handed_off else []
+        for part, variant in ours + ahead:
+            _run_pass(model, head, part, variant, ids)
+        helpers.wait()
+        for part, variant in helpers.handed_off:
+            _run_pass(model, head, part, variant, ids)
+    except Exception as e:                      # a compiler that fails here would fail for the user: go eager
+        helpers.wait()
+        first_line = (str(e).splitlines() or [""])[0][:200]
+        for compiled in steps:
+            compiled.disable(f"compiling failed ({type(e).__name__}: {first_line})")
+        report["seconds"] += time.perf_counter() - t0
+        return False
+    report["seconds"] += time.perf_counter() - t0
+    wrong = _disagreement(model, head, ids, passes)
+    if wrong:                                   # a miscompiled step must never reach a user
+        for compiled in steps:
+            compiled.disable(f"the compiled {wrong} disagrees with eager")
+        return False
+    rounds = [(part, v) for part, v in passes if part.kind == "round"]
+    wrong = _round_disagreement(model, head, ids[:, :8], [v for _, v in rounds])
+    if wrong:                                   # rounds then run step by step, through the checked steps
+        rounds[0][0].disable(f"the compiled {wrong} disagrees with plain decoding")
+    speedups = _time_passes(model, head, ids, [(part, v) for part, v in passes if part.enabled])
+    report["speedups"].update({_pass_name(part, v): x for (part, v), x in speedups.items()})
+    if (model.compiled, (1, False)) in speedups:
+        report["step_speedup"] = speedups[(model.compiled, (1, False))]
+    for (part, variant), speedup in speedups.items():
+        if keep_if_faster and speedup <= 1:
+            part.drop(variant, f"not faster than eager on this host ({speedup:.2f}x)")
+        else:
+            part.ready.add(variant)
+    for part in steps:
+        if part.enabled and part.ready:
+            part.status = "compiled"
+    return True
+
+
+def _pass_name(part, variant):
+    """(T, keep) of a model's or head's CompiledSteps in words: "decode step", "verify of 3 tokens"..."""
+    T, keep = variant
+    if part.kind == "head":
+        return f"head pass of {T} token{'s' if T > 1 else ''}"
+    if part.kind == "round":
+        return f"greedy round with k={T - 1}"
+    return "decode step" if T == 1 else f"verify of {T} tokens{' (keeping step states)' if keep else ''}"
+
+
+def _time_passes(model, head, ids, passes):
+    """Each of these compiled passes against its eager twin, on the same inputs at the same position
+    (a round: greedy decoding of a few tokens, its eager twin the same round uncompiled).
+    -> {(CompiledSteps, (T, keep)): eager seconds / compiled seconds}"""
+    context, speedups = ids.shape[1], {}
+    state = State(model)
+    hidden = model.hidden(ids, state)                                                  # (1, context, H)
+    emb, cache = model.embed_tokens(ids), AttentionState()
+    if head is not None:
+        head(emb, hidden, 0, cache)
+    steps = [model.compiled] + ([head.compiled, head.round_compiled] if head is not None else [])
+    steps = [part for part in steps if part is not None]
+    enabled = [part.enabled for part in steps]
+
+    def run(part, T, keep, compiled):
+        part.enabled = compiled
+        if part.kind == "model":
+            state.pos = context
+            keep_step_states(state, T, on=keep)
+            model.forward(ids[:, :T], state)
+        elif part.kind == "head":               # a guess as decoding makes it: the head pass and its scores
+            cache.truncate(context)
+            head.draft(model, hidden[:, :T], ids[:, :T], context, cache)
+        else:                                   # eager twin: the same greedy_round, uncompiled
+            for other in steps:
+                other.enabled = compiled and other is part
+            generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)
+    try:
+        for part, (T, keep) in passes:
+            eager, compiled = _time_both(lambda: run(part, T, keep, False), lambda: run(part, T, keep, True))
+            speedups[(part, (T, keep))] = eager / compiled
+    finally:
+        keep_step_states(state, on=False)
+        for part, on in zip(steps, enabled):
+            part.enabled = on
+    return speedups
+
+
+def _disagreement(model, head, ids, passes):
+    """Run each of these compiled passes (of the model and the head) and its eager twin on the same inputs and state; -> which pass differs
+    by more than rounding (e.g. "verify of 3 tokens (max |logit difference| 4.1)"), or None.
+    (Inductor has shipped CPU kernels that computed garbage; this is cheap insurance.)"""
+    context = ids.shape[1]
+    tolerance = 1e-3 if model.embed_tokens.weight.dtype == torch.float32 else 5e-2    # relative to max |logit|
+
+    def differs(a, b):
+        a, b = a.float(), b.float()
+        gap = (a - b).abs().max()
+        return gap if not gap <= tolerance * a.abs().max() + 1e-4 else None       # NaN counts as different
+
+    state = State(model)
+    hidden = model.hidden(ids, state)                                                  # (1, context, H)
+    snap = snapshot_state(state)
+    for T, keep in [v for part, v in passes if part.kind == "model"]:
+        outs = []
+        for compiled in (False, True):
+            restore_state(state, snap)
+            keep_step_states(state, T, on=keep)
+            model.compiled.enabled = compiled
+            outs.append(model.forward(ids[:, :T], state))                            # (1, T, V)
+        keep_step_states(state, T, on=False)
+        model.compiled.enabled = True
+        gap = differs(*outs)
+        if gap is not None:
+            return f"{'decode step' if T == 1 else f'verify of {T} tokens'} (max |logit difference| {float(gap):.3g})"
+    emb = model.embed_tokens(ids)
+    for T, _ in [v for part, v in passes if part.kind == "head"]:
+        cache, outs = AttentionState(), []
+        head(emb, hidden, 0, cache)                                                    # eager (T = context)
+        for compiled in (False, True):
+            cache.truncate(context)
+            head.compiled.enabled = compiled
+            outs.append(head.scored_pass(emb[:, :T], hidden[:, :T], context, cache))     # (1, T, H), scores
+        head.compiled.enabled = True
+        gap = differs(outs[0][0], outs[1][0])
+        if gap is None and outs[1][1] is not None:          # the graph scored the draft: against eager scores
+            gap = differs(head.draft_logits(outs[0][0], model.lm_head)[0], outs[1][1])
+        if gap is not None:
+            return f"draft head pass of {T} tokens (max |difference| {float(gap):.3g})"
+    return None
+
+
+def _round_disagreement(model, head, prompt, variants):
+    """The first round of greedy decoding through each of these compiled round graphs (T, keep) against plain decoding
+    (its steps checked above); -> which round gives other tokens, or None.
+    subtle: only the first round's tokens. In bfloat16, compiled and eager round differently, and a
+    near-tie between two tokens may later be decided either way; a miscompiled graph is wrong at once."""
+    for T, _ in variants:
+        want = generate(model, prompt, max_new_tokens=T + 1)
+        got = generate_mtp(model, head, prompt, max_new_tokens=T + 1, k=T - 1)[0]
+        if got != want:
+            return f"greedy round with k={T - 1} (tokens {got[:8]}… instead of {want[:8]}…)"
+    return None

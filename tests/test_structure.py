@@ -1,0 +1,61 @@
+"""The engine's shape, checked from its source: compiling lives in qwen/compiled/ alone, the model's
+modules import none of it, and no module of qwen/ imports itself back, function-level imports included."""
+import ast
+from pathlib import Path
+
+QWEN = Path(__file__).resolve().parent.parent / "qwen"
+MODEL_MODULES = ["attention", "cache", "chunk", "config", "deltanet", "embedding", "layer", "linear", "mlp",
+                 "model", "mtp", "norm", "rope", "sample", "weights"]
+
+
+def module_name(path):
+    parts = path.relative_to(QWEN.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path):
+    """Every qwen module this file imports, at any level (a function's body included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("qwen")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("qwen"):
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}     # `from qwen.compiled import host`
+    return found
+
+
+def graph():
+    modules = {module_name(p): p for p in QWEN.rglob("*.py")}
+    return {name: {m for m in imports(p) if m in modules and m != name} for name, p in modules.items()}
+
+
+def test_the_model_modules_import_nothing_that_compiles():
+    edges = graph()
+    for name in MODEL_MODULES:
+        assert not [m for m in edges[f"qwen.{name}"] if m.startswith("qwen.compiled")], name
+
+
+def test_no_module_of_the_engine_imports_itself_back():
+    edges, cycles = graph(), []
+
+    def visit(name, path):
+        for nxt in edges[name]:
+            if nxt in path:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in done:
+                visit(nxt, path + [nxt])
+        done.add(name)
+    done = set()
+    for name in sorted(edges):
+        if name not in done:
+            visit(name, [name])
+    # a package imports its own modules to re-export them: qwen.compiled -> qwen.compiled.steps is no cycle
+    cycles = [c for c in cycles if not any(b.startswith(a + ".") for a, b in zip(c, c[1:]) if a != "qwen")]
+    assert cycles == []
+
+
+def test_the_checker_sees_a_function_level_import(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    from qwen.compiled.steps import dense\n    import qwen.mtp\n")
+    assert imports(f) == {"qwen.compiled.steps", "qwen.compiled.steps.dense", "qwen.mtp"}
