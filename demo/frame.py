@@ -14,6 +14,7 @@ import gradio as gr
 from demo import i18n, models, settings, validate
 from demo.i18n import t
 from demo.theme import PRESENTER_JS
+from qwen.compiled import Phase, Why
 from qwen.weights import ModelNotFound
 
 
@@ -54,18 +55,17 @@ def compile_note(loaded, lang):
     """" · compiling…", " · compiled", " · compiled (… still compiling)", " · eager (reason)" or "" when
     compiling was not asked for."""
     status = loaded.compile_status()
-    if status == "eager":
+    if status.why is Why.NOT_ASKED:
         return ""
-    if status.startswith("eager: "):
-        return t("model_eager", lang, reason=status[len("eager: "):])
-    return t({"compiled": "model_compiled", "compiled, compiling more": "model_compiled_more"}.get(
-        status, "model_compiling"), lang)
+    if status.phase is Phase.EAGER:
+        return t("model_eager", lang, reason=status.reason)
+    return t({Phase.COMPILED: "model_compiled", Phase.COMPILING_MORE: "model_compiled_more"}.get(
+        status.phase, "model_compiling"), lang)
 
 
 def compile_settled(loaded):
     """Whether the compile status can still change (so the page stops asking)."""
-    return loaded is None or loaded.compile_status() not in ("compiling", "compiles on first use",
-                                                              "compiled, compiling more")
+    return loaded is None or loaded.compile_status().phase not in (Phase.COMPILING, Phase.LAZY, Phase.COMPILING_MORE)
 
 
 def model_error_text(store, key, error, lang, current=None):

@@ -34,7 +34,7 @@ import torch
 from demo import settings
 from demo.settings import compile_wanted
 from qwen.chat import Chat
-from qwen.compiled import compile_head, compile_model, default_dtype, warm_up
+from qwen.compiled import Phase, Status, Why, compile_head, compile_model, default_dtype, warm_up
 from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP
@@ -66,15 +66,15 @@ class Loaded:
         return self.model.cfg.max_position_embeddings
 
     def compile_status(self):
-        """"compiling", "compiled", "compiled, compiling more" (plain and greedy speculative decoding
-        run compiled; the stepper's and sampling's passes still compile), "eager: <reason>", or "eager"
-        when compiling was not asked for."""
+        """A Status: COMPILING, COMPILED, COMPILING_MORE (plain and greedy speculative decoding run
+        compiled; the stepper's and sampling's passes still compile), EAGER and why (NOT_ASKED when
+        compiling was not asked for)."""
         if self.model.compiled is None:
-            return "eager"
+            return Status(Phase.EAGER, Why.NOT_ASKED)
         status = self.model.compiled.status
         parts = [self.model.compiled] + ([self.mtp.compiled, self.mtp.round_compiled] if self.mtp is not None else [])
-        if status == "compiled" and any(p is not None and p.warming_thread is not None for p in parts):
-            return "compiled, compiling more"
+        if status.phase is Phase.COMPILED and any(p is not None and p.warming_thread is not None for p in parts):
+            return Status(Phase.COMPILING_MORE)
         return status
 
 
@@ -242,7 +242,7 @@ def start_compiling(loaded, ks=(2,)):
     compile_model(loaded.model, ks)
     if loaded.mtp is not None:
         compile_head(loaded.mtp, ks, lm_head=loaded.model.lm_head)
-    loaded.model.compiled.status = "compiling"
+    loaded.model.compiled.status = Status(Phase.COMPILING)
 
     def work():
         report = warm_up(loaded.model, loaded.mtp, ks)

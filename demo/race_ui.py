@@ -25,6 +25,7 @@ from demo.race_html import (lane_off_html, legend_html, plain_text_html, spec_te
                             waiting_html)
 from demo.validate import (BOTH, LIMITS, RACE_ROLLBACKS, ROLLBACKS, InputError, Notice, lane_rollbacks,
                            race_settings)
+from qwen.compiled import Phase
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
         ids, more = prepare(loaded, chosen, settings.max_prompt_tokens())
         notices = list(chosen.notices) + list(more)
         # the compiler shares the CPU: say the timings suffer
-        if loaded.compile_status() in ("compiling", "compiled, compiling more"):
+        if loaded.compile_status().phase in (Phase.COMPILING, Phase.COMPILING_MORE):
             notices.append(Notice("timing_while_compiling"))
         for n in notices[:3]:
             gr.Warning(notice_text(n, lang))

@@ -200,7 +200,7 @@ def bench_engine(args):
     if args.compile:
         ks = [int(k) for k in args.ks.split(",")]
         report = warm_up(model, ks=ks, keep_if_faster=False, freeze=args.freeze)
-        rows.update(compile_s=report["seconds"], compile_status=report["status"])
+        rows.update(compile_s=report["seconds"], compile_status=str(report["status"]))
         compiled, stamps = [], Stamps()
         for tok in generate_stream(model, ids, max_new_tokens=args.new_tokens):
             stamps.put(tok)
@@ -314,7 +314,7 @@ def bench_scripted(args):
             "runs": rows, "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
             "resident_gb": {"before_compiling": resident_before, "after_compiling": resident_compiled,
                             "at_the_end": resident_gb()},
-            "compile_s": compiling.get("seconds"), "compile_status": compiling.get("status", "eager"),
+            "compile_s": compiling.get("seconds"), "compile_status": str(compiling.get("status", "eager")),
             "compiled_speedups": compiling.get("speedups"),
             "frozen": model.compiled.frozen if args.compile else None,
             "freeze_reason": model.compiled.freeze_reason if args.compile else None}
@@ -370,7 +370,7 @@ def bench_model(args):
                for key, v in summary.items()}
     return {"model": path, "dtype": args.dtype, "rows": rows, "summary": summary,
             "costs": step_costs(model, head, ks, reps=15),
-            "compile_s": compiling.get("seconds"), "compile_status": compiling.get("status", "eager")}
+            "compile_s": compiling.get("seconds"), "compile_status": str(compiling.get("status", "eager"))}
 
 
 def bench_compile(args):
@@ -383,7 +383,7 @@ def bench_compile(args):
     code = ("import json, sys, torch; from qwen.bench import load_for_compile; from qwen.compiled import warm_up; "
             f"model, head = load_for_compile({args.model!r}, {args.shape!r}, {args.dtype!r}); "
             f"print(json.dumps(warm_up(model, head, ks={[int(k) for k in args.ks.split(',')]}, keep_if_faster=False, "
-            f"freeze={args.freeze!r})))")
+            f"freeze={args.freeze!r}), default=str))")
     env = dict(os.environ, QWEN_COMPILE_CACHE=cache, TORCHINDUCTOR_CACHE_DIR=cache)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -485,7 +485,7 @@ def main(argv=None):
         print_table([result["costs"]])
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+            json.dump(result, f, indent=1, default=str)
 
 
 if __name__ == "__main__":

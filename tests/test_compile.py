@@ -6,7 +6,7 @@ import threading
 import pytest
 import torch
 
-from qwen.compiled import host, internals, saved, steps, warmup
+from qwen.compiled import Phase, Status, Why, host, internals, saved, steps, warmup
 from qwen.cache import AttentionState, State
 from qwen.bench import as_checkpoint
 from qwen.chat import Chat
@@ -59,7 +59,7 @@ def compiled_pair():
     eager_model, eager_head = random_pair("small", seed=11)
     report = warmup.warm_up(model, head, ks=(1, 2, 3), rollbacks=("select", "recompute"), keep_if_faster=False,
                         freeze=True)                  # frozen (as wide models are); the embedded model's test is not
-    assert report["status"] == "compiled", report
+    assert report["status"] == Status(Phase.COMPILED), report
     return model, head, eager_model, eager_head
 
 
@@ -93,7 +93,7 @@ def test_a_greedy_select_round_of_a_small_model_is_one_compiled_call(compiled_pa
     ids = torch.tensor([[5, 1, 7, 2, 8, 3]])             # 6 tokens: the head's prefill pass is no compiled T
     tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k)
     assert tokens == generate(eager, ids, max_new_tokens=30)
-    assert head.round_compiled.status == "compiled" and calls == {"round": rounds, "step": 0, "head": 0}
+    assert head.round_compiled.status.phase is Phase.COMPILED and calls == {"round": rounds, "step": 0, "head": 0}
 
 
 @needs_compiler
@@ -132,7 +132,7 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
     head = MTP.from_pretrained(model.cfg, path)
     chat = Chat(eager, path)
     report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
-    assert report["status"] == "compiled" and report["step_speedup"] > 0
+    assert report["status"].phase is Phase.COMPILED and report["step_speedup"] > 0
     assert not model.compiled.frozen and not head.compiled.frozen, model.compiled.freeze_reason
     for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
         ids = chat.encode(prompt)
@@ -324,7 +324,7 @@ def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
     model, head = random_pair("small", seed=12)
     eager, _ = random_pair("small", seed=12)
     report = warmup.warm_up(model, head, ks=(2,))
-    assert report["status"].startswith("eager: compiling failed (RuntimeError: simulated compiler crash")
+    assert report["status"].why is Why.FAILED and "simulated compiler crash" in report["status"].detail
     assert not model.compiled.enabled and not head.compiled.enabled and not head.round_compiled.enabled
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
@@ -343,7 +343,7 @@ def test_the_eager_fallback_is_taken_when_the_ahead_of_time_compile_fails(monkey
     model, head = random_pair(TWO_LAYERS, seed=27)
     eager, _ = random_pair(TWO_LAYERS, seed=27)
     report = warmup.warm_up(model, head, ks=(1,))
-    assert report["status"].startswith("eager: compiling failed (RuntimeError: simulated ahead-of-time failure")
+    assert report["status"].why is Why.FAILED and "simulated ahead-of-time failure" in report["status"].detail
     ids = torch.tensor([[4, 8, 15, 16]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=1)[0] == generate(eager, ids, max_new_tokens=20)
 
@@ -356,7 +356,7 @@ def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
     model, head = random_pair("small", seed=17)
     eager, _ = random_pair("small", seed=17)
     report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
-    assert report["status"].startswith("eager: the compiled decode step (max |logit difference|"), report
+    assert report["status"].why is Why.WRONG and report["status"].detail.startswith("the decode step (max |logit"), report
     assert not model.compiled.enabled and not head.compiled.enabled and not head.round_compiled.enabled
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
@@ -370,8 +370,8 @@ def test_a_wrong_round_graph_is_dropped_and_the_checked_steps_kept(monkeypatch):
     model, head = random_pair("small", seed=18)
     eager, _ = random_pair("small", seed=18)
     report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
-    assert report["status"] == "compiled" and model.compiled.enabled and head.compiled.enabled
-    assert head.round_compiled.status.startswith("eager: the compiled greedy round with k=2"), head.round_compiled.status
+    assert report["status"].phase is Phase.COMPILED and model.compiled.enabled and head.compiled.enabled
+    assert head.round_compiled.status.why is Why.WRONG and "greedy round with k=2" in head.round_compiled.status.detail
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
@@ -383,7 +383,7 @@ def test_a_compile_failure_during_generation_falls_back_to_eager(monkeypatch):
     steps.compile_model(model, ks=(2,))                                 # lazy: nothing compiled before the first call
     ids = torch.tensor([[7, 7, 7]])
     assert generate(model, ids, max_new_tokens=10) == generate(eager, ids, max_new_tokens=10)
-    assert model.compiled.status.startswith("eager: compiling failed (RuntimeError: simulated failure")
+    assert model.compiled.status.why is Why.FAILED and "simulated failure" in model.compiled.status.detail
 
 
 def test_no_compiler_means_eager_with_the_reason(monkeypatch):
@@ -391,7 +391,7 @@ def test_no_compiler_means_eager_with_the_reason(monkeypatch):
     monkeypatch.setattr(host.shutil, "which", lambda name: None)
     model, head = random_pair("small", seed=14)
     report = warmup.warm_up(model, head, ks=(1,))
-    assert report["status"] == "eager: no C++ compiler (install g++)"
+    assert report["status"] == Status(Phase.EAGER, Why.NO_COMPILER)
     assert model.compiled.lookup(1) is None and head.compiled.lookup(1) is None
 
 
@@ -446,7 +446,7 @@ def test_a_wide_model_on_cpu_compiles_its_one_token_passes_only_frozen_and_where
     assert wide_head.compiled.variants == {(1, False), (2, False), (4, False)}
     steps.compile_model(wide, ks=(1, 3), freeze=False), steps.compile_head(wide_head, ks=(1, 3), freeze=False)
     assert wide.compiled.variants == several and wide_head.compiled.variants == {(2, False), (4, False)}
-    assert "not frozen" in wide.compiled.eager_passes[(1, False)]
+    assert wide.compiled.eager_passes[(1, False)].why is Why.WIDE_STEP
     assert wide.compiled.lookup(1) is None and wide_head.compiled.lookup(1) is None
     # room for the verify passes' two frozen copies and not a third: the decode step stays eager
     weights = sum(p.numel() * p.element_size() for p in wide.parameters())
@@ -454,7 +454,7 @@ def test_a_wide_model_on_cpu_compiles_its_one_token_passes_only_frozen_and_where
     wide, _ = random_pair(wide_cfg, seed=18)
     steps.compile_model(wide, ks=(1, 3))
     assert wide.compiled.frozen and wide.compiled.variants == several
-    assert wide.compiled.eager_passes[(1, False)].startswith("no memory for one more frozen copy")
+    assert wide.compiled.eager_passes[(1, False)].why is Why.WIDE_STEP and "no memory" in wide.compiled.eager_passes[(1, False)].detail
     monkeypatch.setattr(host, "memory_available", lambda: 6 * weights)
     steps.compile_model(wide, ks=(1, 3))
     assert wide.compiled.frozen and wide.compiled.variants == several | {(1, False)}
@@ -514,7 +514,7 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
     eager_out = head(wide.embed_tokens(ids[:, :T]), hidden, 0, cache)[:, 1]                 # (1, H)
     eager_scores = head.draft_logits(eager_out, wide.lm_head)[0]                          # (1, V')
     report = warmup.warm_up(wide, head, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
-    assert report["status"] == "compiled" and not wide.compiled.frozen
+    assert report["status"].phase is Phase.COMPILED and not wide.compiled.frozen
     assert wide.compiled.ready == {(1, False), (3, True), (3, False)}
     assert head.compiled.ready == {(1, False), (3, False)}
     cache.truncate(0)
@@ -545,18 +545,18 @@ def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     model, head = random_pair("small", seed=19)
     eager, _ = random_pair("small", seed=19)
     report = warmup.warm_up(model, head, ks=(2,))
-    assert report["status"] == "compiled" and report["speedups"] == measured and report["step_speedup"] == 0.9
+    assert report["status"].phase is Phase.COMPILED and report["speedups"] == measured and report["step_speedup"] == 0.9
     assert model.compiled.lookup(1) is None and model.compiled.lookup(3, keep=True) is not None
     assert head.compiled.lookup(1) is not None and head.compiled.lookup(3) is None
     assert head.round_compiled.lookup(3, keep=True) is not None
-    assert model.compiled.eager_passes == {(1, False): "not faster than eager on this host (0.90x)"}
+    assert model.compiled.eager_passes == {(1, False): Status(Phase.EAGER, Why.SLOWER, "0.90x")}
     ids = torch.tensor([[5, 6, 7]])
     assert generate_mtp(model, head, ids, max_new_tokens=12, k=2)[0] == generate(eager, ids, max_new_tokens=12)
 
     measured.update({"verify of 3 tokens (keeping step states)": 0.8})            # nothing of the model gains
     model, head = random_pair("small", seed=19)
     report = warmup.warm_up(model, head, ks=(2,))
-    assert report["status"] == "eager: not faster than eager on this host (0.80x)", report["status"]
+    assert report["status"] == Status(Phase.EAGER, Why.SLOWER, "0.80x"), report["status"]
     assert not model.compiled.enabled and head.compiled.lookup(1) is not None
 
 
@@ -582,15 +582,15 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     model, head = random_pair("small", seed=20)
     loaded = models.Loaded("test", "", model, head, None, torch.float32, 0.0)
     report = warmup.warm_up(model, head, ks=(2,))
-    assert app[0][:2] == ("compiling", False)
-    assert app[1] == ("compiled, compiling more", False, " · compiled (the stepper's and sampling's steps still compiling…)")
-    assert loaded.compile_status() == "compiled" and frame.compile_settled(loaded)
+    assert app[0][:2] == (Status(Phase.COMPILING), False)
+    assert app[1] == (Status(Phase.COMPILING_MORE), False, " · compiled (the stepper's and sampling's steps still compiling…)")
+    assert loaded.compile_status().phase is Phase.COMPILED and frame.compile_settled(loaded)
     assert [names for names, _ in seen] == [
         ["decode step", "greedy round with k=2"],
         ["verify of 3 tokens (keeping step states)", "head pass of 1 token", "head pass of 3 tokens"]]
     assert seen[0][1] == dict(decode=False, verify=False, head=False, round=False)
     assert seen[1][1] == dict(decode=True, verify=False, head=False, round=True)
-    assert report["status"] == "compiled" and report["ready_seconds"] is not None
+    assert report["status"].phase is Phase.COMPILED and report["ready_seconds"] is not None
     assert model.compiled.lookup(3, keep=True) is not None and head.compiled.lookup(1) is not None
 
 
@@ -605,7 +605,7 @@ def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decodi
         warmup._pass_name(part, v) for part, v in passes) or {(part, v): 2.0 for part, v in passes})
     model, head = random_pair("small", seed=21)
     report = warmup.warm_up(model, head, ks=(2,), only_greedy=True)
-    assert timed == ["decode step", "greedy round with k=2"] and report["status"] == "compiled"
+    assert timed == ["decode step", "greedy round with k=2"] and report["status"].phase is Phase.COMPILED
     assert not head.compiled.ready and head.compiled.lookup(1) is None and head.compiled.lookup(3) is None
     assert model.compiled.lookup(3, keep=True) is None and model.compiled.lookup(1) is not None
     # a 3-token prompt prefills the head with T = 3: a pass that was skipped must run eagerly, not
@@ -631,10 +631,10 @@ def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
     thread = models.start_compiling(loaded, ks=(1,))
     thread.join(timeout=120)
     if works:
-        assert loaded.compile_status() == "compiled" and "compiled" in frame.compile_note(loaded, "English")
+        assert loaded.compile_status().phase is Phase.COMPILED and "compiled" in frame.compile_note(loaded, "English")
         assert frame.compile_note(loaded, "中文") == " · 已编译"
     else:
-        assert loaded.compile_status().startswith("eager: compiling failed (RuntimeError: simulated")
+        assert loaded.compile_status().why is Why.FAILED
         assert "simulated" in frame.compile_note(loaded, "English")
     assert frame.compile_settled(loaded)
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from qwen.compiled import host, steps, warmup
+from qwen.compiled import Phase, host, steps, warmup
 from qwen.compiled import workers as compile_workers
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
@@ -42,7 +42,7 @@ def test_graphs_a_helper_compiled_are_loaded_not_compiled_again(monkeypatch, tmp
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", "2")
     model, head = random_pair(TWO_LAYERS, seed=31)
     report = warmup.warm_up(model, head, ks=(1,), keep_if_faster=False)
-    assert report["status"] == "compiled", report
+    assert report["status"].phase is Phase.COMPILED, report
     passes = len(model.compiled.variants) + len(head.compiled.variants) + len(head.round_compiled.variants)
     assert passes == 5                                          # decode, verify of 2, head 1 and 2, round
     assert graph_counts(model, head) == (3, 2)
@@ -56,7 +56,7 @@ def test_a_helper_that_fails_leaves_its_graphs_to_the_parent(monkeypatch, tmp_pa
     monkeypatch.setattr(sys, "executable", "/bin/false")                # every helper exits at once, failing
     model, head = random_pair(TWO_LAYERS, seed=32)
     report = warmup.warm_up(model, head, ks=(1,), keep_if_faster=False)
-    assert report["status"] == "compiled", report
+    assert report["status"].phase is Phase.COMPILED, report
     assert graph_counts(model, head) == (5, 0)
     assert decodes_as_eager(model, head, seed=32)
 

@@ -421,11 +421,12 @@ def test_configure_threads_sets_torch_from_cpu_cores():
 
 def test_a_race_while_the_model_compiles_says_its_timings_are_disturbed(store, loaded, monkeypatch):
     from demo.race_ui import race_stream
-    monkeypatch.setattr(type(loaded), "compile_status", lambda self: "compiling")
+    from qwen.compiled import Phase, Status
+    monkeypatch.setattr(type(loaded), "compile_status", lambda self: Status(Phase.COMPILING))
     *_, last = race_stream(store, "The LORD is my shepherd;", max_new_tokens=4, raw=True, lang="English")
     assert "still compiling in the background" in last[0]
     assert any("still compiling" in n for n in last[-1]["notices"])
-    monkeypatch.setattr(type(loaded), "compile_status", lambda self: "compiled")
+    monkeypatch.setattr(type(loaded), "compile_status", lambda self: Status(Phase.COMPILED))
     *_, last = race_stream(store, "The LORD is my shepherd;", max_new_tokens=4, raw=True, lang="中文")
     assert "编译" not in last[0] and last[-1]["notices"] == []
 
@@ -442,3 +443,22 @@ def test_the_race_bench_prints_a_row_per_schedule_and_every_race_identical(capsy
     rows = [line for line in out.splitlines() if line.startswith("| 1 In the beginning")]
     assert [row.split(" | ")[1] for row in rows] == ["turns of 0 ms", "turns of 50 ms", "one after the other"]
     assert all(len(row.split(" | ")[-1].split()) == 2 + 1 for row in rows)    # two races, then the closing "|"
+
+
+@pytest.mark.parametrize("status, note, settled", [
+    (("EAGER", "NOT_ASKED", ""), "", True),
+    (("LAZY", None, ""), " · compiling the decoding steps… (eager meanwhile)", False),
+    (("COMPILING", None, ""), " · compiling the decoding steps… (eager meanwhile)", False),
+    (("COMPILING_MORE", None, ""), " · compiled (the stepper's and sampling's steps still compiling…)", False),
+    (("COMPILED", None, ""), " · compiled", True),
+    (("EAGER", "FAILED", "RuntimeError: boom"), " · eager (compiling failed (RuntimeError: boom))", True),
+    (("EAGER", "SLOWER", "0.80x"), " · eager (not faster than eager on this host (0.80x))", True),
+])
+def test_the_model_line_follows_the_compile_status_by_its_kind(status, note, settled):
+    from demo import frame
+    from qwen.compiled import Phase, Status, Why
+    phase, why, detail = status
+    current = Status(Phase[phase], Why[why] if why else None, detail)
+    loaded = type("Loaded", (), {"compile_status": lambda self: current})()
+    assert frame.compile_note(loaded, "English") == note
+    assert frame.compile_settled(loaded) == settled

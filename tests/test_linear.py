@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from qwen.compiled import host, steps, warmup
+from qwen.compiled import Phase, host, steps, warmup
 from qwen import linear
 from qwen.cache import State
 from qwen.linear import Linear, rows_matmul, stream_dtype, streamed_copy
@@ -185,7 +185,7 @@ def test_packed_weights_are_freed_once_the_one_token_passes_run_compiled(monkeyp
         (part, v): decode_speedup if (part.kind, v) == ("model", (1, False)) else 1.5 for part, v in passes})
     report = warmup.warm_up(model, head, ks=(2,), freeze=True)
     linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, Linear)]
-    assert report["status"] == "compiled" and report["packed_weights_dropped"] == dropped
+    assert report["status"].phase is Phase.COMPILED and report["packed_weights_dropped"] == dropped
     assert all((m.packed is None) == dropped for m in linears)
     assert ((1, False) in model.compiled.ready) == dropped and (1, False) in head.compiled.ready
     assert generate_mtp(model, head, ids, max_new_tokens=10, k=2)[0] == want

@@ -3,6 +3,7 @@ qwen/mtp.py) stays a plain description of the network; this package wraps it fro
 
     from qwen.compiled import warm_up
     report = warm_up(model, head, ks=(2,))   # compile now (or load from disk), check, keep where faster
+    report["status"]                         # Status(Phase.COMPILED), or Phase.EAGER and why (a Why)
 
 Its modules, each importing only those above it:
     internals.py   every touch of torch's private internals, version-gated
@@ -13,8 +14,8 @@ Its modules, each importing only those above it:
     warmup.py      warm_up: compile, check against eager, keep each pass only where it is faster
 """
 from qwen.compiled.host import compiler_missing, default_dtype
-from qwen.compiled.steps import CompiledSteps, compile_head, compile_model, compile_round
+from qwen.compiled.steps import CompiledSteps, Phase, Status, Why, compile_head, compile_model, compile_round
 from qwen.compiled.warmup import warm_up
 
-__all__ = ["CompiledSteps", "compile_head", "compile_model", "compile_round", "compiler_missing", "default_dtype",
-           "warm_up"]
+__all__ = ["CompiledSteps", "Phase", "Status", "Why", "compile_head", "compile_model", "compile_round",
+           "compiler_missing", "default_dtype", "warm_up"]

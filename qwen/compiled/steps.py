@@ -44,14 +44,16 @@ later start loads it instead of tracing the Python again. On CUDA: CUDA graphs
 (mode "reduce-overhead"), with every state buffer marked as a static address so that the graphs may
 write it in place (state_buffers); no GPU was at hand to run that path.
 When the compiler is missing or fails, or the compiled step is not faster, everything stays eager and
-the reason is kept in `model.compiled.status`. warm_up compiles graphs missing on disk in parallel,
+the reason is kept in `model.compiled.status` (a Status: its phase, and why). warm_up compiles graphs missing on disk in parallel,
 handing all but one to helper processes (workers.py); a small model's graphs are built at -O2
 and with less sympy work, sooner and computing the same (internals.py). warm_up itself is in warmup.py.
 """
+import enum
 import functools
 import logging
 import os
 import threading
+from dataclasses import dataclass
 
 import torch
 
@@ -71,6 +73,45 @@ def dense(x):
     return x.clone(memory_format=torch.contiguous_format)
 
 
+class Phase(enum.Enum):
+    """Where a model's compiled passes stand."""
+    LAZY = "compiles on first use"
+    COMPILING = "compiling"
+    COMPILED = "compiled"
+    COMPILING_MORE = "compiled, compiling more"  # what plain and greedy decoding use is ready, the rest compiling
+    EAGER = "eager"
+
+
+class Why(enum.Enum):
+    """Why passes run eagerly: a kind to branch and test on; the words are for people."""
+    NOT_ASKED = "compiling was not asked for"
+    NO_COMPILER = "no C++ compiler (install g++)"
+    FAILED = "compiling failed"
+    WRONG = "the compiled pass computes something else"
+    SLOWER = "not faster than eager on this host"
+    NOT_WARMED = "not warmed up (only greedy decoding was asked for)"
+    WIDE_STEP = "a wide model's one-token step gains only from frozen weights"
+
+
+@dataclass(frozen=True)
+class Status:
+    """A phase, and for EAGER why (its kind, and a detail such as the error or the measured ratio).
+    str(): "compiled", "eager: compiling failed (RuntimeError: …)"."""
+    phase: Phase
+    why: Why = None
+    detail: str = ""
+
+    @property
+    def reason(self):
+        """Why, in words: "compiling failed (RuntimeError: …)", or "" where there is no why."""
+        if self.why is None:
+            return ""
+        return self.why.value + (f" ({self.detail})" if self.detail else "")
+
+    def __str__(self):
+        return f"{self.phase.value}: {self.reason}" if self.why is not None else self.phase.value
+
+
 class CompiledSteps:
     """A compiled function and the passes it serves, as (T tokens, keeps step states) pairs; any
     other pass runs eagerly (compiling every T a caller might use would cost minutes each)."""
@@ -79,9 +120,9 @@ class CompiledSteps:
         self.fn, self.variants, self.kind = fn, set(variants), kind     # kind: "model", "head" or "round"
         self.enabled = True
         self.frozen, self.freeze_reason = False, ""   # weights baked into each graph (see _compile)
-        self.status = "compiles on first use"   # warm_up: -> "compiling" -> "compiled" or "eager: <reason>"
+        self.status = Status(Phase.LAZY)        # warm_up: -> COMPILING -> COMPILED, or EAGER and why
         self.warming_thread = None               # while warm_up compiles, only its thread uses the compiled steps
-        self.eager_passes = {}                   # (T, keep) -> why that pass runs eagerly (drop)
+        self.eager_passes = {}                   # (T, keep) -> Status: why that pass runs eagerly (drop)
         self.ready = set()                       # passes warm_up compiled, checked and kept: every thread's
 
     def lookup(self, T, keep=False):
@@ -101,20 +142,21 @@ class CompiledSteps:
         except Exception as e:                   # compiling happens on a call; it fails before running
             if self.warming_thread == threading.get_ident():
                 raise
-            self.disable(f"compiling failed ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]})")
+            self.disable(Why.FAILED, f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}")
             return None
 
-    def disable(self, reason, level=logging.WARNING):
-        self.enabled, self.status = False, f"eager: {reason}"
-        log.log(level, "compiled steps off: %s", reason)
+    def disable(self, why, detail="", level=logging.WARNING):
+        """Every pass eager from now on, for this reason (a Why, and words for people)."""
+        self.enabled, self.status = False, Status(Phase.EAGER, why, detail)
+        log.log(level, "compiled steps off: %s", self.status)
 
-    def drop(self, variant, reason):
+    def drop(self, variant, why, detail=""):
         """Run one pass, (T, keeps step states), eagerly from now on; the others stay compiled."""
         self.variants.discard(variant)
-        self.eager_passes[variant] = reason
-        log.info("pass %s stays eager: %s", variant, reason)
+        self.eager_passes[variant] = Status(Phase.EAGER, why, detail)
+        log.info("pass %s stays eager: %s", variant, self.eager_passes[variant])
         if not self.variants:
-            self.disable(reason, logging.INFO)
+            self.disable(why, detail, logging.INFO)
 
 
 
@@ -220,9 +262,9 @@ def _one_token_choice(modules, several, frozen):
     if compiles_one_token_passes(modules[0]):
         return True, ""
     if not frozen:
-        return False, "a wide model's one-token step gains only from frozen weights, and these are not frozen"
+        return False, "these are not frozen"
     fits, why = freeze_fits(modules, several + 1)
-    return fits, why if fits else f"no memory for one more frozen copy of the weights ({why})"
+    return fits, why if fits else f"no memory for one more frozen copy: {why}"
 
 
 def _freeze_choice(freeze, modules, graphs, device):
@@ -377,12 +419,11 @@ def _prepare(modules, fn, variants, freeze, kind):
         if device.type == "cpu" and not autotune and not freeze and settings.read("QWEN_STREAM_WEIGHTS", "1") != "0":
             stream_weights(modules)
     one_token, one_why = _one_token_choice(modules, len(several), freeze)
-    eager = {v: one_why for v in variants - several} if not one_token else {}
+    eager = {v: Status(Phase.EAGER, Why.WIDE_STEP, one_why) for v in variants - several} if not one_token else {}
     steps = CompiledSteps(_compile(fn, modules, kind, device, autotune, freeze), set(variants) - set(eager), kind)
     steps.frozen, steps.freeze_reason, steps.eager_passes = freeze, why, eager
     if eager:
         log.info("the %s's one-token pass stays eager: %s", kind, one_why)
-    missing = compiler_missing(device)
-    if missing:
-        steps.disable(missing)
+    if compiler_missing(device):
+        steps.disable(Why.NO_COMPILER)
     return steps

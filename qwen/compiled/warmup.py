@@ -17,7 +17,7 @@ from qwen.cache import AttentionState, State, keep_step_states, restore_state, s
 from qwen.compiled import workers
 from qwen.compiled.host import FUSE_HIDDEN, cache_dir, cpp_compiler, release_freed_memory
 from qwen.compiled.internals import record_isa_probes
-from qwen.compiled.steps import compile_head, compile_model, compile_round
+from qwen.compiled.steps import Phase, Status, Why, compile_head, compile_model, compile_round
 from qwen.linear import plain_weights, unpack_weights
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
@@ -75,7 +75,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     the decode step and the round graphs come first (all that plain and greedy speculative decoding
     need), and the step graphs the trace, sampling and `recompute` use follow (unless only_greedy:
     a caller that will not sample or trace skips them, and they run eagerly).
-    -> {"status", "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
+    -> {"status" (a Status: its phase, and why where eager), "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
     {pass: eager / compiled}, "step_speedup" (the decode step's, or None), "packed_weights_dropped" (a
     wide model's packed eager copies freed, its one-token passes compiled: _drop_packing_if_compiled)}.
     Other threads run eagerly each pass that is not ready yet (the app serves while it compiles)."""
@@ -94,7 +94,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     if not model.compiled.enabled:
         return report
     for compiled in steps:
-        compiled.status, compiled.warming_thread = "compiling", threading.get_ident()
+        compiled.status, compiled.warming_thread = Status(Phase.COMPILING), threading.get_ident()
     t0 = time.perf_counter()
     try:
         phases = _phases(model, head)
@@ -113,10 +113,10 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     # it (the command line's first run: 64 tokens in 11 s instead of 0.1 s)
     for part, variant in skipped:
         if part.enabled and variant not in part.ready:
-            part.drop(variant, "not warmed up (only greedy decoding was asked for)")
+            part.drop(variant, Why.NOT_WARMED)
     report["status"] = model.compiled.status
     report["packed_weights_dropped"] = _drop_packing_if_compiled(model, head)
-    if report["status"] == "compiled" and model.embed_tokens.weight.device.type == "cpu":
+    if report["status"].phase is Phase.COMPILED and model.embed_tokens.weight.device.type == "cpu":
         try:
             record_isa_probes(cache_dir(), cpp_compiler())
         except OSError:                             # a read-only cache: the probes simply run again
@@ -217,31 +217,31 @@ def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later=
         helpers.wait()
         first_line = (str(e).splitlines() or [""])[0][:200]
         for compiled in steps:
-            compiled.disable(f"compiling failed ({type(e).__name__}: {first_line})")
+            compiled.disable(Why.FAILED, f"{type(e).__name__}: {first_line}")
         report["seconds"] += time.perf_counter() - t0
         return False
     report["seconds"] += time.perf_counter() - t0
     wrong = _disagreement(model, head, ids, passes)
     if wrong:                                   # a miscompiled step must never reach a user
         for compiled in steps:
-            compiled.disable(f"the compiled {wrong} disagrees with eager")
+            compiled.disable(Why.WRONG, f"the {wrong} disagrees with eager")
         return False
     rounds = [(part, v) for part, v in passes if part.kind == "round"]
     wrong = _round_disagreement(model, head, ids[:, :8], [v for _, v in rounds])
     if wrong:                                   # rounds then run step by step, through the checked steps
-        rounds[0][0].disable(f"the compiled {wrong} disagrees with plain decoding")
+        rounds[0][0].disable(Why.WRONG, f"the {wrong} disagrees with plain decoding")
     speedups = _time_passes(model, head, ids, [(part, v) for part, v in passes if part.enabled])
     report["speedups"].update({_pass_name(part, v): x for (part, v), x in speedups.items()})
     if (model.compiled, (1, False)) in speedups:
         report["step_speedup"] = speedups[(model.compiled, (1, False))]
     for (part, variant), speedup in speedups.items():
         if keep_if_faster and speedup <= 1:
-            part.drop(variant, f"not faster than eager on this host ({speedup:.2f}x)")
+            part.drop(variant, Why.SLOWER, f"{speedup:.2f}x")
         else:
             part.ready.add(variant)
     for part in steps:
         if part.enabled and part.ready:
-            part.status = "compiled"
+            part.status = Status(Phase.COMPILED)
     return True
 
 
