@@ -5,16 +5,17 @@
     settings    every environment setting the demo reads, in one list, read in one place
     models      which models the page offers; loading one (+ MTP head + tokenizer) once per process
     validate    untrusted input made safe: prompts, numbers, choices, deep links; the limits and rollbacks offered
+    prompts     what the race and the stepper share: the examples, a prompt made ids, sampling, rollbacks
+    tokens      tokens as text and HTML: whole characters, escaped, marked by origin (both views)
     race        plain vs speculative decoding, taking turns on the CPU, as a stream of plain-data updates
     race_bench  `python -m demo.race_bench`: how the race's speed-up varies, taking turns or one after the other
     costs       this machine's cost of a round in plain steps, and the speed-up it predicts
-    race_html   the race as HTML: token colouring, stats, verdict (escaped; whole UTF-8 characters only)
+    race_html   the race as HTML: its lanes' text boxes, stats, verdict
     race_ui     the race tab: components and events
     theme       theme, the Okabe-Ito palette, plotly templates (light and dark); which static files style the page
     static/     the page's CSS (palette as CSS variables), <head> additions and event scripts, loaded by Gradio
     i18n        English and Chinese UI strings
     stepper/    the step-through view (one speculative round at a time): a sub-package
-    traceio     record and replay of the step-through view's runs: trace export and a strict importer
     serving     many visitors: queue position, per-session memory freed on close / when idle, request size
     loadtest    `python -m demo.loadtest`: concurrent gradio_client sessions on loopback, latency and memory
 

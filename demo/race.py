@@ -1,6 +1,6 @@
 """The race: one prompt decoded by plain greedy decoding and by MTP speculative decoding, side by side.
 
-    ids, notices = prepare(loaded, settings)              # chat template or raw text, cut to fit
+    ids, notices = prepare(loaded, settings)              # demo.prompts: chat template or raw text, cut to fit
     for update in race(loaded, ids, settings):            # streams RaceUpdate(phase, plain, spec, verdict)
         ...                                               # phase: "racing" -> "measuring" -> "done"
     summary(loaded.key, update.plain, update.spec)        # the JSON the API returns
@@ -19,32 +19,18 @@ prompt ranged 1.07-1.27x taking turns and 0.64-1.41x with the lanes run one afte
 nor the time the page spends drawing. Each lane stops at a stop token, at max_new_tokens, or when its
 seconds reach the cap.
 
-Byte-level BPE can split one UTF-8 character (most Chinese ones) over two or three tokens. Decoding
-token by token would show U+FFFD halves, so a Detokenizer decodes the pending tokens together and
-gives the whole character to the token that completed it:
-
-    [好 = e5 a5 bd] tokens (b"\\xe5\\xa5", b"\\xbd!") -> pieces ["", "好!"]
+Tokens become text through a Detokenizer, whole characters only (demo.tokens says how).
 """
 import time
 from dataclasses import dataclass, field
-
-import torch
 
 from qwen.chat import Detokenizer
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
 
 from demo import costs
-from demo.validate import Notice, fit_prompt, lane_rollbacks
-
-def token_pieces(decode, ids):
-    """The text of each token, whole characters attributed to the token completing them.
-    "".join(token_pieces(decode, ids)) == decode(ids)."""
-    detok = Detokenizer(decode)
-    pieces = [detok.push(t) for t in ids]
-    if pieces:
-        pieces[-1] += detok.flush()
-    return pieces
+from demo.prompts import sampling
+from demo.validate import lane_rollbacks
 
 
 @dataclass
@@ -113,42 +99,6 @@ class Verdict:
     identical: bool
     key: str            # an i18n key: verdict_identical | verdict_prefix | verdict_diverged | verdict_sampled...
     params: dict
-
-
-def encode_prompt(chat, text, raw, thinking):
-    """ids (1, T): the model's chat template around `text`, or `text` as it is (raw completion, or a
-    model without a template). Thinking is switched off unless asked for."""
-    if raw or not chat.has_template:
-        return chat.encode(text)
-    return chat.encode_chat([{"role": "user", "content": text}],
-                            enable_thinking=bool(thinking) if chat.supports_thinking else None)
-
-
-def prompt_budget(context, max_new_tokens, k, cap):
-    """Most prompt tokens that leave room for the answer (+ k drafts in flight), and at most `cap`."""
-    return max(1, min(context - max_new_tokens - k - 1, cap))
-
-
-def prepare(loaded, settings, max_prompt_tokens=2048):
-    """The prompt's ids for this model, cut to fit. -> (ids (1, T), [Notice])
-    Also shrinks settings.max_new_tokens to half the context for models with a small one."""
-    chat, notices = loaded.chat, []
-    settings.max_new_tokens = min(settings.max_new_tokens, loaded.context // 2)
-    if not settings.raw and not chat.has_template:
-        notices.append(Notice("no_template"))
-    budget = prompt_budget(loaded.context, settings.max_new_tokens, settings.k, max_prompt_tokens)
-    text, more = fit_prompt(settings.prompt,
-                            count=lambda s: encode_prompt(chat, s, settings.raw, settings.thinking).shape[1],
-                            text_ids=chat.ids_of, ids_text=chat.decode, budget=budget)
-    return encode_prompt(chat, text, settings.raw, settings.thinking), notices + more
-
-
-def sampling(settings):
-    """Engine keyword arguments for sampling (settings: .temperature, .seed); every run gets a fresh
-    generator with the same seed, so runs of the same settings sample alike (the stepper's too)."""
-    if not settings.temperature:
-        return {"temperature": 0}
-    return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
 
 
 # A turn lasts at least this much engine time. Switching lanes costs a lane some of its caches, more

@@ -5,7 +5,7 @@ after the other.
     python -m demo.race_bench --turns-ms 0,5,50        # turns of several lengths against one after the other
     python -m demo.race_bench --prompts 2 --repeats 4 --no-compile --model PATH
 
-For each of the race's example prompts (demo.race_ui.EXAMPLES, the first --prompts), greedy, with k
+For each of the race's example prompts (demo.prompts.EXAMPLES, the first --prompts), greedy, with k
 and rollback `select` as the page's defaults: --repeats races with each schedule, alternating
 (demo.race.take_turns with turns of each length asked, the app's; demo.race.one_after_another, its
 former one), without the cost measurement. Printed per prompt and schedule: every race's speed-up
@@ -22,8 +22,9 @@ import statistics
 import torch
 
 from demo.models import load_model, start_compiling
-from demo.race import TURN_SECONDS, one_after_another, prepare, race, speedup, take_turns
-from demo.race_ui import EXAMPLES
+from demo.prompts import prepare
+from demo.race import TURN_SECONDS, one_after_another, race, speedup, take_turns
+from demo.prompts import EXAMPLES
 from demo.validate import race_settings
 from qwen.weights import find_model
 

@@ -1,13 +1,4 @@
-"""The race as HTML: generated text (speculative tokens coloured by origin), stats, legend, verdict.
-
-Every piece of model or user text is escaped, and a line break shows as a faint ↵ (text_html, the
-stepper's texts too). Token pieces come from the race's detokeniser, so they hold whole characters
-only. A token's origin is shown by colour AND by a mark that needs no colour:
-
-    main        first token, from the prompt pass         plain
-    draft       accepted draft token                      underlined, sky blue
-    correction  main model's token for a rejected draft   dashed box, vermillion
-    bonus       extra token when every draft was right    bold, bluish green
+"""The race as HTML: each lane's text box (tokens marked by origin: demo.tokens), stats, verdict.
 
     spec_text_html(["Hel", "lo", "!"], ["main", "draft", "bonus"])
     -> '<div class="race-text"><span class="tok tok-main">Hel</span><span class="tok tok-draft" ...>lo</span>...'
@@ -16,12 +7,7 @@ from html import escape
 
 from demo import costs
 from demo.i18n import is_zh, t
-from demo.validate import ORIGINS
-
-
-def text_html(piece):
-    """Escaped text; each line break gets a faint ↵ so that newline-only tokens can be seen."""
-    return escape(piece).replace("\n", '<span class="nl" aria-hidden="true">↵</span>\n')
+from demo.tokens import text_html, token_spans
 
 
 def _text_box(inner, running=False, ended="", lang="English", extra_class=""):
@@ -46,25 +32,11 @@ def plain_text_html(run, lang="English"):
     return _text_box(text_html(run.text), running=not run.ended, ended=run.ended, lang=lang)
 
 
-def token_spans(pieces, origins, lang="English"):
-    """One <span> per token with text, classed by origin (tokens that completed no character are skipped)."""
-    titles = {o: escape(t(f"origin_{o}", lang)) for o in ORIGINS}
-    return "".join(f'<span class="tok tok-{o}" title="{titles.get(o, "")}">{text_html(p)}</span>'
-                   for p, o in zip(pieces, origins) if p)
-
-
 def spec_text_html(run, lang="English"):
     """The speculative run's text, each token coloured and marked by where it came from."""
     if not run.started:
         return waiting_html(lang)
     return _text_box(token_spans(run.pieces, run.origins, lang), running=not run.ended, ended=run.ended, lang=lang)
-
-
-def legend_html(lang="English"):
-    sample = escape(t("legend_sample", lang))
-    items = "".join(f'<span><span class="tok tok-{o}">{sample}</span> '
-                    f'{escape(t(f"origin_{o}", lang))}</span>' for o in ORIGINS)
-    return f'<div class="legend" aria-label="{escape(t("legend", lang))}">{items}</div>'
 
 
 def _stat(value, label):

@@ -20,49 +20,15 @@ from gradio.context import Context
 from demo import models, serving, settings
 from demo.frame import model_error_text, words
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
-from demo.race import prepare, race, summary
-from demo.race_html import (lane_off_html, legend_html, plain_text_html, spec_text_html, stats_html, verdict_html,
-                            waiting_html)
-from demo.validate import (BOTH, LIMITS, RACE_ROLLBACKS, ROLLBACKS, InputError, Notice, lane_rollbacks,
+from demo.prompts import DEFAULT_EXAMPLE, EXAMPLES, example_samples, pick_example, prepare, rollback_choices
+from demo.race import race, summary
+from demo.race_html import lane_off_html, plain_text_html, spec_text_html, stats_html, verdict_html, waiting_html
+from demo.tokens import legend_html
+from demo.validate import (BOTH, LIMITS, RACE_ROLLBACKS, InputError, Notice, lane_rollbacks,
                            race_settings)
 from qwen.compiled import Phase
 
 log = logging.getLogger(__name__)
-
-# The embedded model continues text of its corpus kinds well (KJV, Python's reST docs, classical Chinese
-# poems) and chats badly, so raw continuations lead and the chat prompts are labelled as hard.
-# kind (an i18n key), prompt, raw completion, max new tokens
-EXAMPLES = [
-    ("kind_bible", "1 In the beginning God created the heaven and the earth.\n2 And the earth was without form, "
-                   "and void;", True, 120),
-    ("kind_docs", ".. class:: Counter([iterable-or-mapping])\n\n   ", True, 120),
-    ("kind_poem", "床前明月光，", True, 60),
-    ("kind_bible", "The LORD is my shepherd;", True, 120),
-    ("kind_docs", "The :mod:`os` module provides", True, 120),
-    ("kind_chat", "用一句话介绍一下 Transformer。", False, 120),
-    ("kind_chat", "Explain the :func:`os.path.join` function.", False, 120),
-]
-DEFAULT_EXAMPLE = EXAMPLES[0]
-
-
-def example_samples(lang):
-    """The examples table's rows in `lang`: [kind, prompt shown on one line]."""
-    return [[t(kind, lang), prompt.replace("\n", " ↵ ")] for kind, prompt, _, _ in EXAMPLES]
-
-
-def example_values(index):
-    """(prompt, raw, max new tokens) of example `index` (the table's row), or None when out of range."""
-    try:
-        _, prompt, raw, max_new = EXAMPLES[int(index)]
-    except (TypeError, ValueError, IndexError):
-        return None
-    return prompt, raw, max_new
-
-
-def pick_example(index):
-    """A click on the examples table (either tab's): (prompt, raw, max new tokens), or nothing changed."""
-    values = example_values(index)
-    return values if values else (gr.skip(),) * 3
 
 
 def _status(key, lang, notices=(), **params):
@@ -290,11 +256,6 @@ def lane_titles(rollback, lang):
     if rollback == BOTH:
         return tuple(compact(rb) for rb in lane_rollbacks(BOTH))
     return f"### {t('spec_with', lang, rollback=rollback)}\n{t('spec_sub', lang)}", compact("select")
-
-
-def rollback_choices(lang):
-    """The engine's rollbacks a visitor may choose (the stepper's choices too)."""
-    return [(t(f"rollback_{rollback}", lang), rollback) for rollback in ROLLBACKS]
 
 
 def race_rollback_choices(lang):

@@ -187,7 +187,7 @@ def launch_options():
     """The keyword arguments of demo.launch() that keep a busy server healthy (see the module docstring)."""
     from fastapi.middleware import Middleware
 
-    from demo import traceio
+    from demo.stepper import traceio
     return {"state_session_capacity": settings.max_sessions(), "max_file_size": traceio.MAX_BYTES,
             "app_kwargs": {"lifespan": lifespan,
                            "middleware": [Middleware(BodyLimit, limit=settings.max_request_bytes())]}}

@@ -11,9 +11,10 @@ import torch
 
 from demo import frame, models, settings
 from demo.i18n import LANGS, STRINGS, notice_text, t
-from demo.race import (Detokenizer, Run, encode_prompt, prepare, race, summary, take_turns, token_pieces,
-                       verdict)
-from demo.race_html import legend_html, plain_text_html, spec_text_html, stats_html, verdict_html
+from demo.prompts import encode_prompt, prepare
+from demo.race import Detokenizer, Run, race, summary, take_turns, verdict
+from demo.race_html import plain_text_html, spec_text_html, stats_html, verdict_html
+from demo.tokens import legend_html, token_pieces
 from demo.validate import (RACE_ROLLBACKS, ROLLBACKS, InputError, Notice, clamp_number, clean_prompt, deep_link,
                            fit_prompt, lane_rollbacks, race_settings)
 

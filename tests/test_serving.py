@@ -14,7 +14,8 @@ import pytest
 
 gradio_client = pytest.importorskip("gradio_client")
 
-from demo import frame, models, serving, settings, traceio  # noqa: E402
+from demo import frame, models, serving, settings  # noqa: E402
+from demo.stepper import traceio  # noqa: E402
 from demo.stepper.ui import Session  # noqa: E402
 
 EMBEDDED = models.EMBEDDED_KEY

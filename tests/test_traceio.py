@@ -7,7 +7,7 @@ import pickle
 import pytest
 import torch
 
-from demo import traceio
+from demo.stepper import traceio
 from demo.stepper import panels as stepper_html, recording as stepper_run, ui as stepper_ui
 from demo.stepper.steps import Settings
 from stepper_models import FakeChat, random_model

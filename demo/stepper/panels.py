@@ -11,7 +11,7 @@ from html import escape
 
 from demo.stepper import steps
 from demo.i18n import t
-from demo.race_html import text_html, token_spans
+from demo.tokens import text_html, token_spans
 
 
 def _raw_label(run, token):

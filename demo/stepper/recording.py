@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, field
 
 from demo.costs import time_plain_step
-from demo.race import sampling, token_pieces
+from demo.prompts import sampling
+from demo.tokens import token_pieces
 from demo.stepper.steps import MAX_ROUNDS, Run
 from demo.validate import SKIP_RESTORE
 from qwen.mtp import generate_mtp_stream

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field, replace
 import gradio as gr
 from gradio.context import Context
 
-from demo import models, race_ui, serving, traceio, validate
-from demo.stepper import figures, recording, steps
+from demo import models, serving, validate
+from demo.stepper import figures, recording, steps, traceio
 from demo.stepper import panels as H
 from demo.stepper.figures import Look
 from demo.frame import model_error_text, model_label, words
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
-from demo.race import prepare
-from demo.race_html import legend_html
+from demo.prompts import EXAMPLES, example_samples, pick_example, prepare, rollback_choices
+from demo.tokens import legend_html
 from demo.settings import max_prompt_tokens, max_seconds, session_ttl
 from demo.theme import static_text
 from demo.validate import ROLLBACKS, InputError, RaceSettings, as_bool, choose, clamp_all, clamp_number, clean_prompt
@@ -215,18 +215,18 @@ def build_stepper_tab(shared):
                 start = say(gr.Button(t("start", L), variant="primary", elem_id="stepper-start",
                                       elem_classes="run-button"), value="start")
             with gr.Column(scale=2, min_width=300):
-                examples = say(gr.Dataset(components=["textbox", "textbox"], samples=race_ui.example_samples(L),
+                examples = say(gr.Dataset(components=["textbox", "textbox"], samples=example_samples(L),
                                           headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
-                                          samples_per_page=len(race_ui.EXAMPLES), elem_id="stepper-examples"),
+                                          samples_per_page=len(EXAMPLES), elem_id="stepper-examples"),
                                label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)],
-                               samples=race_ui.example_samples)
+                               samples=example_samples)
         with gr.Accordion(t("settings", L), open=False, elem_id="stepper-settings") as settings_box:
             with gr.Row():
                 k = say(gr.Slider(*LIMITS["k"][:2], value=race_k.value if race_k else LIMITS["k"][2], step=1,
                                   label=t("k", L), elem_id="stepper-k"), label="k")
-                rollback = say(gr.Radio(race_ui.rollback_choices(L), value="select", label=t("step_rollback", L),
+                rollback = say(gr.Radio(rollback_choices(L), value="select", label=t("step_rollback", L),
                                         elem_id="stepper-rollback"), label="step_rollback",
-                               choices=race_ui.rollback_choices)
+                               choices=rollback_choices)
                 max_new = say(gr.Slider(*LIMITS["max_new_tokens"], step=1, label=t("max_new", L),
                                         elem_id="stepper-max-new"), label="max_new")
                 temperature = say(gr.Slider(*LIMITS["temperature"], step=0.05, label=t("temperature", L),
@@ -425,7 +425,7 @@ def build_stepper_tab(shared):
     presenter.change(on_presenter, [session, lang, presenter, look], [session, *view], api_name="step_presenter",
                      **nav)
 
-    examples.click(race_ui.pick_example, [examples], [prompt, raw, max_new], api_name="step_example", queue=False,
+    examples.click(pick_example, [examples], [prompt, raw, max_new], api_name="step_example", queue=False,
                    show_progress="hidden")
     # the race's prompt, raw switch and k carry over to this tab
     for source, target, name in ((race_prompt, prompt, "prompt"), (race_raw, raw, "raw"), (race_k, k, "k")):

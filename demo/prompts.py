@@ -1,0 +1,87 @@
+"""What the race and the stepper share about a prompt: the examples offered, the prompt turned into ids
+for a model (its chat template or raw, cut to fit), the sampling settings, the rollbacks to choose from.
+
+    ids, notices = prepare(loaded, settings)      # (1, T) ids and [Notice]; settings.max_new_tokens may shrink
+    generate(..., **sampling(settings))           # temperature 0: greedy; else a fresh seeded generator
+"""
+import gradio as gr
+import torch
+
+from demo.i18n import t
+from demo.validate import ROLLBACKS, Notice, fit_prompt
+
+# The embedded model continues text of its corpus kinds well (KJV, Python's reST docs, classical Chinese
+# poems) and chats badly, so raw continuations lead and the chat prompts are labelled as hard.
+# kind (an i18n key), prompt, raw completion, max new tokens
+EXAMPLES = [
+    ("kind_bible", "1 In the beginning God created the heaven and the earth.\n2 And the earth was without form, "
+                   "and void;", True, 120),
+    ("kind_docs", ".. class:: Counter([iterable-or-mapping])\n\n   ", True, 120),
+    ("kind_poem", "床前明月光，", True, 60),
+    ("kind_bible", "The LORD is my shepherd;", True, 120),
+    ("kind_docs", "The :mod:`os` module provides", True, 120),
+    ("kind_chat", "用一句话介绍一下 Transformer。", False, 120),
+    ("kind_chat", "Explain the :func:`os.path.join` function.", False, 120),
+]
+DEFAULT_EXAMPLE = EXAMPLES[0]
+
+
+def example_samples(lang):
+    """The examples table's rows in `lang`: [kind, prompt shown on one line]."""
+    return [[t(kind, lang), prompt.replace("\n", " ↵ ")] for kind, prompt, _, _ in EXAMPLES]
+
+
+def example_values(index):
+    """(prompt, raw, max new tokens) of example `index` (the table's row), or None when out of range."""
+    try:
+        _, prompt, raw, max_new = EXAMPLES[int(index)]
+    except (TypeError, ValueError, IndexError):
+        return None
+    return prompt, raw, max_new
+
+
+def pick_example(index):
+    """A click on the examples table (either tab's): (prompt, raw, max new tokens), or nothing changed."""
+    values = example_values(index)
+    return values if values else (gr.skip(),) * 3
+
+
+def rollback_choices(lang):
+    """The engine's rollbacks a visitor may choose (the stepper's choices too)."""
+    return [(t(f"rollback_{rollback}", lang), rollback) for rollback in ROLLBACKS]
+
+
+def encode_prompt(chat, text, raw, thinking):
+    """ids (1, T): the model's chat template around `text`, or `text` as it is (raw completion, or a
+    model without a template). Thinking is switched off unless asked for."""
+    if raw or not chat.has_template:
+        return chat.encode(text)
+    return chat.encode_chat([{"role": "user", "content": text}],
+                            enable_thinking=bool(thinking) if chat.supports_thinking else None)
+
+
+def prompt_budget(context, max_new_tokens, k, cap):
+    """Most prompt tokens that leave room for the answer (+ k drafts in flight), and at most `cap`."""
+    return max(1, min(context - max_new_tokens - k - 1, cap))
+
+
+def prepare(loaded, settings, max_prompt_tokens=2048):
+    """The prompt's ids for this model, cut to fit. -> (ids (1, T), [Notice])
+    Also shrinks settings.max_new_tokens to half the context for models with a small one."""
+    chat, notices = loaded.chat, []
+    settings.max_new_tokens = min(settings.max_new_tokens, loaded.context // 2)
+    if not settings.raw and not chat.has_template:
+        notices.append(Notice("no_template"))
+    budget = prompt_budget(loaded.context, settings.max_new_tokens, settings.k, max_prompt_tokens)
+    text, more = fit_prompt(settings.prompt,
+                            count=lambda s: encode_prompt(chat, s, settings.raw, settings.thinking).shape[1],
+                            text_ids=chat.ids_of, ids_text=chat.decode, budget=budget)
+    return encode_prompt(chat, text, settings.raw, settings.thinking), notices + more
+
+
+def sampling(settings):
+    """Engine keyword arguments for sampling (settings: .temperature, .seed); every run gets a fresh
+    generator with the same seed, so runs of the same settings sample alike (the stepper's too)."""
+    if not settings.temperature:
+        return {"temperature": 0}
+    return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
