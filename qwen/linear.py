@@ -8,29 +8,28 @@ compiled passes of a small model on CPU, it gives each Linear a second copy of i
 
 which inductor turns into one fused C++ loop: each weight row is read once for all rows m of the
 pass (T = 1 decode, 1+k verify), converted to float32 in registers, and never goes through the BLAS.
+The checkpoint is bfloat16, so `streamed` holds it in bfloat16 whenever that keeps every value
+exactly (stream_dtype): the same products as float32, from half the bytes.
 
-Why not the BLAS? On the embedded model a decoding step reads every weight once, 17 MB in float32,
-and that is most of its time.
-- subtle: MKL runs its generic code on AMD CPUs (`mkl_blas_def_*`, not its AVX2 kernels): on an AMD
-  EPYC host `perf` found its GEMVs taking 53% of compiled plain decoding, and three rows of the
-  output layer cost 2.7x one row.
-- The checkpoint is bfloat16, so `streamed` holds it in bfloat16 whenever that keeps every value
-  exactly (stream_dtype): the same products as float32, from half the bytes. 8.7 MB fits the part of
-  the cache a core reads at 40-50 GB/s; 17 MB does not (7-15 GB/s on that host).
-Measured there (AVX2, one thread, compiled, k=2): plain decoding 1.74x faster than with the BLAS,
-speculative 1.72x (benchmarks in the README).
+Why not the BLAS? A decoding step reads every weight once, and that is most of its time: streaming
+each weight once per pass, from half the bytes, is faster than the BLAS for a few rows on CPU
+(docs/design.md, why compiled CPU graphs stream bfloat16 weights; docs/benchmarks.md, 2026-11-30,
+the graphs' own loops).
+- subtle: MKL runs its generic code on AMD CPUs (`mkl_blas_def_*`, not its AVX2 kernels): there its
+  GEMVs take much of compiled decoding, and a few rows of the output layer cost several times one row.
+- subtle: a small model's float32 weights may not fit the part of the cache a core reads fast, where
+  the bfloat16 copy does.
 
 Large models (hidden >= 1024) stream too where bfloat16 holds their weights exactly (a bf16
-checkpoint loaded as float32; qwen.compiled.steps.streams_wide_weights): their steps read the weights from memory,
-so half the bytes is most of the gain (the 0.8B shape at AVX2: decode step 48.5 ms against 111 ms
-with frozen float32 weights). Otherwise they compile differently (frozen, packed weights; qwen.compiled.steps)
-and never set `streamed`. Their eager passes (the one-token decode step, prefill, every pass not compiled) may
-multiply by `packed` instead: the weight reordered once by oneDNN (mkldnn) into the blocked layout its
-kernels read, one copy serving every number of rows (pack_weights).
-- subtle: on an AMD EPYC host (AVX2, 2 threads) MKL's generic code ran the 0.8B shape's eager decode
-  step in 288 ms; through oneDNN's packed weights it took 183 ms, and gave the same tokens (README,
-  benchmarks). qwen.compiled.warm_up keeps the packed copies only where the step measures faster with
-  them: elsewhere (MKL on Intel) the BLAS may be as fast.
+checkpoint loaded as float32; qwen.compiled.steps.streams_wide_weights): their steps read the weights
+from memory, so half the bytes is most of the gain. Otherwise they compile differently (frozen, packed
+weights; qwen.compiled.steps) and never set `streamed`. Their eager passes (the one-token decode step,
+prefill, every pass not compiled) may multiply by `packed` instead: the weight reordered once by oneDNN
+(mkldnn) into the blocked layout its kernels read, one copy serving every number of rows (pack_weights).
+- subtle: where MKL runs its generic code (AMD CPUs), oneDNN's packed weights made a wide model's eager
+  decode step much faster, with the same tokens (docs/benchmarks.md, 2026-12-01, packed weights).
+  qwen.compiled.warm_up keeps the packed copies only where the step measures faster with them:
+  elsewhere (MKL on Intel) the BLAS may be as fast.
 Eager code that never calls pack_weights (the reference, the tests' default) stays nn.Linear.
 """
 import contextlib

@@ -102,8 +102,9 @@ class MTP(nn.Module):
         after each of the T rows, where the graph can read their streamed bfloat16 rows: half the bytes
         of the eager float32 product, read once for all T rows. -> (out (B, T, H), logits (B, T, V') or None)
         subtle: scoring only the row a caller needs (out.index_select(1, rows)) made inductor read h
-        through that index inside the loop over the weights, unvectorised: a 0.8B-shape draft at AVX2
-        took 17-18 ms against 12-13 ms eagerly. Every row, then one picked, takes the plain loop."""
+        through that index inside the loop over the weights, unvectorised, slower than scoring eagerly
+        (docs/benchmarks.md, 2026-12-02, the draft scored in the head's graph). Every row, then one
+        picked, takes the plain loop."""
         out = self.run(emb_next, hidden, positions, cache)
         if self.draft_streamed is None:
             return out, None

@@ -28,9 +28,9 @@ def default_dtype(device="cpu", hidden_size=None):
     """bfloat16 where the hardware multiplies it natively (CUDA; a CPU with AVX512-BF16 or AMX that torch
     uses), else float32: elsewhere a bfloat16 matmul of a few rows runs several times slower. On CPU a
     model narrower than BF16_MIN_HIDDEN stays float32 anyway: its steps are bound by the cost of each
-    operation, not by reading weights, and bfloat16 only adds conversions (the embedded model, compiled,
-    on an AMX host: float32 decoded 1.3-2.1x faster, and speculative decoding stayed token-identical,
-    which bfloat16's rounding does not promise). -> (dtype, reason)"""
+    operation, not by reading weights, so bfloat16 only adds conversions, and float32 keeps speculative
+    decoding token-identical, which bfloat16's rounding does not promise (docs/design.md, float32 on CPU;
+    docs/benchmarks.md, 2026-11-30, AVX-512 / AMX host). -> (dtype, reason)"""
     if torch.device(device).type == "cuda":
         return torch.bfloat16, "CUDA"
     if hidden_size is not None and hidden_size < BF16_MIN_HIDDEN:
@@ -81,9 +81,9 @@ def memory_available():
 
 
 def release_freed_memory():
-    """Give the memory compiling allocated and freed back to the operating system. glibc's allocator
-    keeps freed heap pages for reuse: after the 0.8B shape's verify graph compiled, 0.36 GB of them
-    (resident 6.96 -> 6.60 GB). Nothing happens where there is no glibc."""
+    """Give the memory compiling allocated and freed back to the operating system: glibc's allocator
+    keeps freed heap pages for reuse (docs/benchmarks.md, 2026-11-30, frozen weights). Nothing happens
+    where there is no glibc."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):

@@ -11,32 +11,24 @@ takes its usual time or its usual path (tests/test_internals.py checks each appl
     saved_guard, unmark         which guards a saved graph keeps (torch._dynamo.guards)
     cpu_has_native_bf16()       AVX512-BF16 or AMX (torch.cpu._is_*_supported)
 
-## Two changes to how inductor builds a small model's CPU graphs: they compile sooner, and compute the same
-
-The embedded model's greedy round graph (steps.compile_round) took about 120 s to compile at AVX2 on
-one thread: 53 s of it one g++ run over 690 kB of generated C++, and 15 s sympy.simplify deciding
-how each memory access of a vectorised loop moves (its stride). Both are spent on nothing this model
-needs:
+Two of them make a small model's CPU graphs compile sooner and compute the same (docs/design.md,
+compiling a first start sooner; figures in docs/benchmarks.md, 2026-12-01, graphs built sooner):
 
 1. **g++ at -O2 rather than inductor's -O3** (quick_builds). Inductor's kernels are vectorised by hand
-   (at::vec), so -O3's extra loop transformations find little to do; they cost time all the same.
-   The round's C++ built in 24 s instead of 51 s (-O1: 19 s), and its kernels ran as fast.
-   Only for graphs of small models: a wide model's GEMM templates are where -O3 could still pay.
+   (at::vec), so -O3's extra loop transformations find little to do, yet cost build time. Only for
+   graphs of small models: a wide model's GEMM templates are where -O3 could still pay.
 
 2. **No sympy.simplify of an index that is already a polynomial** (simplify_fewer). For each load and
    store of a vectorised loop, inductor rewrites the index within one vector's range (its FloorDiv and
    ModularIndexing terms of the loop variable become free symbols), simplifies the result, and takes
-   its stride in the loop variable. Of the round graph's 1242 indices, 1226 held no such term: plain
-   sums of products such as `96*x0 + x1 + 3*x2 + 384`, which simplify returned unchanged, at 10-200 ms
-   each. Such an index is now returned as it is. That is exact: the result is only ever used for its
-   stride (sizevars.stride_at), which is the same whatever form a polynomial is written in.
+   its stride in the loop variable. Most indices hold no such term: plain sums of products such as
+   `96*x0 + x1 + 3*x2 + 384`, which simplify returns unchanged, slowly. Such an index is now returned
+   as it is. That is exact: the result is only ever used for its stride (sizevars.stride_at), which is
+   the same whatever form a polynomial is written in.
 
     with quick_builds():        # inductor's C++ built at -O2 within this block (saved.SavedGraphs:
         graph = compiled.aot_compile(...)    # around compiling, and loading, each graph)
     simplify_fewer()            # once per process; idempotent
-
-Both reach into torch's internals (torch._inductor.cpp_builder, torch._inductor.sizevars), as of
-torch 2.13; where those have moved, each does nothing and compiling simply takes its usual time.
 """
 import contextlib
 import functools
@@ -156,12 +148,12 @@ def passed_vector_isas():
 
 
 def skip_proven_isa_probes(folder, compiler):
-    """subtle: at every start, before its first kernel, inductor builds (on a first start; the builds
-    are cached) and loads in a subprocess a test program for each vector instruction set the CPU lists.
-    That was about 2 s of the embedded model's 7 s cached start (an AMX Xeon lists five), 20 s of a
-    first start. Where every probe passed before, with this compiler (record_isa_probes), later starts
-    trust the CPU's list (inductor's cpp.vec_isa_ok). AMX, which needs the kernel's permission, inductor
-    still checks itself. A user's TORCHINDUCTOR_VEC_ISA_OK is left as it is."""
+    """Where every vector-ISA probe passed before, with this compiler (record_isa_probes), make inductor
+    trust the CPU's list (its cpp.vec_isa_ok). AMX, which needs the kernel's permission, inductor still
+    checks itself. A user's TORCHINDUCTOR_VEC_ISA_OK is left as it is.
+    subtle: at every start, before its first kernel, inductor builds (on a first start; the builds
+    are cached) and loads in a subprocess a test program for each vector instruction set the CPU lists,
+    a good part of a small model's cached start (docs/benchmarks.md, 2026-11-30, probes skipped)."""
     if not applies():
         return
     cpp = torch._inductor.config.cpp

@@ -1,10 +1,10 @@
 """Compiled graphs saved whole on disk, so that a later start loads them instead of tracing them again.
 
 torch.compile keeps its costly work in a disk cache (inductor's kernels, AOTAutograd's graphs), yet at
-every start dynamo still traces each function's Python to find the graph to look up: for the embedded
-model about 10 s of a 16 s cached start. Ahead-of-time compiling (`torch.compile(fn).aot_compile`)
-turns one call into a self-contained compiled function, its guards included, that is saved as a file
-and loaded in a fraction of a second.
+every start dynamo still traces each function's Python to find the graph to look up, which was most of
+a small model's cached start (docs/benchmarks.md, 2026-11-30, saved whole). Ahead-of-time compiling
+(`torch.compile(fn).aot_compile`) turns one call into a self-contained compiled function, its guards
+included, that is saved as a file and loaded without tracing anything.
 
     graphs = SavedGraphs(model_step, (model,), "model", folder)   # model_step(model, ids, positions, state)
     graphs((T, keep), ids, positions, state)    # loads or compiles the graph of this pass, then runs it
@@ -86,8 +86,9 @@ def argument_layout(variant, args):
     shape and dtype of every tensor, the state's buffers included, whether the state has padding and
     keeps step states, and the grad modes. The owners (model, head) are not: their weights are fixed once loaded (their other
     tensors, such as a draft vocabulary, are in the key SavedGraphs keeps them under).
-    subtle: checking the guards costs about 0.2 ms a call, a tenth of the embedded model's decode step;
-    SavedGraphs checks them once per layout and then calls the graph directly (AOTCompiledFunction.fn)."""
+    subtle: checking the guards at every call costs a noticeable share of a small model's decode step
+    (docs/benchmarks.md, 2026-11-30, guards checked once); SavedGraphs checks them once per layout and
+    then calls the graph directly (AOTCompiledFunction.fn)."""
     tensors = [a for a in args if isinstance(a, torch.Tensor)] + list(state_buffers(args))
     states = [a for a in args if isinstance(a, State)]
     tensors += [a.pad for a in states if a.pad is not None]

@@ -1,52 +1,19 @@
-"""Compiled decoding steps (the gpt-fast design, for a hybrid model): how each host's graphs are prepared.
+"""Compiled decoding steps: CompiledSteps, and how a host's model, head and greedy round are prepared.
 
-Eager PyTorch pays twice per decoding step: Python and dispatch for every small operation, and, on
-CPUs without native bfloat16, a matmul with 2-5 rows that costs 2-3x one row (the BLAS packs the
-weight matrix on every call), so verifying k+1 tokens is not free. A compiled step fixes both: one
-fused program per shape, with the weights frozen into it (packed once, so a pass of T rows streams
-each weight a single time). Freezing costs a packed copy of the weights per graph, so it is chosen
-only where those copies fit in memory (freeze_fits); elsewhere the graphs take the weights as inputs.
+    compile_model(model, ks=(2,)); compile_head(head, ks=(2,))   # lazy: each pass compiles on first use
+    compile_round(model, head, ks=(2,))     # a small model's greedy `select` round as one graph per k
+    report = warm_up(model, head, ks=(2,))  # warmup.py: compile now, check, keep each pass where faster
 
-Compiling needs static shapes, which cache.py provides: every state buffer keeps its shape and is
-written in place; positions are a tensor; the KV capacity is one dynamic dimension. Then each of
-
-    model.step(ids, positions, state)        T = 1 (decode) and T = 1+k (verify), k in ks
-    head.run(emb, hidden, positions, cache)  T = 1 (draft) and T = 1+k (the head's catch-up pass)
-
-compiles once per T and is reused for every position. Prefill (long T) stays eager and chunked. For
-small models, where a round's separate calls cost more than their arithmetic, the whole greedy round
-
-    mtp.greedy_round(model, head, state, head_cache, ...)   drafts, verify, select, catch-up: one call
-
-compiles too, once per k (compile_round).
-
-    compile_model(model, ks=(2,)); compile_head(head, ks=(2,))    # lazy: compiles on first use
-    report = warm_up(model, head, ks=(2,))      # compile now; keep each pass only where it is faster
-
-On CPU a model whose weights dominate a step (hidden >= 1024, the 0.8B) reads them from memory at
-every pass, so what its graphs multiply by decides its speed. Where its float32 weights are values
-bfloat16 holds exactly (a bf16 checkpoint, as Qwen3.5's are), it compiles like a small model: every
-graph reads one shared bfloat16 copy in its own loops (streams_wide_weights): half the bytes, no copy
-per graph, graphs saved whole. Otherwise (or asked to freeze) it freezes: it compiles its one-token
-passes only where they can be frozen with one more copy of the weights in memory (_one_token_choice),
-else they stay eager, which streams each weight once anyway; its eager passes multiply by
-oneDNN-packed copies of the weights (pack_for_eager, qwen.linear), which warm_up keeps only where the
-decode step measures faster with them (packing_speedup), and frees once the one-token passes run
-compiled (_drop_packing_if_compiled).
-
-On CPU: inductor. Models of hidden size >= 1024 that do not stream get max-autotune GEMMs and frozen,
-packed weights (where a copy per graph fits); the others stay unfrozen, with each weight stored as the transpose it
-is multiplied by eagerly (lay_out_transposed) and, for the graphs, a row-major copy in bfloat16 where
-that is exact, which the graphs multiply by in their own fused loops instead of the BLAS
-(stream_weights, qwen.linear; QWEN_STREAM_WEIGHTS=0 turns that off), their kernels called from C++
-rather than Python (WRAPPER_IN_CPP), and each unfrozen graph is compiled ahead of time and saved whole (saved.py), so a
-later start loads it instead of tracing the Python again. On CUDA: CUDA graphs
-(mode "reduce-overhead"), with every state buffer marked as a static address so that the graphs may
-write it in place (state_buffers); no GPU was at hand to run that path.
-When the compiler is missing or fails, or the compiled step is not faster, everything stays eager and
-the reason is kept in `model.compiled.status` (a Status: its phase, and why). warm_up compiles graphs missing on disk in parallel,
-handing all but one to helper processes (workers.py); a small model's graphs are built at -O2
-and with less sympy work, sooner and computing the same (internals.py). warm_up itself is in warmup.py.
+A pass compiles once per number of tokens T and serves every position (cache.py keeps the shapes static):
+model.step at T = 1 (decode) and 1+k (verify), head.run at T = 1 (draft) and 1+k (catch-up), and
+mtp.greedy_round per k. Prefill stays eager. _prepare readies the weights for the host:
+    CPU, small model, or wide one bfloat16 holds exactly   unfrozen graphs reading a row-major copy, bfloat16
+        where exact (stream_weights); kernels called from C++ (WRAPPER_IN_CPP); each saved whole (saved.py)
+    CPU, other wide models     frozen packed weights where the copies fit (freeze_fits), max-autotune GEMMs,
+        eager passes on oneDNN-packed copies (pack_for_eager); one-token passes as _one_token_choice says
+    CUDA                       CUDA graphs ("reduce-overhead"), state buffers static (never run on a GPU)
+Where compiling is impossible, fails or is not faster, passes run eagerly and CompiledSteps.status says
+why. The reasons for each choice are in docs/design.md ("Compiled passes"); figures in docs/benchmarks.md.
 """
 import enum
 import functools
@@ -114,7 +81,7 @@ class Status:
 
 class CompiledSteps:
     """A compiled function and the passes it serves, as (T tokens, keeps step states) pairs; any
-    other pass runs eagerly (compiling every T a caller might use would cost minutes each)."""
+    other pass runs eagerly (compiling every T a caller might use would take far too long)."""
 
     def __init__(self, fn, variants, kind="model"):
         self.fn, self.variants, self.kind = fn, set(variants), kind     # kind: "model", "head" or "round"
@@ -160,17 +127,14 @@ class CompiledSteps:
 
 
 
-# Where a step is all overhead (small models on CPU), the code that calls a graph's kernels is C++
-# rather than Python, and does not re-check the shapes its guards already checked. Inductor's Python
-# wrapper spends per call what a 4M-parameter model's arithmetic costs: one `reinterpret_tensor` per
-# view (about 290 a decode step of the embedded model) and one `assert_size_stride` per tensor (128).
-# Embedded model at AVX2, one thread, the decode step: 2.13 ms against 2.67 ms with the Python wrapper
-# (2.49 ms with the asserts off alone); compiling the step takes 35 s instead of 25.
 # The small-model CPU graphs: kernels called from C++, and (realize_opcount_threshold) every input of
-# a streamed Linear computed once into a buffer.
+# a streamed Linear computed once into a buffer. Where a step is all overhead, the C++ caller is
+# faster: inductor's Python wrapper spends per call about what a small model's arithmetic costs (a
+# `reinterpret_tensor` per view, an `assert_size_stride` per tensor, shapes its guards already checked);
+# the price is a longer compile (docs/benchmarks.md, 2026-11-30, kernels called from C++).
 # subtle: inductor otherwise inlines a cheap producer, such as the RMSNorm before a projection, into
-# each of the layer's dot products (qwen.linear): the output layer then renormalised its input 8192
-# times a pass, and a verify pass cost more than plain decoding gained.
+# each of the layer's dot products (qwen.linear): the output layer then renormalised its input once per
+# output row, and a verify pass cost more than plain decoding gained.
 WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4)
 
 
@@ -206,21 +170,21 @@ def _compile(fn, owners, kind, device, autotune=True, freeze=False):
                 torch._dynamo.mark_static_address(t)
             return compiled(*owners, *args)
         return on_cuda
-    # max-autotune times a C++ micro-GEMM against ATen's; it costs seconds per matmul shape to decide,
-    # worth it only where weights dominate a step (not on the 4M embedded model).
+    # max-autotune times a C++ micro-GEMM against ATen's for every matmul shape, which lengthens compiling:
+    # worth it only where weights dominate a step (wide models), not on a small model.
     options = dict(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN") if autotune else dict(WRAPPER_IN_CPP)
-    simplify_fewer()                             # exact, and 15 s less of the round graph's compile
+    simplify_fewer()                             # exact, and a shorter compile (internals.py)
     if not freeze:
-        # a small model's C++ at -O2: built in half the time, as fast (internals.quick_builds)
+        # a small model's C++ at -O2: built sooner, runs as fast (internals.quick_builds)
         return SavedGraphs(fn, owners, kind, os.path.join(cache_dir(), "graphs"), options, quick_build=not autotune)
     compiled = torch.compile(fn, fullgraph=True, options=options)
 
     # freezing: the weights become constants of the graph, packed once for its GEMMs, so a pass of
-    # T rows streams each weight once (unfrozen, the BLAS repacks it per call: on an AVX2 CPU,
-    # verifying 2-4 tokens then costs 2-3 steps). The price is a packed copy per graph.
+    # T rows streams each weight once (unfrozen, the BLAS repacks it per call, so that on an AVX2 CPU
+    # a verify pass of a few tokens costs several steps). The price is a packed copy per graph.
     # A small model (no autotuning), frozen only when asked (_freeze_choice), keeps its weights
-    # unpacked: MKL's packed GEMM costs ~20-40 us a call on tiny matrices (embedded model at AVX2:
-    # speculative 0.80x compiled plain packed, 0.98x unpacked).
+    # unpacked: a packed GEMM's cost per call outweighs the work on tiny matrices, and speculative
+    # decoding was slower with it (docs/benchmarks.md, 2026-11-30, the embedded model compiled at AVX2).
     config = dict(freezing=True) if autotune else {"freezing": True, "cpp.weight_prepack": False}
 
     def frozen(variant, *args):
@@ -247,9 +211,10 @@ def compiles_one_token_passes(module):
     for a model whose weights dominate a step (hidden >= AUTOTUNE_HIDDEN) and are not streamed
     (streams_wide_weights). There they compile only frozen, where one more packed copy of the weights
     fits (_one_token_choice): unfrozen through the BLAS, a one-token step streams each weight once
-    eagerly already, and compiled it measured 0.85-0.93x eager at the 0.8B shape; frozen, 1.59-1.83x the
-    step with packed eager weights on an AMD EPYC host at AVX2 (README, compiled one-token passes).
-    Streamed in bfloat16, the decode step reads half the bytes: 3.7x eager (README)."""
+    eagerly already, and compiled it measured slower than eager; frozen, it beat the step with packed
+    eager weights (docs/benchmarks.md, 2026-11-30 frozen weights, 2026-12-01 compiled one-token passes).
+    Streamed in bfloat16, the decode step reads half the bytes, and compiled it is faster than eager
+    (docs/benchmarks.md, 2026-12-02, streamed weights)."""
     device = next(module.parameters()).device
     streamed = any(getattr(m, "streamed", None) is not None for m in module.modules())
     return device.type == "cuda" or module.cfg.hidden_size < AUTOTUNE_HIDDEN or streamed
@@ -271,10 +236,9 @@ def _freeze_choice(freeze, modules, graphs, device):
     """-> (freeze?, why): as asked, or, when freeze is None, on CPU for a model wide enough to gain
     from packed weights (hidden >= AUTOTUNE_HIDDEN), where the copies fit in memory.
     subtle: a small model's graphs stay unfrozen. Frozen, AOTAutograd's work is never cached on disk
-    ("Cannot cache a graph with freezing enabled"), so every start redoes it; the embedded model's
-    five graphs at AVX2 took 48 s from the cache frozen, 20 s unfrozen (194 s and 173 s first), and
-    ran as fast either way (the same generation timed in one process: 110 and 112 ms). Unfrozen graphs
-    are also saved whole (saved.py): 8 s from the cache."""
+    ("Cannot cache a graph with freezing enabled"), so every start redoes it, and the graphs run no
+    faster frozen; unfrozen graphs are also saved whole (saved.py), so a later start only loads them
+    (docs/benchmarks.md, 2026-11-30, the embedded model compiled at AVX2)."""
     if freeze is not None:
         return bool(freeze), "as asked"
     if torch.device(device).type == "cuda":
@@ -305,8 +269,8 @@ def compile_head(head, ks=(2,), freeze=None, lm_head=None):
 
 def share_output_rows(head, lm_head):
     """Where the head streams its weights and scores every token, its graphs score the draft from the
-    output layer's own streamed rows (the same tensor: no copy). At the 0.8B width that is 248320 rows,
-    0.5 GB in bfloat16 a guess, against 1 GB of float32 through the BLAS eagerly."""
+    output layer's own streamed rows (the same tensor: no copy): in bfloat16, half the bytes a guess
+    reads eagerly through the BLAS in float32."""
     streams = head.fc.streamed is not None and getattr(lm_head, "streamed", None) is not None
     if head.draft_vocab is None and streams:
         head.draft_streamed = lm_head.streamed
@@ -318,7 +282,7 @@ def compile_round(model, head, ks=(2,), freeze=None):
     """Prepare the whole greedy `select` round (mtp.greedy_round: drafts, verify, select, the head's
     catch-up) as one compiled graph per k, kept in head.round_compiled. On a small model a round of
     separate calls (a head pass per draft, the verify pass, the Python between) pays the overhead of
-    each; as one call it ran about 1.2x faster (README, benchmarks). -> CompiledSteps"""
+    each; as one call it is faster (docs/design.md, a small model's greedy round). -> CompiledSteps"""
     head.round_compiled = _prepare([model, head], round_of, {(1 + int(k), True) for k in ks}, freeze, "round")
     return head.round_compiled
 
@@ -327,11 +291,11 @@ def lay_out_transposed(modules):
     """Store every Linear weight W (out, in) as the contiguous transpose it is multiplied by: the
     values and shape stay, only the memory order changes (strides (1, in)). Idempotent; a tied
     weight (lm_head = embed_tokens) is laid out once.
-    subtle: a Linear computes x @ W.T. With W row-major that is MKL's "NT" GEMM, which for 2-4 rows
-    of a small matrix costs 3-4 times one row at AVX2 (704x192, 3 rows: 52 us against 14); with W.T
-    contiguous it is an "NN" GEMM streaming the weight once (17 us against 10). For the embedded model,
-    compiled: verifying 3 tokens 1.24 steps instead of 1.56, speculative decoding 1.1-1.4x plain
-    instead of 0.8-1.3x. (Large models freeze packed weights, where the layout does not matter.)"""
+    subtle: a Linear computes x @ W.T. With W row-major that is MKL's "NT" GEMM, which for a few rows
+    of a small matrix costs several times one row at AVX2; with W.T contiguous it is an "NN" GEMM
+    streaming the weight once, and a small model's verify pass costs fewer steps (docs/benchmarks.md,
+    2026-11-30, the embedded model compiled at AVX2). (A wide model that does not stream is left as it
+    is: it freezes packed weights where the copies fit, and there the layout does not matter.)"""
     for module in modules:
         for linear in module.modules():
             w = linear.weight if isinstance(linear, torch.nn.Linear) else None
@@ -382,10 +346,10 @@ def streams_wide_weights(modules, freeze):
     every graph, instead of a packed float32 copy frozen into each. Only for float32 weights that
     bfloat16 holds exactly (a bf16 checkpoint, as Qwen3.5's are, loaded as float32), unless freezing
     was asked for or QWEN_STREAM_WEIGHTS=0. -> (stream?, why)
-    subtle: a wide model's step reads its weights from memory, so half the bytes is most of the gain. The
-    0.8B shape at AVX2 (README, streamed weights for a wide model): decode step 48.5 ms against 111 ms
-    frozen, peak memory 6.0 GB against 21.9 (k=1); plain decoding 4.5x eager. The price: a verify pass
-    of several rows costs more steps than frozen (2 tokens 1.7-1.9 steps; frozen 1.1)."""
+    subtle: a wide model's step reads its weights from memory, so half the bytes is most of the gain, and
+    one copy for every graph keeps peak memory far below a frozen copy per graph. The price: a verify pass
+    of several rows costs more steps than frozen (docs/benchmarks.md, 2026-12-02, streamed weights;
+    docs/design.md, streamed weights for a wide model)."""
     device = next(modules[0].parameters()).device
     if device.type != "cpu" or modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
         return False, ""

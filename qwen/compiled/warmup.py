@@ -110,7 +110,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
             compiled.warming_thread = None
     # subtle: a skipped pass stays eager rather than compile on first use: a prompt as long as one of
     # them (a 3-token prompt prefilling the head, k=2) would otherwise stall the generation to compile
-    # it (the command line's first run: 64 tokens in 11 s instead of 0.1 s)
+    # it (docs/benchmarks.md, 2026-12-01, the command line)
     for part, variant in skipped:
         if part.enabled and variant not in part.ready:
             part.drop(variant, Why.NOT_WARMED)
@@ -142,8 +142,8 @@ def _keep_packing_if_faster(model, head, report, context, keep_if_faster):
 
 def _drop_packing_if_compiled(model, head):
     """Once the one-token passes run compiled (the decode step, and the head's draft pass), packed eager
-    copies serve only prefill and `recompute`'s re-runs: free them (a copy of every weight, 3 GB at the
-    0.8B shape in float32). -> whether they were dropped"""
+    copies serve only prefill and `recompute`'s re-runs: free them (a copy of every float32 weight).
+    -> whether they were dropped"""
     modules = [m for m in (model, head) if m is not None]
     if not any(getattr(linear, "packed", None) is not None for m in modules for linear in m.modules()):
         return False
@@ -199,8 +199,8 @@ def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later=
     each against eager, keep the faster ones and make them ready for every thread. -> False when
     compiling failed or a pass computed something else (then everything is eager, with the reason in
     the status). `later`: the next phase's passes; while helpers compile, this process compiles the
-    first of them that is missing, ahead, instead of waiting (the embedded model at AVX2: the decode
-    step 39 s here and then the verify pass 70 s, beside the round graph's 97 s in a helper)."""
+    first of them that is missing, ahead, instead of waiting for a helper's longer graph
+    (docs/benchmarks.md, 2026-12-01, helper processes)."""
     ids = warm_up_ids(model, context)                                                  # (1, context)
     t0 = time.perf_counter()
     helpers = workers.start(model, head, passes, context)

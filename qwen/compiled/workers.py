@@ -1,10 +1,10 @@
 """Compiling a warm-up's graphs in parallel, in helper processes.
 
 Compiling one graph is one thread's work: dynamo traces the Python, inductor writes C++ for it, and
-one g++ run builds it. On the embedded model at AVX2, compiled one after the other, the decode step
-took about 40 s and the greedy round about 100 s, while the second core of a 2-core host sat idle.
-So, where a pass's graph is not on disk yet, warm_up (warmup.py) compiles one of the missing graphs
-itself and hands the others to helper processes:
+one g++ run builds it. Compiled one after the other, a first start's graphs leave the host's other
+cores idle (docs/benchmarks.md, 2026-12-01, helper processes). So, where a pass's graph is not on
+disk yet, warm_up (warmup.py) compiles one of the missing graphs itself and hands the others to
+helper processes:
 
     helpers = start(model, head, passes, context)   # the missing graphs but the first go to helpers
     ... the parent compiles the first one meanwhile ...
@@ -82,9 +82,9 @@ def portable(module):
 
 def copies_fit(model, head, helpers, available=None):
     """Whether `helpers` more copies of the weights (each helper loads its own) fit in half of the memory
-    available: yes for small models. A wide model (hidden >= AUTOTUNE_HIDDEN: the 0.8B's 4.5 GB of
-    weights and streamed copies) compiles alone: a helper would hold another copy of them, and there the
-    memory matters more than the minutes a helper saves."""
+    available: yes for small models. A wide model (hidden >= AUTOTUNE_HIDDEN) compiles alone: a helper
+    would hold another copy of its weights and streamed copies, and there the memory matters more than
+    the time a helper saves."""
     if model.cfg.hidden_size >= AUTOTUNE_HIDDEN:
         log.info("no compile helpers: a wide model compiles in this process (a helper would copy its weights)")
         return False
