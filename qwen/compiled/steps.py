@@ -35,9 +35,14 @@ log = logging.getLogger("qwen.compile")
 
 
 def dense(x):
-    """x with standard strides. subtle: a compiled step is guarded on its inputs' strides, and a slice
-    such as ids[:, :1] of a (1, 32) tensor has stride (32, 1) where a fresh (1, 1) one has (1, 1)."""
-    return x.clone(memory_format=torch.contiguous_format)
+    """x with standard strides: x itself where it has them, else a copy. subtle: a compiled step is
+    guarded on its inputs' strides, and a slice such as ids[:, :1] of a (1, 32) tensor has stride
+    (32, 1) where a fresh (1, 1) one has (1, 1)."""
+    stride, standard = 1, []
+    for size in reversed(x.shape):                      # (a, b, c) -> (b*c, c, 1)
+        standard.append(stride)
+        stride *= size
+    return x if x.stride() == tuple(reversed(standard)) else x.clone(memory_format=torch.contiguous_format)
 
 
 class Phase(enum.Enum):
