@@ -60,9 +60,8 @@ def main(argv=None):
         report = warm_up(model, head, ks=(args.mtp,) if args.mtp else (), rollbacks=(args.rollback,),
                          only_greedy=not args.temperature)
         speed = ", ".join(f"{name} {x:.2f}x" for name, x in report.get("speedups", {}).items())
-        freed = "; the packed eager weights freed" if report.get("packed_weights_dropped") else ""
         print(f"[{report['status']} in {report['seconds']:.0f} s" + (f"; eager / compiled: {speed}" if speed else "")
-              + freed + "]", file=sys.stderr)
+              + "]", file=sys.stderr)
     try:
         if args.chat:
             ids = chat.encode_chat([{"role": "user", "content": args.prompt}],

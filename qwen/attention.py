@@ -11,7 +11,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.norm import RMSNorm
-from qwen.linear import Linear
 from qwen.rope import apply_rope
 
 
@@ -37,10 +36,10 @@ class Attention(nn.Module):
         super().__init__()
         H, D = cfg.hidden_size, cfg.head_dim
         self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, D
-        self.q_proj = Linear(H, self.n_heads * D * 2, bias=False)    # query and gate, interleaved per head
-        self.k_proj = Linear(H, self.n_kv * D, bias=False)
-        self.v_proj = Linear(H, self.n_kv * D, bias=False)
-        self.o_proj = Linear(self.n_heads * D, H, bias=False)
+        self.q_proj = nn.Linear(H, self.n_heads * D * 2, bias=False)    # query and gate, interleaved per head
+        self.k_proj = nn.Linear(H, self.n_kv * D, bias=False)
+        self.v_proj = nn.Linear(H, self.n_kv * D, bias=False)
+        self.o_proj = nn.Linear(self.n_heads * D, H, bias=False)
         self.q_norm = RMSNorm(D, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(D, cfg.rms_norm_eps)
 

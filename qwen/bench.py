@@ -36,7 +36,6 @@ import torch
 
 from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_bytes, snapshot_state
 from qwen.compiled import warm_up
-from qwen.linear import plain_weights
 from qwen.config import Config
 from qwen.model import Model, load_into
 from qwen.mtp import MTP, generate_mtp
@@ -281,8 +280,7 @@ def bench_scripted(args):
     eager_plain_tok_s = None
     if args.compile:                                              # the same plain decoding, eagerly, for scale
         model.compiled.enabled = False
-        with plain_weights():                                     # and through the BLAS (no packed copies)
-            eager, t_eager = timed(generate, model, ids, max_new_tokens=args.new_tokens)
+        eager, t_eager = timed(generate, model, ids, max_new_tokens=args.new_tokens)
         model.compiled.enabled = True
         eager_plain_tok_s = len(eager) / t_eager
     plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)
@@ -316,8 +314,8 @@ def bench_scripted(args):
                             "at_the_end": resident_gb()},
             "compile_s": compiling.get("seconds"), "compile_status": str(compiling.get("status", "eager")),
             "compiled_speedups": compiling.get("speedups"),
-            "frozen": model.compiled.frozen if args.compile else None,
-            "freeze_reason": model.compiled.freeze_reason if args.compile else None}
+            "strategy": model.compiled.strategy.name.lower() if args.compile else None,
+            "strategy_why": model.compiled.why if args.compile else None}
 
 
 def bench_model(args):
@@ -429,7 +427,7 @@ def main(argv=None):
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                     help="also (engine) or only (spec) measure the compiled engine (qwen.compiled)")
     ap.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=None,
-                    help="with --compile: bake the weights into each graph (default: models of hidden size >= 1024, where the copies fit in memory)")
+                    help="with --compile: bake the weights into each graph, or (--no-freeze) stream them (default: qwen.compiled.steps.choose_strategy)")
     ap.add_argument("--shape", default=None, choices=["0.8b"], help="compile mode: random weights of this shape")
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"])
     ap.add_argument("--scripted", action="store_true")
@@ -466,7 +464,7 @@ def main(argv=None):
         args.dtype = args.dtype or "bfloat16"
         result = bench_scripted(args)
         print(f"plain: {result['plain_tok_s']:.2f} tok/s{f' (median of {args.repeats})' if args.repeats > 1 else ''} ({args.dtype}, {result['compile_status']}"
-              + (f", frozen: {result['frozen']} ({result['freeze_reason']}); eager plain "
+              + (f", {result['strategy']}: {result['strategy_why']}; eager plain "
                  f"{result['eager_plain_tok_s']:.2f} tok/s; compiling {result['compile_s']:.0f} s" if args.compile else "")
               + f"); peak memory {result['peak_memory_gb']:.1f} GB; resident "
               + ", ".join(f"{k.replace('_', ' ')} {v:.1f} GB" for k, v in result["resident_gb"].items() if v))

@@ -53,7 +53,7 @@ class AttentionState:
         k, v = torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device)
         if self.k is not None:
             k[:, :, :self.n], v[:, :, :self.n] = self.k[:, :, :self.n], self.v[:, :, :self.n]
-        self.k, self.v = mark_growing(k), mark_growing(v)
+        self.k, self.v = k, v
 
     def write(self, positions, k, v):
         """Store new columns (B, kv_heads, T, head_dim) at `positions` (T,); return the whole buffers.
@@ -72,13 +72,6 @@ class AttentionState:
 
     def nbytes(self):
         return 0 if self.k is None else self.k.nbytes + self.v.nbytes
-
-
-def mark_growing(t):
-    """Tell the compiler the capacity (dim 2) of a KV buffer varies, so growing it does not recompile."""
-    if not torch.compiler.is_compiling():
-        torch._dynamo.mark_dynamic(t, 2)
-    return t
 
 
 @dataclass(eq=False)

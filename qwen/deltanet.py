@@ -21,7 +21,6 @@ import torch.nn.functional as F
 
 from qwen.chunk import delta_rule_chunked
 from qwen.norm import GatedRMSNorm
-from qwen.linear import Linear
 
 RECURRENT_MAX_T = 8    # passes up to this many tokens (decode, verification) run token by token
 
@@ -64,15 +63,15 @@ class GatedDeltaNet(nn.Module):
         self.dk, self.dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
         self.kernel = cfg.linear_conv_kernel_dim
         self.conv_dim = 2 * self.nk * self.dk + self.nv * self.dv              # q, k, v side by side
-        self.in_proj_qkv = Linear(H, self.conv_dim, bias=False)
-        self.in_proj_z = Linear(H, self.nv * self.dv, bias=False)
-        self.in_proj_b = Linear(H, self.nv, bias=False)
-        self.in_proj_a = Linear(H, self.nv, bias=False)
+        self.in_proj_qkv = nn.Linear(H, self.conv_dim, bias=False)
+        self.in_proj_z = nn.Linear(H, self.nv * self.dv, bias=False)
+        self.in_proj_b = nn.Linear(H, self.nv, bias=False)
+        self.in_proj_a = nn.Linear(H, self.nv, bias=False)
         self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, self.kernel, groups=self.conv_dim, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(self.nv))
         self.A_log = nn.Parameter(torch.zeros(self.nv))
         self.norm = GatedRMSNorm(self.dv, cfg.rms_norm_eps)
-        self.out_proj = Linear(self.nv * self.dv, H, bias=False)
+        self.out_proj = nn.Linear(self.nv * self.dv, H, bias=False)
 
     def conv(self, x, cache):
         """Depthwise causal conv over [window, new inputs]; updates cache.conv in place. x: (B, C, T) -> (B, C, T)"""

@@ -12,7 +12,6 @@ import torch
 import torch.nn as nn
 
 from qwen.config import read_config
-from qwen.linear import Linear
 from qwen.embedding import Embedding
 from qwen.layer import DecoderLayer
 from qwen.norm import RMSNorm
@@ -27,7 +26,7 @@ class Model(nn.Module):
         self.embed_tokens = Embedding(cfg)
         self.layers = nn.ModuleList(DecoderLayer(cfg, kind) for kind in cfg.layer_types)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
         self.compiled = None                                  # compiled steps by T, set by qwen.compiled

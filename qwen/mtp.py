@@ -29,7 +29,6 @@ import torch.nn as nn
 from qwen.cache import (AttentionState, State, keep_step_states, restore_state, select_step_states,
                         snapshot_bytes, snapshot_state, truncate_kv)
 from qwen.layer import DecoderLayer
-from qwen.linear import Linear, rows_matmul, streamed_copy
 from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
@@ -44,15 +43,13 @@ class MTP(nn.Module):
         super().__init__()
         H = cfg.hidden_size
         self.cfg = cfg
-        self.fc = Linear(2 * H, H, bias=False)
+        self.fc = nn.Linear(2 * H, H, bias=False)
         self.pre_fc_norm_embedding = RMSNorm(H, cfg.rms_norm_eps)
         self.pre_fc_norm_hidden = RMSNorm(H, cfg.rms_norm_eps)
         self.layers = nn.ModuleList([DecoderLayer(cfg, "full_attention")])
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.draft_vocab = None        # optional (V',) token ids the draft scores (FR-Spec); None = all
-        # (V', H) their rows as compiled CPU graphs read them (qwen.linear; with no draft vocabulary, the
-        # output layer's own streamed copy: qwen.compiled.steps.share_output_rows); a buffer, so graphs take it as an input
-        self.register_buffer("draft_streamed", None, persistent=False)
+        self.draft_proj = None         # with them, h -> their logits (B, V'): the output layer's rows, not trained
         self.compiled = None           # compiled head passes by T, set by qwen.compiled
         self.round_compiled = None     # the whole greedy round (greedy_round) compiled per k, ditto
 
@@ -80,8 +77,9 @@ class MTP(nn.Module):
         return self.scored_pass(emb_next, hidden, start, cache)[0]
 
     def scored_pass(self, emb_next, hidden, start, cache):
-        """forward, and where a compiled pass served it, the draft's scores after every row, computed in
-        the same graph -> (output (B, T, H), logits (B, T, V') or None: score eagerly what is needed)."""
+        """forward, and where a compiled pass served it and scored the draft after every row in the same
+        graph (qwen.compiled), those scores -> (output (B, T, H), logits (B, T, V') or None: score eagerly
+        what is needed)."""
         B, T, _ = emb_next.shape
         cache.reserve(self.cfg, B, start + T, emb_next.dtype, emb_next.device)
         positions = torch.arange(start, start + T, device=emb_next.device)
@@ -96,19 +94,6 @@ class MTP(nn.Module):
         """forward's tensor work at positions (T,): reads no Python number, so it compiles once per T."""
         cos, sin = rope_tables(self.cfg, positions)
         return self.norm(self.layers[0](self.combine(emb_next, hidden), cos, sin, cache, positions))
-
-    def run_scored(self, emb_next, hidden, positions, cache):
-        """The head's compiled pass: run, plus the scores over the draft vocabulary (or every token)
-        after each of the T rows, where the graph can read their streamed bfloat16 rows: half the bytes
-        of the eager float32 product, read once for all T rows. -> (out (B, T, H), logits (B, T, V') or None)
-        subtle: scoring only the row a caller needs (out.index_select(1, rows)) made inductor read h
-        through that index inside the loop over the weights, unvectorised, slower than scoring eagerly
-        (docs/benchmarks.md, 2026-12-02, the draft scored in the head's graph). Every row, then one
-        picked, takes the plain loop."""
-        out = self.run(emb_next, hidden, positions, cache)
-        if self.draft_streamed is None:
-            return out, None
-        return out, rows_matmul(out, self.draft_streamed)
 
     def combine(self, emb_next, hidden):
         """The layer's input: both (B, T, H), each normalised, concatenated and projected -> (B, T, H)"""
@@ -127,22 +112,27 @@ class MTP(nn.Module):
         """Score drafts only over `token_ids` (a frequency-ranked subset, FR-Spec). Verification stays
         full-vocabulary, so the output is unchanged; only the draft gets cheaper. None undoes it."""
         if token_ids is None:
-            self.draft_vocab, self.draft_weight, self.draft_streamed = None, None, None
+            self.draft_vocab, self.draft_proj = None, None
             return
         self.draft_vocab = torch.as_tensor(token_ids, dtype=torch.long, device=lm_head.weight.device)
-        # (H, V'), contiguous: h @ it streams the rows once (MKL's "NN" GEMM; see qwen.compiled.steps.lay_out_transposed)
-        self.draft_weight = lm_head.weight[self.draft_vocab].T.contiguous()
-        # where the output layer has a streamed copy (qwen.compiled.steps.stream_weights), the draft's rows get one too
-        self.draft_streamed = streamed_copy(self.draft_weight.T) if getattr(lm_head, "streamed", None) is not None \
-            else None
+        self.draft_proj = fixed_linear(lm_head.weight[self.draft_vocab])
 
     def draft_logits(self, h, lm_head):
         """h: (B, H) -> (logits over the draft vocabulary (B, V'), ids of those columns or None)."""
         if self.draft_vocab is None:
             return lm_head(h), None
-        if self.draft_streamed is not None and torch.compiler.is_compiling():     # as Linear does
-            return rows_matmul(h, self.draft_streamed), self.draft_vocab
-        return h @ self.draft_weight, self.draft_vocab
+        return self.draft_proj(h), self.draft_vocab
+
+
+def fixed_linear(w):
+    """An nn.Linear computing x @ w.T (w: (out, in)) whose weight is a buffer: neither trained nor saved.
+    subtle: w is stored as the contiguous transpose it is multiplied by (strides (1, out)), so the BLAS
+    streams it once (MKL's "NN" GEMM); row-major ("NT") a few rows cost several times one at AVX2."""
+    with torch.device("meta"):
+        linear = nn.Linear(w.shape[1], w.shape[0], bias=False)
+    del linear.weight
+    linear.register_buffer("weight", w.detach().T.contiguous().T, persistent=False)
+    return linear
 
 
 DRAFT_VOCAB_FILE = "draft_vocab.json"     # {"token_ids": [...], ...} beside a checkpoint's weights (optional)

@@ -4,9 +4,6 @@
     QWEN_COMPILE_CACHE  where compiled artefacts live (default ~/.cache/qwen-mtp/inductor), one folder
                         per CPU capability; handed to inductor as TORCHINDUCTOR_CACHE_DIR unless that
                         names another folder
-    QWEN_STREAM_WEIGHTS 0: compiled CPU graphs of small models multiply through the BLAS, as eager code
-                        does, instead of through their own loops over bfloat16 weight copies (qwen.linear),
-                        and wide models (hidden >= 1024) freeze packed copies instead of streaming
     QWEN_COMPILE_WORKERS processes compiling a warm-up's graphs at once, this one included (default: the
                         cores this process may use; 1: no helper processes; qwen/compiled/workers.py)
     CXX                 the C++ compiler inductor builds CPU kernels with (else g++, c++ or clang++ on PATH)

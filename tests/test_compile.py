@@ -25,7 +25,7 @@ needs_compiler = pytest.mark.skipif(host.compiler_missing() is not None, reason=
 def crashing_compiler(message):
     """A stand-in for steps._compile whose compiled functions raise on their first call, as a broken
     compiler does."""
-    def compile_(fn, owners, kind, device, autotune, freeze=False):
+    def compile_(fn, owners, kind, device, strategy):
         def compiled(variant, *args):
             raise RuntimeError(message)
         return compiled
@@ -35,7 +35,7 @@ def crashing_compiler(message):
 def corrupting_compiler(arity, corrupt):
     """A stand-in for steps._compile whose compiled functions run eagerly but pass every result of
     `arity` values through corrupt(*out): a compiler that runs and computes something wrong."""
-    def compile_(fn, owners, kind, device, autotune, freeze=False):
+    def compile_(fn, owners, kind, device, strategy):
         def compiled(variant, *args):
             out = fn(*owners, *args)
             return corrupt(*out) if isinstance(out, tuple) and len(out) == arity else out
@@ -43,7 +43,7 @@ def corrupting_compiler(arity, corrupt):
     return compile_
 
 
-def eager_compiler(fn, owners, kind, device, autotune, freeze=False):
+def eager_compiler(fn, owners, kind, device, strategy):
     """A stand-in for steps._compile that runs every pass eagerly."""
     return lambda variant, *args: fn(*owners, *args)
 
@@ -133,7 +133,7 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
     chat = Chat(eager, path)
     report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
     assert report["status"].phase is Phase.COMPILED and report["step_speedup"] > 0
-    assert not model.compiled.frozen and not head.compiled.frozen, model.compiled.freeze_reason
+    assert model.compiled.strategy is head.compiled.strategy is steps.Strategy.STREAMED, model.compiled.why
     for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
         ids = chat.encode(prompt)
         plain = generate(eager, ids, max_new_tokens=48)
@@ -240,23 +240,6 @@ def test_vector_isa_probes_are_trusted_once_all_passed_here_with_this_compiler(m
         assert cpp.vec_isa_ok is True
 
 
-def test_freezing_is_chosen_only_where_a_weight_copy_per_graph_fits():
-    model, _ = random_pair("small", seed=16)
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    fits, why = steps.freeze_fits([model], graphs=2, available=4 * weights)
-    assert fits and "2 packed weight copies" in why
-    fits, why = steps.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
-    assert not fits and "available" in why
-    steps.compile_model(model, ks=(2,), freeze=False)
-    assert not model.compiled.frozen and model.compiled.freeze_reason == "as asked"
-    steps.compile_model(model, ks=(2,))                  # small: unfrozen, whatever fits (its graphs cache whole)
-    assert not model.compiled.frozen and "small model" in model.compiled.freeze_reason
-    wide, _ = random_pair(dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=16)
-    fits, _ = steps.freeze_fits([wide], graphs=2)
-    steps.compile_model(wide, ks=(2,))                   # wide: frozen exactly where the copies fit
-    assert wide.compiled.frozen == fits and "packed weight copies" in wide.compiled.freeze_reason
-
-
 def test_small_models_store_each_weight_as_the_transpose_it_is_multiplied_by():
     model, head = random_pair("small", seed=17)
     model.lm_head.weight = model.embed_tokens.weight                    # tied, as in the embedded model
@@ -303,7 +286,7 @@ def test_on_cuda_every_state_buffer_is_a_static_address_for_cuda_graphs(monkeypa
     options = []
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: options.append(kw) or fn)
     model, head = random_pair(TWO_LAYERS, seed=31)
-    step = steps._compile(saved.model_step, (model,), "model", "cuda")
+    step = steps._compile(saved.model_step, (model,), "model", "cuda", steps.Strategy.CUDA)
     ids, nxt = torch.tensor([[3, 1, 4]]), torch.tensor([[2]])
     mine, eager = State(model), State(model)
     for state in (mine, eager):
@@ -430,76 +413,11 @@ def test_compile_variants_cover_decode_verify_and_catch_up():
     assert main == {(3, True)} and head == {(3, False)}
 
 
-def test_a_wide_model_on_cpu_compiles_its_one_token_passes_only_frozen_and_where_a_copy_fits(monkeypatch):
-    """At the 0.8B width a one-token step is bound by reading the weights, which eager already does once;
-    compiled, it gains only from frozen (packed) weights, each frozen graph one more copy of them. So it
-    compiles frozen where that copy fits beside the verify passes' copies, and stays eager (with the
-    reason) unfrozen or where memory is short. Narrow models compile every pass."""
-    wide_cfg = dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1)
-    wide, _ = random_pair(wide_cfg, seed=18)
-    wide_head = MTP(wide.cfg).eval().requires_grad_(False)
-    narrow, narrow_head = random_pair("small", seed=18)
-    assert not steps.compiles_one_token_passes(wide) and steps.compiles_one_token_passes(narrow)
-    several = {(2, True), (4, True)}
-    steps.compile_model(wide, ks=(1, 3), freeze=True), steps.compile_head(wide_head, ks=(1, 3), freeze=True)   # lazy
-    assert wide.compiled.variants == several | {(1, False)} and not wide.compiled.eager_passes
-    assert wide_head.compiled.variants == {(1, False), (2, False), (4, False)}
-    steps.compile_model(wide, ks=(1, 3), freeze=False), steps.compile_head(wide_head, ks=(1, 3), freeze=False)
-    assert wide.compiled.variants == several and wide_head.compiled.variants == {(2, False), (4, False)}
-    assert wide.compiled.eager_passes[(1, False)].why is Why.WIDE_STEP
-    assert wide.compiled.lookup(1) is None and wide_head.compiled.lookup(1) is None
-    # room for the verify passes' two frozen copies and not a third: the decode step stays eager
-    weights = sum(p.numel() * p.element_size() for p in wide.parameters())
-    monkeypatch.setattr(host, "memory_available", lambda: 5 * weights)
-    wide, _ = random_pair(wide_cfg, seed=18)
-    steps.compile_model(wide, ks=(1, 3))
-    assert wide.compiled.frozen and wide.compiled.variants == several
-    assert wide.compiled.eager_passes[(1, False)].why is Why.WIDE_STEP and "no memory" in wide.compiled.eager_passes[(1, False)].detail
-    monkeypatch.setattr(host, "memory_available", lambda: 6 * weights)
-    steps.compile_model(wide, ks=(1, 3))
-    assert wide.compiled.frozen and wide.compiled.variants == several | {(1, False)}
-    steps.compile_model(narrow, ks=(1,)), steps.compile_head(narrow_head, ks=(1,))
-    assert (1, False) in narrow.compiled.variants and (1, False) in narrow_head.compiled.variants
-
-
-def test_a_wide_model_whose_weights_bfloat16_holds_streams_them_instead_of_freezing(monkeypatch):
-    """At the 0.8B width, float32 weights that bfloat16 holds exactly (a bf16 checkpoint) get one
-    bfloat16 copy every graph reads, no frozen or packed copy per graph, and every pass compiles, the
-    one-token ones too. Freezing asked for, other weights, or QWEN_STREAM_WEIGHTS=0: frozen as before."""
-    wide_cfg = dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1)
-    wide, _ = random_pair(wide_cfg, seed=19)
-    head = as_checkpoint(MTP(wide.cfg).eval().requires_grad_(False))
-    assert steps.streams_wide_weights([wide], None) == (False, "the weights are not float32 values that "
-                                                            "bfloat16 holds exactly")
-    as_checkpoint(wide)
-    assert steps.streams_wide_weights([wide], None)[0] and not steps.streams_wide_weights([wide], True)[0]
-    monkeypatch.setenv("QWEN_STREAM_WEIGHTS", "0")
-    assert steps.streams_wide_weights([wide], None) == (False, "QWEN_STREAM_WEIGHTS=0")
-    monkeypatch.delenv("QWEN_STREAM_WEIGHTS")
-    steps.compile_model(wide, ks=(1, 3)), steps.compile_head(head, ks=(1, 3))            # lazy: compiles nothing
-    for module in (wide, head):
-        linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
-        assert not module.compiled.frozen and "streamed in bfloat16" in module.compiled.freeze_reason
-        assert all(m.streamed.dtype == torch.bfloat16 and torch.equal(m.streamed.float(), m.weight)
-                   and m.packed is None for m in linears)
-    assert wide.compiled.variants == {(1, False), (2, True), (4, True)} and not wide.compiled.eager_passes
-    assert head.compiled.variants == {(1, False), (2, False), (4, False)}
-    assert steps.compiles_one_token_passes(wide)
-    from qwen.compiled import workers as compile_workers   # no helper process copies a wide model's weights
-    assert not compile_workers.copies_fit(wide, head, 1, available=2**40)
-    frozen, _ = random_pair(wide_cfg, seed=19)
-    steps.compile_model(as_checkpoint(frozen), ks=(1, 3), freeze=True)
-    assert frozen.compiled.frozen and all(m.streamed is None for m in frozen.modules()
-                                          if isinstance(m, torch.nn.Linear))
-
-
-@needs_compiler
-@pytest.mark.parametrize("draft_vocab", ["a subset", "every token"])
 def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, tmp_path, draft_vocab):
     """Compiled for real (one layer at the 0.8B width): plain and speculative decoding, both rollbacks,
-    give eager greedy decoding's tokens, every pass compiled and kept, nothing frozen or packed. The
-    head's graphs also score the draft, as eager scoring does: over its FR-Spec vocabulary, or over
-    every token from the output layer's own streamed rows (shared, not copied)."""
+    give eager greedy decoding's tokens, every pass compiled and kept, nothing frozen. The head's graphs
+    also score the draft, as eager scoring does: over its FR-Spec vocabulary, or over every token from
+    the output layer's own streamed rows (shared, not copied)."""
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", "1")
     wide, _ = random_pair(dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=20)
@@ -514,7 +432,7 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
     eager_out = head(wide.embed_tokens(ids[:, :T]), hidden, 0, cache)[:, 1]                 # (1, H)
     eager_scores = head.draft_logits(eager_out, wide.lm_head)[0]                          # (1, V')
     report = warmup.warm_up(wide, head, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
-    assert report["status"].phase is Phase.COMPILED and not wide.compiled.frozen
+    assert report["status"].phase is Phase.COMPILED and wide.compiled.strategy is steps.Strategy.STREAMED
     assert wide.compiled.ready == {(1, False), (3, True), (3, False)}
     assert head.compiled.ready == {(1, False), (3, False)}
     cache.truncate(0)
@@ -522,7 +440,7 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
     if draft_vocab == "a subset":
         assert torch.equal(cols, head.draft_vocab) and logits.shape == eager_scores.shape
     else:
-        assert cols is None and head.draft_streamed is wide.lm_head.streamed
+        assert cols is None and head.compiled.fn.owners == (head, wide.lm_head)     # the output layer's own rows
         assert logits.shape == (1, wide.cfg.vocab_size)
     torch.testing.assert_close(out[:, 0], eager_out, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(logits, eager_scores, atol=1e-4, rtol=1e-4)
@@ -597,7 +515,7 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
 def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decoding_uses(monkeypatch):
     calls = []                                   # (kind, pass) of every call into a "compiled" function
 
-    def recording_compiler(fn, owners, kind, device, autotune, freeze=False):
+    def recording_compiler(fn, owners, kind, device, strategy):
         return lambda variant, *args: calls.append((kind, variant)) or fn(*owners, *args)
     monkeypatch.setattr(steps, "_compile", recording_compiler)
     timed = []

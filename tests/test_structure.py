@@ -4,7 +4,7 @@ import ast
 from pathlib import Path
 
 QWEN = Path(__file__).resolve().parent.parent / "qwen"
-MODEL_MODULES = ["attention", "cache", "chunk", "config", "deltanet", "embedding", "layer", "linear", "mlp",
+MODEL_MODULES = ["attention", "cache", "chunk", "config", "deltanet", "embedding", "layer", "mlp",
                  "model", "mtp", "norm", "rope", "sample", "weights"]
 
 

@@ -6,8 +6,8 @@ import threading
 
 import torch
 
-from qwen.compiled.saved import head_run, model_step, round_of
-from qwen.compiled.steps import _prepare
+from qwen.compiled.saved import model_step, round_of
+from qwen.compiled.steps import Strategy, _prepare, head_graph
 from qwen.compiled.warmup import _run_pass, warm_up_ids
 
 
@@ -19,14 +19,14 @@ def main(argv):
     job = torch.load(argv[0], weights_only=False)
     torch.set_num_threads(job["threads"])
     model, head = job["model"], job["head"]
-    kinds = {"model": ([model], model_step), "head": ([head], head_run), "round": ([model, head], round_of)}
+    kinds = {"model": ([model], model_step), "head": head_graph(head, model), "round": ([model, head], round_of)}
     ids = warm_up_ids(model, job["context"])                 # (1, context)
     for name in argv[1:]:
         kind, T, keep = name.split(":")
         variant = (int(T), bool(int(keep)))
         modules, fn = kinds[kind]
         # only this pass compiles: every other one runs eagerly here
-        steps = _prepare(modules, fn, {variant}, False, kind)
+        steps = _prepare(modules, fn, {variant}, kind, (Strategy.STREAMED, "a helper compiles saved graphs"))
         steps.warming_thread = threading.get_ident()          # a failure ends the helper with its error
         model.compiled = steps if kind == "model" else None
         if head is not None:

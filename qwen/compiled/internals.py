@@ -180,7 +180,7 @@ def configure_dynamo():
     # one graph per (T, keep-step-states): up to 2 per draft length, well within this limit
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
     # subtle: T must stay static (one graph per T, the delta rule unrolled), so no dimension turns
-    # dynamic by itself; only the KV capacity, marked by cache.mark_growing, is dynamic.
+    # dynamic by itself; only the KV capacity, marked by steps.mark_growing and saved.py, is dynamic.
     torch._dynamo.config.automatic_dynamic_shapes = False
 
 

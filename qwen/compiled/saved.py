@@ -36,7 +36,16 @@ def model_step(model, ids, positions, state):
 
 
 def head_run(head, emb, hidden, positions, cache):
-    return head.run_scored(emb, hidden, positions, cache)
+    return head.run(emb, hidden, positions, cache), None
+
+
+def head_scored(head, lm_head, emb, hidden, positions, cache):
+    """The head's pass and the draft's scores after each of its T rows (the output layer, or the draft
+    vocabulary's rows, streamed). subtle: scoring only the row a caller needs (out.index_select(1, rows))
+    made inductor read h through that index inside the loop over the weights, unvectorised, slower than
+    scoring eagerly (docs/benchmarks.md, 2026-12-02, the draft scored in the head's graph)."""
+    out = head.run(emb, hidden, positions, cache)
+    return out, head.draft_logits(out, lm_head)[0]
 
 
 def round_of(model, head, state, head_cache, tok_d1, out1, positions):
@@ -142,7 +151,7 @@ class SavedGraphs:
         return tuple((n, t.shape) for m in self.owners for n, t in vars(m).items() if isinstance(t, torch.Tensor))
 
     def path(self, variant, batch):
-        key = repr((self.name, variant, batch, torch.__version__, torch.backends.cpu.get_cpu_capability(),
+        key = repr((self.name, self.fn.__name__, variant, batch, torch.__version__, torch.backends.cpu.get_cpu_capability(),
                     sorted(self.options.items()), source_fingerprint(), [owner_signature(m) for m in self.owners]))
         return self.folder / f"{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.graph"
 

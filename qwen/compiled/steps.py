@@ -6,12 +6,12 @@
 
 A pass compiles once per number of tokens T and serves every position (cache.py keeps the shapes static):
 model.step at T = 1 (decode) and 1+k (verify), head.run at T = 1 (draft) and 1+k (catch-up), and
-mtp.greedy_round per k. Prefill stays eager. _prepare readies the weights for the host:
-    CPU, small model, or wide one bfloat16 holds exactly   unfrozen graphs reading a row-major copy, bfloat16
-        where exact (stream_weights); kernels called from C++ (WRAPPER_IN_CPP); each saved whole (saved.py)
-    CPU, other wide models     frozen packed weights where the copies fit (freeze_fits), max-autotune GEMMs,
-        eager passes on oneDNN-packed copies (pack_for_eager); one-token passes as _one_token_choice says
-    CUDA                       CUDA graphs ("reduce-overhead"), state buffers static (never run on a GPU)
+mtp.greedy_round per k. Prefill stays eager. choose_strategy picks how the graphs get their weights:
+    STREAMED  CPU, by default: every Linear swapped for a StreamedLinear (streamed.py) whose graphs read
+              one row-major copy, bfloat16 where exact; kernels called from C++; each graph saved whole
+    FROZEN    CPU, a wide model run in bfloat16 (native-bfloat16 hosts), where a copy per graph fits:
+              weights frozen into each graph, packed for max-autotuned GEMMs
+    CUDA      CUDA graphs ("reduce-overhead"), state buffers static (never run on a GPU here)
 Where compiling is impossible, fails or is not faster, passes run eagerly and CompiledSteps.status says
 why. The reasons for each choice are in docs/design.md ("Compiled passes"); figures in docs/benchmarks.md.
 """
@@ -24,12 +24,11 @@ from dataclasses import dataclass
 
 import torch
 
-from qwen import settings
 from qwen.compiled import host
 from qwen.compiled.host import AUTOTUNE_HIDDEN, cache_dir, compiler_missing, cpp_compiler
 from qwen.compiled.internals import configure_dynamo, simplify_fewer, skip_proven_isa_probes, use_cache_dir
-from qwen.compiled.saved import SavedGraphs, head_run, model_step, round_of, state_buffers
-from qwen.linear import Linear, pack_weights, packing_missing, stream_dtype, streamed_copy
+from qwen.compiled.saved import SavedGraphs, head_run, head_scored, kv_buffers, model_step, round_of, state_buffers
+from qwen.compiled.streamed import StreamedLinear, stream_dtype, stream_weights
 
 log = logging.getLogger("qwen.compile")
 
@@ -62,7 +61,6 @@ class Why(enum.Enum):
     WRONG = "the compiled pass computes something else"
     SLOWER = "not faster than eager on this host"
     NOT_WARMED = "not warmed up (only greedy decoding was asked for)"
-    WIDE_STEP = "a wide model's one-token step gains only from frozen weights"
 
 
 @dataclass(frozen=True)
@@ -91,7 +89,7 @@ class CompiledSteps:
     def __init__(self, fn, variants, kind="model"):
         self.fn, self.variants, self.kind = fn, set(variants), kind     # kind: "model", "head" or "round"
         self.enabled = True
-        self.frozen, self.freeze_reason = False, ""   # weights baked into each graph (see _compile)
+        self.strategy, self.why = None, ""        # how the graphs get their weights, and why (_prepare)
         self.status = Status(Phase.LAZY)        # warm_up: -> COMPILING -> COMPILED, or EAGER and why
         self.warming_thread = None               # while warm_up compiles, only its thread uses the compiled steps
         self.eager_passes = {}                   # (T, keep) -> Status: why that pass runs eagerly (drop)
@@ -132,15 +130,22 @@ class CompiledSteps:
 
 
 
-# The small-model CPU graphs: kernels called from C++, and (realize_opcount_threshold) every input of
-# a streamed Linear computed once into a buffer. Where a step is all overhead, the C++ caller is
-# faster: inductor's Python wrapper spends per call about what a small model's arithmetic costs (a
-# `reinterpret_tensor` per view, an `assert_size_stride` per tensor, shapes its guards already checked);
-# the price is a longer compile (docs/benchmarks.md, 2026-11-30, kernels called from C++).
+# Streamed graphs: kernels called from C++, and (realize_opcount_threshold) every input of a streamed
+# Linear computed once into a buffer. Where a step is all overhead, the C++ caller is faster: inductor's
+# Python wrapper spends per call about what a small model's arithmetic costs (a `reinterpret_tensor` per
+# view, an `assert_size_stride` per tensor, shapes its guards already checked); the price is a longer
+# compile (docs/benchmarks.md, 2026-11-30, kernels called from C++).
 # subtle: inductor otherwise inlines a cheap producer, such as the RMSNorm before a projection, into
-# each of the layer's dot products (qwen.linear): the output layer then renormalised its input once per
+# each of the layer's dot products (streamed.py): the output layer then renormalised its input once per
 # output row, and a verify pass cost more than plain decoding gained.
 WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4)
+
+
+class Strategy(enum.Enum):
+    """How a host's graphs get their weights (docs/design.md, compiled passes)."""
+    STREAMED = "CPU graphs stream one copy of each weight (bfloat16 where exact) in their own loops"
+    FROZEN = "CPU graphs with the weights frozen in, packed for their GEMMs"
+    CUDA = "CUDA graphs"
 
 
 def freeze_fits(modules, graphs, available=None):
@@ -152,19 +157,38 @@ def freeze_fits(modules, graphs, available=None):
     if available is None:
         return False, "free memory unknown"
     need = weights * graphs
-    verdict = need <= available // 2
-    return verdict, (f"{graphs} packed weight copies need {need / 2**30:.1f} GB, "
-                     f"{available / 2**30:.1f} GB available")
+    return need <= available // 2, (f"{graphs} packed weight copies need {need / 2**30:.1f} GB, "
+                                    f"{available / 2**30:.1f} GB available")
 
 
-def _compile(fn, owners, kind, device, autotune=True, freeze=False):
-    """fn(*owners, *args) compiled, as a function of (pass, *args): on CPU with the weights as inputs,
+def choose_strategy(modules, freeze=None, graphs=1):
+    """-> (Strategy, why). CUDA on a GPU. On CPU, streamed, except frozen where asked (freeze=True) or,
+    with freeze=None, for a wide model (hidden >= AUTOTUNE_HIDDEN) whose weights are not float32 values
+    bfloat16 holds exactly (a model run in bfloat16, as default_dtype picks on a host with native
+    bfloat16), where `graphs` frozen copies fit in memory.
+    subtle: there, frozen bfloat16 decoded speculatively 1.5x faster than streamed float32, though
+    plainly slower (docs/benchmarks.md, 2026-12-02, streamed float32 against frozen bfloat16)."""
+    if next(modules[0].parameters()).device.type == "cuda":
+        return Strategy.CUDA, "on a GPU"
+    if freeze is not None:
+        return (Strategy.FROZEN if freeze else Strategy.STREAMED), "as asked"
+    if modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
+        return Strategy.STREAMED, "a small model: streamed graphs are saved whole on disk"
+    weights = [m.weight for module in modules for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    if all(stream_dtype(w) == torch.bfloat16 and w.dtype == torch.float32 for w in weights):
+        return Strategy.STREAMED, "float32 weights bfloat16 holds exactly: half the bytes, one copy for every graph"
+    fits, why = freeze_fits(modules, graphs)
+    return (Strategy.FROZEN, why) if fits else (Strategy.STREAMED, f"no memory to freeze: {why}")
+
+
+def _compile(fn, owners, kind, device, strategy):
+    """fn(*owners, *args) compiled, as a function of (pass, *args): streamed with the weights as inputs,
     saved whole on disk (saved.py); frozen, or on CUDA, through dynamo, which picks the graph per pass."""
     use_cache_dir(cache_dir())
-    if torch.device(device).type == "cpu":
+    if strategy is not Strategy.CUDA:
         skip_proven_isa_probes(cache_dir(), cpp_compiler())
     configure_dynamo()
-    if torch.device(device).type == "cuda":
+    if strategy is Strategy.CUDA:
         compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True)
 
         def on_cuda(variant, *args):
@@ -173,31 +197,36 @@ def _compile(fn, owners, kind, device, autotune=True, freeze=False):
             # inductor skip CUDA graphs for every graph ("skipping cudagraphs due to mutated inputs")
             for t in state_buffers(args):
                 torch._dynamo.mark_static_address(t)
+            mark_growing(args)
             return compiled(*owners, *args)
         return on_cuda
-    # max-autotune times a C++ micro-GEMM against ATen's for every matmul shape, which lengthens compiling:
-    # worth it only where weights dominate a step (wide models), not on a small model.
-    options = dict(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN") if autotune else dict(WRAPPER_IN_CPP)
     simplify_fewer()                             # exact, and a shorter compile (internals.py)
-    if not freeze:
-        # a small model's C++ at -O2: built sooner, runs as fast (internals.quick_builds)
-        return SavedGraphs(fn, owners, kind, os.path.join(cache_dir(), "graphs"), options, quick_build=not autotune)
+    if strategy is Strategy.STREAMED:            # C++ at -O2: built sooner, runs as fast (internals.quick_builds)
+        return SavedGraphs(fn, owners, kind, os.path.join(cache_dir(), "graphs"), WRAPPER_IN_CPP, quick_build=True)
+    # frozen: the weights become constants of the graph, packed once for its GEMMs (for a wide model
+    # max-autotune times a C++ micro-GEMM against ATen's for each shape), so a pass of T rows reads each
+    # weight once. The price is a packed copy per graph, and no cached start ("Cannot cache a graph with
+    # freezing enabled"). A small model frozen on request keeps its weights unpacked: a packed GEMM's cost
+    # per call outweighs the work on tiny matrices (docs/benchmarks.md, 2026-11-30, compiled at AVX2).
+    wide = owners[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
+    options = dict(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN") if wide else dict(WRAPPER_IN_CPP)
+    config = {"freezing": True} if wide else {"freezing": True, "cpp.weight_prepack": False}
     compiled = torch.compile(fn, fullgraph=True, options=options)
-
-    # freezing: the weights become constants of the graph, packed once for its GEMMs, so a pass of
-    # T rows streams each weight once (unfrozen, the BLAS repacks it per call, so that on an AVX2 CPU
-    # a verify pass of a few tokens costs several steps). The price is a packed copy per graph.
-    # A small model (no autotuning), frozen only when asked (_freeze_choice), keeps its weights
-    # unpacked: a packed GEMM's cost per call outweighs the work on tiny matrices, and speculative
-    # decoding was slower with it (docs/benchmarks.md, 2026-11-30, the embedded model compiled at AVX2).
-    config = dict(freezing=True) if autotune else {"freezing": True, "cpp.weight_prepack": False}
 
     def frozen(variant, *args):
         # subtle: in torch 2.13 {"freezing": True} as a torch.compile option is silently not applied;
         # the config must be set while the graph compiles, which happens inside the call.
+        mark_growing(args)
         with torch._inductor.config.patch(config):
             return compiled(*owners, *args)
     return frozen
+
+
+def mark_growing(args):
+    """Tell dynamo the capacity (dim 2) of every KV buffer among a pass's arguments varies, so that a
+    longer generation (a larger buffer) does not compile the graph again. (Saved graphs mark their own.)"""
+    for t in kv_buffers(args):
+        torch._dynamo.mark_dynamic(t, 2)
 
 
 def variants_for(ks, rollbacks=("select",), one_token=True):
@@ -211,76 +240,33 @@ def variants_for(ks, rollbacks=("select",), one_token=True):
         {(T, False) for T in one | verify}
 
 
-def compiles_one_token_passes(module):
-    """Whether one-token passes (decode, draft) may compile at all for this model: always, except on CPU
-    for a model whose weights dominate a step (hidden >= AUTOTUNE_HIDDEN) and are not streamed
-    (streams_wide_weights). There they compile only frozen, where one more packed copy of the weights
-    fits (_one_token_choice): unfrozen through the BLAS, a one-token step streams each weight once
-    eagerly already, and compiled it measured slower than eager; frozen, it beat the step with packed
-    eager weights (docs/benchmarks.md, 2026-11-30 frozen weights, 2026-12-01 compiled one-token passes).
-    Streamed in bfloat16, the decode step reads half the bytes, and compiled it is faster than eager
-    (docs/benchmarks.md, 2026-12-02, streamed weights)."""
-    device = next(module.parameters()).device
-    streamed = any(getattr(m, "streamed", None) is not None for m in module.modules())
-    return device.type == "cuda" or module.cfg.hidden_size < AUTOTUNE_HIDDEN or streamed
-
-
-def _one_token_choice(modules, several, frozen):
-    """For a model where compiles_one_token_passes is False: compile its one-token pass too? Only when
-    the passes of several tokens (`several` graphs) are frozen and one more frozen copy of the weights
-    fits in memory (freeze_fits). -> (compile it?, why)"""
-    if compiles_one_token_passes(modules[0]):
-        return True, ""
-    if not frozen:
-        return False, "these are not frozen"
-    fits, why = freeze_fits(modules, several + 1)
-    return fits, why if fits else f"no memory for one more frozen copy: {why}"
-
-
-def _freeze_choice(freeze, modules, graphs, device):
-    """-> (freeze?, why): as asked, or, when freeze is None, on CPU for a model wide enough to gain
-    from packed weights (hidden >= AUTOTUNE_HIDDEN), where the copies fit in memory.
-    subtle: a small model's graphs stay unfrozen. Frozen, AOTAutograd's work is never cached on disk
-    ("Cannot cache a graph with freezing enabled"), so every start redoes it, and the graphs run no
-    faster frozen; unfrozen graphs are also saved whole (saved.py), so a later start only loads them
-    (docs/benchmarks.md, 2026-11-30, the embedded model compiled at AVX2)."""
-    if freeze is not None:
-        return bool(freeze), "as asked"
-    if torch.device(device).type == "cuda":
-        return False, "CUDA graphs instead"
-    if modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
-        return False, "a small model: unfrozen graphs are as fast, and saved whole on disk"
-    fits, why = freeze_fits(modules, graphs)
-    log.info("%s the weights: %s", "freezing" if fits else "not freezing", why)
-    return fits, why
-
-
 def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
-    """Prepare compiled main-model steps (compiled on first use). freeze=None freezes the weights
-    when a copy per graph fits in memory (freeze_fits). -> CompiledSteps"""
-    model.compiled = _prepare([model], model_step, variants_for(ks, rollbacks)[0], freeze, "model")
+    """Prepare compiled main-model steps (compiled on first use); the strategy as choose_strategy
+    decides (freeze=True / False forces frozen / streamed). -> CompiledSteps"""
+    variants = variants_for(ks, rollbacks)[0]
+    model.compiled = _prepare([model], model_step, variants, "model", choose_strategy([model], freeze, len(variants)))
     return model.compiled
 
 
-def compile_head(head, ks=(2,), freeze=None, lm_head=None):
-    """Prepare compiled MTP head passes for T = 1 and 1+k. lm_head: the main model's output layer; a
-    head without a draft vocabulary (it scores every token) then scores in its graphs from that layer's
-    streamed copy, shared, where both stream (share_output_rows). -> CompiledSteps"""
-    head.compiled = _prepare([head], head_run, variants_for(ks)[1], freeze, "head")
-    if lm_head is not None:
-        share_output_rows(head, lm_head)
+def compile_head(head, ks=(2,), freeze=None, model=None):
+    """Prepare compiled MTP head passes for T = 1 and 1+k. Given the main `model`, streamed graphs also
+    score the draft after every row (head_graph), reading the output layer's (or the draft vocabulary's)
+    streamed rows: half the bytes of scoring eagerly in float32. -> CompiledSteps"""
+    variants = variants_for(ks)[1]
+    plan = choose_strategy([head], freeze, len(variants))
+    if model is not None and plan[0] is Strategy.STREAMED and not isinstance(model.lm_head, StreamedLinear):
+        with torch.inference_mode(False):
+            model.lm_head = StreamedLinear(model.lm_head)
+    modules, fn = head_graph(head, model)
+    head.compiled = _prepare(modules, fn, variants, "head", plan)
     return head.compiled
 
 
-def share_output_rows(head, lm_head):
-    """Where the head streams its weights and scores every token, its graphs score the draft from the
-    output layer's own streamed rows (the same tensor: no copy): in bfloat16, half the bytes a guess
-    reads eagerly through the BLAS in float32."""
-    streams = head.fc.streamed is not None and getattr(lm_head, "streamed", None) is not None
-    if head.draft_vocab is None and streams:
-        head.draft_streamed = lm_head.streamed
-
-
+def head_graph(head, model=None):
+    """-> (owners, function) of the head's compiled pass: scoring inside it where the output layer streams."""
+    if model is not None and isinstance(model.lm_head, StreamedLinear):
+        return [head, model.lm_head], head_scored
+    return [head], head_run
 
 
 def compile_round(model, head, ks=(2,), freeze=None):
@@ -288,7 +274,9 @@ def compile_round(model, head, ks=(2,), freeze=None):
     catch-up) as one compiled graph per k, kept in head.round_compiled. On a small model a round of
     separate calls (a head pass per draft, the verify pass, the Python between) pays the overhead of
     each; as one call it is faster (docs/design.md, a small model's greedy round). -> CompiledSteps"""
-    head.round_compiled = _prepare([model, head], round_of, {(1 + int(k), True) for k in ks}, freeze, "round")
+    variants = {(1 + int(k), True) for k in ks}
+    plan = choose_strategy([model, head], freeze, len(variants))
+    head.round_compiled = _prepare([model, head], round_of, variants, "round", plan)
     return head.round_compiled
 
 
@@ -298,9 +286,8 @@ def lay_out_transposed(modules):
     weight (lm_head = embed_tokens) is laid out once.
     subtle: a Linear computes x @ W.T. With W row-major that is MKL's "NT" GEMM, which for a few rows
     of a small matrix costs several times one row at AVX2; with W.T contiguous it is an "NN" GEMM
-    streaming the weight once, and a small model's verify pass costs fewer steps (docs/benchmarks.md,
-    2026-11-30, the embedded model compiled at AVX2). (A wide model that does not stream is left as it
-    is: it freezes packed weights where the copies fit, and there the layout does not matter.)"""
+    streaming the weight once, so the passes that stay eager (prefill, more rows than a graph streams)
+    cost less (docs/benchmarks.md, 2026-11-30, the embedded model compiled at AVX2)."""
     for module in modules:
         for linear in module.modules():
             w = linear.weight if isinstance(linear, torch.nn.Linear) else None
@@ -308,91 +295,20 @@ def lay_out_transposed(modules):
                 w.data = w.data.t().contiguous().t()
 
 
-def stream_weights(modules):
-    """Give every Linear of these modules (and a head's draft vocabulary) the weight copy that compiled
-    graphs multiply by (qwen.linear): row-major, in bfloat16 where that is exact. Eager passes keep
-    using the float32 weights. Idempotent. -> the copies' dtypes, e.g. {torch.bfloat16}"""
-    dtypes = set()
-    for module in modules:
-        for linear in module.modules():
-            if isinstance(linear, Linear):
-                if linear.streamed is None:
-                    linear.streamed = streamed_copy(linear.weight)
-                dtypes.add(linear.streamed.dtype)
-        if getattr(module, "draft_weight", None) is not None and module.draft_streamed is None:
-            module.draft_streamed = streamed_copy(module.draft_weight.T)
-    return dtypes
-
-
-def pack_for_eager(modules):
-    """A wide model's eager passes on CPU (its one-token steps, prefill, and any pass not compiled)
-    multiply by oneDNN-packed weights (qwen.linear.pack_weights) where the copy fits in half of the
-    memory available. warm_up later keeps them only where the decode step is faster with them.
-    QWEN_PACK_WEIGHTS=0 turns this off. -> bytes packed (0 when not)"""
-    if settings.read("QWEN_PACK_WEIGHTS", "1") == "0":
-        return 0
-    missing = packing_missing()
-    if missing:
-        log.info("eager passes keep the BLAS: %s", missing)
-        return 0
-    need = sum(m.weight.numel() * m.weight.element_size() for module in modules for m in module.modules()
-               if isinstance(m, Linear) and m.packed is None and m.weight.dtype == torch.float32)
-    available = host.memory_available()
-    if need and (available is None or need > available // 2):
-        log.info("eager passes keep the BLAS: packed weights need %.1f GB, %s available", need / 2**30,
-                 "unknown" if available is None else f"{available / 2**30:.1f} GB")
-        return 0
-    return pack_weights(modules)
-
-
-def streams_wide_weights(modules, freeze):
-    """Whether a wide model (hidden >= AUTOTUNE_HIDDEN) on CPU compiles like a small one: unfrozen, its
-    graphs multiplying by one bfloat16 copy of the weights in their own loops (stream_weights), shared by
-    every graph, instead of a packed float32 copy frozen into each. Only for float32 weights that
-    bfloat16 holds exactly (a bf16 checkpoint, as Qwen3.5's are, loaded as float32), unless freezing
-    was asked for or QWEN_STREAM_WEIGHTS=0. -> (stream?, why)
-    subtle: a wide model's step reads its weights from memory, so half the bytes is most of the gain, and
-    one copy for every graph keeps peak memory far below a frozen copy per graph. The price: a verify pass
-    of several rows costs more steps than frozen (docs/benchmarks.md, 2026-12-02, streamed weights;
-    docs/design.md, streamed weights for a wide model)."""
-    device = next(modules[0].parameters()).device
-    if device.type != "cpu" or modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
-        return False, ""
-    if freeze:
-        return False, "freezing was asked for"
-    if settings.read("QWEN_STREAM_WEIGHTS", "1") == "0":
-        return False, "QWEN_STREAM_WEIGHTS=0"
-    linears = [m.weight for module in modules for m in module.modules() if isinstance(m, Linear)]
-    if any(w.dtype != torch.float32 or stream_dtype(w) != torch.bfloat16 for w in linears):
-        return False, "the weights are not float32 values that bfloat16 holds exactly"
-    return True, "weights streamed in bfloat16 by the graphs' own loops, one copy shared by every graph"
-
-
-def _prepare(modules, fn, variants, freeze, kind):
-    """The CompiledSteps of fn over these modules, for these passes (T, keep): the weights laid out,
-    packed or streamed for this host, frozen or not (_freeze_choice), and a wide CPU model's one-token
-    pass left eager where it cannot be frozen (_one_token_choice)."""
-    device = next(modules[0].parameters()).device
-    streams_wide, stream_why = streams_wide_weights(modules, freeze)
-    autotune = modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN and not streams_wide
-    if device.type == "cpu" and autotune:
-        with torch.inference_mode(False):
-            pack_for_eager(modules)          # first: freezing then counts the memory the copies take
-    several = {v for v in variants if v[0] > 1}
-    freeze, why = (False, stream_why) if streams_wide else _freeze_choice(freeze, modules, len(several), device)
+def _prepare(modules, fn, variants, kind, plan):
+    """The CompiledSteps of fn over these modules, for these passes (T, keep), with plan = (Strategy,
+    why): for streamed graphs the weights are laid out transposed and every Linear swapped for a
+    StreamedLinear (streamed.py)."""
+    strategy, why = plan
     # subtle: a graph's guards check the kind of each weight tensor; made under inference_mode (warm_up)
     # they would be inference tensors, and a graph saved by another process, where they are not, misses
-    with torch.inference_mode(False):
-        if device.type == "cpu" and not autotune:
+    if strategy is Strategy.STREAMED:
+        with torch.inference_mode(False):
             lay_out_transposed(modules)
-        if device.type == "cpu" and not autotune and not freeze and settings.read("QWEN_STREAM_WEIGHTS", "1") != "0":
             stream_weights(modules)
-    one_token, one_why = _one_token_choice(modules, len(several), freeze)
-    eager = {v: Status(Phase.EAGER, Why.WIDE_STEP, one_why) for v in variants - several} if not one_token else {}
-    steps = CompiledSteps(_compile(fn, modules, kind, device, autotune, freeze), set(variants) - set(eager), kind)
-    steps.frozen, steps.freeze_reason, steps.eager_passes = freeze, why, eager
-    if eager:
-        log.info("the %s's one-token pass stays eager: %s", kind, one_why)
+    device = next(modules[0].parameters()).device
+    steps = CompiledSteps(_compile(fn, modules, kind, device, strategy), variants, kind)
+    steps.strategy, steps.why = strategy, why
     if compiler_missing(device):
         steps.disable(Why.NO_COMPILER)
     return steps

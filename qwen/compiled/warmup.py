@@ -18,7 +18,6 @@ from qwen.compiled import workers
 from qwen.compiled.host import FUSE_HIDDEN, cache_dir, cpp_compiler, release_freed_memory
 from qwen.compiled.internals import record_isa_probes
 from qwen.compiled.steps import Phase, Status, Why, compile_head, compile_model, compile_round
-from qwen.linear import plain_weights, unpack_weights
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
 
@@ -39,33 +38,6 @@ def _time_both(a, b, repeats=15):
     return tuple(sorted(ts)[len(ts) // 2] for ts in times)
 
 
-def packing_speedup(model, ids, repeats=5):
-    """The eager decode step (one token after a prefill of ids) with the BLAS ÷ with packed weights,
-    timed alternately on the same state and position. -> seconds plain / seconds packed
-    subtle: compiled steps are off meanwhile; else a compiled one-token graph (which reads the plain
-    weights either way) would stand in for both sides, or compile mid-measurement."""
-    state, context = State(model), ids.shape[1]
-    enabled = model.compiled is not None and model.compiled.enabled
-    if enabled:
-        model.compiled.enabled = False
-    try:
-        model.hidden(ids, state)
-
-        def step():
-            state.pos = context
-            model.forward(ids[:, :1], state)
-
-        def plain_step():
-            with plain_weights():
-                step()
-        plain, packed = _time_both(plain_step, step, repeats)
-    finally:
-        if enabled:
-            model.compiled.enabled = True
-    return plain / packed
-
-
-
 @torch.inference_mode()
 def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None,
             only_greedy=False):
@@ -76,21 +48,19 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     need), and the step graphs the trace, sampling and `recompute` use follow (unless only_greedy:
     a caller that will not sample or trace skips them, and they run eagerly).
     -> {"status" (a Status: its phase, and why where eager), "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
-    {pass: eager / compiled}, "step_speedup" (the decode step's, or None), "packed_weights_dropped" (a
-    wide model's packed eager copies freed, its one-token passes compiled: _drop_packing_if_compiled)}.
+    {pass: eager / compiled}, "step_speedup" (the decode step's, or None)}.
     Other threads run eagerly each pass that is not ready yet (the app serves while it compiles)."""
     if model.compiled is None:
         compile_model(model, ks, rollbacks, freeze)
     if head is not None and head.compiled is None:
-        compile_head(head, ks, freeze, model.lm_head)
+        compile_head(head, ks, freeze, model)
     if head is not None and head.round_compiled is None and "select" in rollbacks \
             and model.cfg.hidden_size < FUSE_HIDDEN:
         compile_round(model, head, ks, freeze)
     steps = [model.compiled] + ([head.compiled] if head is not None else []) + \
         ([head.round_compiled] if head is not None and head.round_compiled is not None else [])
     report = {"status": model.compiled.status, "seconds": 0.0, "ready_seconds": None, "speedups": {},
-              "step_speedup": None, "packed_weights_dropped": False}
-    _keep_packing_if_faster(model, head, report, context, keep_if_faster)
+              "step_speedup": None}
     if not model.compiled.enabled:
         return report
     for compiled in steps:
@@ -115,7 +85,6 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         if part.enabled and variant not in part.ready:
             part.drop(variant, Why.NOT_WARMED)
     report["status"] = model.compiled.status
-    report["packed_weights_dropped"] = _drop_packing_if_compiled(model, head)
     if report["status"].phase is Phase.COMPILED and model.embed_tokens.weight.device.type == "cpu":
         try:
             record_isa_probes(cache_dir(), cpp_compiler())
@@ -125,33 +94,6 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     log.info("warm-up: %s in %.1f s, eager / compiled: %s", report["status"], report["seconds"],
              ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))
     return report
-
-
-def _keep_packing_if_faster(model, head, report, context, keep_if_faster):
-    """Where pack_for_eager packed the weights, time the eager decode step with and without them;
-    keep them only where it is faster (else their memory is freed)."""
-    modules = [m for m in (model, head) if m is not None]
-    if not any(getattr(linear, "packed", None) is not None for m in modules for linear in m.modules()):
-        return
-    speedup = packing_speedup(model, warm_up_ids(model, context))
-    report["speedups"]["eager decode step, packed weights"] = speedup
-    if keep_if_faster and speedup <= 1:
-        unpack_weights(modules)
-        log.info("packed weights dropped: the eager decode step is not faster with them here (%.2fx)", speedup)
-
-
-def _drop_packing_if_compiled(model, head):
-    """Once the one-token passes run compiled (the decode step, and the head's draft pass), packed eager
-    copies serve only prefill and `recompute`'s re-runs: free them (a copy of every float32 weight).
-    -> whether they were dropped"""
-    modules = [m for m in (model, head) if m is not None]
-    if not any(getattr(linear, "packed", None) is not None for m in modules for linear in m.modules()):
-        return False
-    if any(m.compiled is None or (1, False) not in m.compiled.ready or not m.compiled.enabled for m in modules):
-        return False
-    unpack_weights(modules)
-    log.info("packed weights dropped: the one-token passes run compiled")
-    return True
 
 
 def _phases(model, head):

@@ -20,7 +20,6 @@ import os
 import time
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 

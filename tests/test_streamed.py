@@ -1,0 +1,117 @@
+"""qwen.compiled.streamed and the choice of strategy: the Linear compiled CPU graphs multiply by, checked
+against nn.functional.linear, and which hosts' models stream, freeze or use CUDA graphs."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from qwen.bench import as_checkpoint
+from qwen.cache import State
+from qwen.compiled import host, steps
+from qwen.compiled.steps import Strategy
+from qwen.compiled.streamed import StreamedLinear, rows_matmul, stream_dtype, stream_weights, streamed_copy
+from qwen.model import Model
+from qwen.mtp import MTP
+from qwen.weights import find_model
+from reference import SMALL
+from test_mtp import random_pair
+
+WIDE = dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 3), (2, 2), (4,)])
+def test_rows_matmul_is_linear(shape):
+    torch.manual_seed(0)
+    x, w = torch.randn(*shape, 48), torch.randn(40, 48)
+    assert torch.allclose(rows_matmul(x, w), F.linear(x, w), atol=1e-5)
+    w16 = w.bfloat16()                                  # a bfloat16 copy: the same products as its float32 values
+    assert torch.allclose(rows_matmul(x, w16), F.linear(x, w16.float()), atol=1e-5)
+    got = rows_matmul(x.bfloat16(), w16)                # a bfloat16 model: bfloat16 out, as F.linear gives
+    assert got.dtype == torch.bfloat16 and torch.allclose(got.float(), F.linear(x.bfloat16(), w16).float(), rtol=2e-2, atol=2e-2)
+
+
+def test_the_copy_is_bfloat16_only_where_that_is_exact():
+    exact = torch.randn(8, 16).bfloat16().float()                          # a bf16 checkpoint loaded as float32
+    assert stream_dtype(exact) == torch.bfloat16
+    assert torch.equal(streamed_copy(exact).float(), exact)
+    inexact = torch.randn(8, 16)
+    assert stream_dtype(inexact) == torch.float32 and torch.equal(streamed_copy(inexact), inexact)
+    transposed = exact.t().contiguous().t()                                 # as lay_out_transposed stores it
+    assert streamed_copy(transposed).is_contiguous()                        # the copy is row-major
+
+
+def test_inside_a_graph_the_layer_reads_its_rows_and_outside_its_weight():
+    """Traced (dynamo, no C++ needed), a pass of a few rows multiplies by `rows`; eagerly, and for a
+    pass longer than MAX_STREAMED_ROWS, by the weight through the BLAS. Rows made twice the weight
+    show which one was read."""
+    torch.manual_seed(1)
+    parent = nn.Sequential(nn.Linear(64, 96, bias=True))
+    layer = parent[0]
+    layer.weight.data = layer.weight.data.bfloat16().float()
+    x, long = torch.randn(1, 3, 64), torch.randn(1, 40, 64)
+    with torch.inference_mode():
+        want = F.linear(x, layer.weight, layer.bias)
+        assert stream_weights([parent]) == {torch.bfloat16}
+        streamed = parent[0]
+        assert isinstance(streamed, StreamedLinear) and streamed.weight is layer.weight and streamed.bias is layer.bias
+        assert torch.equal(streamed(x), want)                               # eager: the BLAS
+        streamed.rows.mul_(2)
+        traced = torch.compile(streamed, fullgraph=True, backend="eager")
+        doubled = F.linear(x, 2 * layer.weight, layer.bias)
+        assert torch.allclose(traced(x), doubled, atol=1e-4)               # the graph read the rows
+        assert torch.allclose(traced(long), F.linear(long, layer.weight, layer.bias), atol=1e-4)   # prefill: the weight
+        assert stream_weights([parent]) == {torch.bfloat16} and parent[0] is streamed                # idempotent
+
+
+def test_the_embedded_model_streams_every_weight_in_bfloat16_with_the_same_values_and_outputs():
+    path = find_model()
+    model = Model.from_pretrained(path)
+    head = MTP.from_pretrained(model.cfg, path, lm_head=model.lm_head)
+    ids = torch.tensor([[5, 9, 2, 7, 1, 3]])
+    keys = set(model.state_dict()) | {"mtp." + k for k in head.state_dict()}
+    with torch.inference_mode():
+        want = model(ids, State(model))
+    assert stream_weights([model, head]) == {torch.bfloat16}
+    linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, nn.Linear)]
+    assert len(linears) > 60 and all(isinstance(m, StreamedLinear) for m in linears)
+    assert all(torch.equal(m.rows.float(), m.weight) for m in linears)
+    assert torch.equal(head.draft_proj.rows.float(), model.lm_head.weight[head.draft_vocab])   # the draft's rows
+    assert model.lm_head.weight is model.embed_tokens.weight                                   # still tied
+    assert set(model.state_dict()) | {"mtp." + k for k in head.state_dict()} == keys           # nothing new saved
+    assert not any(p is head.draft_proj.weight for p in head.parameters())                    # nor trained
+    with torch.inference_mode():
+        assert torch.equal(model(ids, State(model)), want)                                     # eager: unchanged
+
+
+def test_small_models_and_bfloat16_exact_wide_ones_stream_and_frozen_graphs_keep_plain_linears():
+    model, head = random_pair("small", seed=3)
+    assert steps.choose_strategy([model])[0] is Strategy.STREAMED
+    steps.compile_model(model, ks=(2,))                 # lazy: prepares, compiles nothing
+    steps.compile_head(head, ks=(2,), freeze=True)      # frozen graphs hold their own weights
+    assert model.compiled.strategy is Strategy.STREAMED and head.compiled.strategy is Strategy.FROZEN
+    assert all(isinstance(m, StreamedLinear) for m in model.modules() if isinstance(m, nn.Linear))
+    assert not any(isinstance(m, StreamedLinear) for m in head.modules())
+    wide, _ = random_pair(WIDE, seed=19)
+    as_checkpoint(wide)                                  # float32 values bfloat16 holds: a bf16 checkpoint
+    assert steps.choose_strategy([wide])[0] is Strategy.STREAMED
+    assert steps.choose_strategy([wide], freeze=True) == (Strategy.FROZEN, "as asked")
+
+
+def test_a_wide_model_run_in_bfloat16_freezes_where_a_copy_per_graph_fits(monkeypatch):
+    """Where bfloat16 is native the model runs in it; at the 0.8B width frozen graphs decoded
+    speculatively faster there, so it freezes, unless the copies do not fit (then it streams)."""
+    model, _ = random_pair("small", seed=16)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    fits, why = steps.freeze_fits([model], graphs=2, available=4 * weights)
+    assert fits and "2 packed weight copies" in why
+    fits, why = steps.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
+    assert not fits and "available" in why
+    wide, _ = random_pair(WIDE, seed=16)
+    wide = wide.to(torch.bfloat16)
+    need = sum(p.numel() * p.element_size() for p in wide.parameters())
+    monkeypatch.setattr(host, "memory_available", lambda: 10 * need)
+    assert steps.choose_strategy([wide], graphs=3)[0] is Strategy.FROZEN
+    monkeypatch.setattr(host, "memory_available", lambda: 4 * need)
+    strategy, why = steps.choose_strategy([wide], graphs=3)
+    assert strategy is Strategy.STREAMED and "no memory" in why
+    assert steps.choose_strategy([wide], freeze=False) == (Strategy.STREAMED, "as asked")
