@@ -241,7 +241,7 @@ def start_compiling(loaded, ks=(2,)):
     meanwhile and loaded.compile_status() says how it went. -> the thread"""
     compile_model(loaded.model, ks)
     if loaded.mtp is not None:
-        compile_head(loaded.mtp, ks, lm_head=loaded.model.lm_head)
+        compile_head(loaded.mtp, ks, model=loaded.model)
     loaded.model.compiled.status = Status(Phase.COMPILING)
 
     def work():

@@ -413,6 +413,8 @@ def test_compile_variants_cover_decode_verify_and_catch_up():
     assert main == {(3, True)} and head == {(3, False)}
 
 
+@needs_compiler
+@pytest.mark.parametrize("draft_vocab", ["a subset", "every token"])
 def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, tmp_path, draft_vocab):
     """Compiled for real (one layer at the 0.8B width): plain and speculative decoding, both rollbacks,
     give eager greedy decoding's tokens, every pass compiled and kept, nothing frozen. The head's graphs
