@@ -34,7 +34,10 @@ def main(argv=None):
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--top-k", type=int, default=None)
     ap.add_argument("--top-p", type=float, default=None)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="sampling's seed: with --mtp, the same text as without")
+    ap.add_argument("--rejection", action="store_true",
+                    help="with --mtp and sampling: the textbook rejection rule (same distribution, other text) "
+                         "instead of noise shared with plain sampling")
     ap.add_argument("--mtp", type=int, default=0, metavar="K", help="speculative decoding with K draft tokens")
     ap.add_argument("--rollback", default="select", choices=["select", "recompute"])
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
@@ -70,8 +73,11 @@ def main(argv=None):
             ids = chat.encode(args.prompt)
     except ValueError as e:                             # the chat template refused the conversation
         sys.exit(f"error: {e}")
-    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                    generator=torch.Generator().manual_seed(args.seed))
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    if args.rejection:
+        sampling["generator"] = torch.Generator().manual_seed(args.seed)
+    else:
+        sampling["seed"] = args.seed
     try:
         if head is None:
             stream = ((tok, None) for tok in generate_stream(model, ids, args.max_new_tokens, chat.stop, **sampling))

@@ -15,8 +15,11 @@ One round of speculative decoding, with k draft tokens:
                  DeltaNet memories and conv windows cannot be, so they are restored (`recompute`:
                  snapshot before, restore and re-run the accepted tokens after) or selected
                  (`select`: the verify pass kept the state after each token; take the right one).
-Greedy output is token-identical to plain decoding; with sampling, the acceptance rule
-(accept with probability min(1, p/q), else resample from max(p - q, 0)) keeps the distribution.
+Greedy output is token-identical to plain decoding. Sampling with a seed is coupled (qwen.sample): the
+head and the main model pick with the same Gumbel noise per position, a draft is kept while it equals
+the main model's pick, and the output is token-identical to plain sampling with that seed (Daliri,
+Musco and Suresh, arXiv 2408.07978). Sampling with a generator instead uses the textbook rule (accept
+with probability min(1, p/q), else resample from max(p - q, 0)), which keeps the distribution.
 """
 import json
 import os
@@ -32,7 +35,7 @@ from qwen.layer import DecoderLayer
 from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
-from qwen.sample import check_prompt, pick_token, probs_from_logits
+from qwen.sample import check_prompt, coupled_pick, pick_token, probs_from_logits
 from qwen.weights import find_model, load_weights
 
 ROLLBACKS = ("select", "recompute", "none")   # "none" skips the restore: deliberately wrong, for the demo
@@ -165,19 +168,24 @@ def frequency_ranked_vocab(token_lists, vocab_size, size, always=()):
     return sorted(set(ranked) | set(always))
 
 
-def accept_drafts(main_logits, drafts, draft_probs, temperature=0, top_k=None, top_p=None, generator=None):
+def accept_drafts(main_logits, drafts, draft_probs, temperature=0, top_k=None, top_p=None, generator=None,
+                  seed=None, start=None):
     """Decide how many drafts to keep and the main model's own next token.
 
-    main_logits: (k+1, V), the verify pass's predictions after tok, d1, ..., dk; drafts: k ids;
-    draft_probs: (k, V) the head's distributions the drafts were sampled from (unused when greedy).
-    -> (n accepted, next token, main probabilities (k+1, V) or None)"""
+    main_logits: (k+1, V), the verify pass's predictions after tok, d1, ..., dk, for the tokens at
+    positions start..start+k; drafts: k ids; draft_probs: (k, V) the head's distributions the drafts
+    were sampled from (used by the textbook rule only).
+    -> (n accepted, next token, main probabilities (k+1, V) or None when greedy)"""
     k = len(drafts)
-    if not temperature:
-        choice = main_logits.argmax(-1).tolist()               # what the main model would emit at each position
-        n = 0
+    if not temperature or seed is not None:
+        # what the main model would emit at each position: its argmax, or its coupled sample
+        choice = main_logits.argmax(-1) if not temperature else \
+            coupled_pick(main_logits, seed, range(start, start + k + 1), temperature, top_k, top_p)
+        choice, n = choice.tolist(), 0
         while n < k and choice[n] == drafts[n]:
             n += 1
-        return n, choice[n], None
+        p = probs_from_logits(main_logits, temperature, top_k, top_p) if temperature else None
+        return n, choice[n], p
     p = probs_from_logits(main_logits, temperature, top_k, top_p)          # (k+1, V)
     for i, d in enumerate(drafts):
         # q(d) <= p(d): always accept. q(d) > p(d): accept with probability p(d) / q(d).
@@ -241,7 +249,8 @@ class NoClock(Clock):
 def guess(mtp, model, hidden, tokens, start, cache, sampling, row=-1):
     """One head pass and a guess from its output at row `row`. hidden: (1, T, H); tokens: (1, T) -> Guess"""
     logits, cols, out = mtp.draft(model, hidden, tokens, start, cache, row)        # logits (1, V')
-    token = int(pick_token(logits, **sampling)[0])
+    position = start + (row if row >= 0 else tokens.shape[1] + row) + 2       # of the guessed token
+    token = int(pick_token(logits, **sampling, position=position, cols=cols)[0])
     q = None
     if sampling.get("temperature"):                                            # q over the whole vocabulary
         q = probs_from_logits(logits[0], sampling["temperature"], sampling.get("top_k"), sampling.get("top_p"))
@@ -273,7 +282,7 @@ def speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sa
         watch("after_verify")
     # 3. accept the longest agreeing prefix (or, sampling, min(1, p/q) each), then the main model's token
     q = torch.stack([g.q for g in guesses]) if sampling.get("temperature") else None
-    n, nxt, p = accept_drafts(logits[0], drafts, q, **sampling)
+    n, nxt, p = accept_drafts(logits[0], drafts, q, **sampling, start=P + 1)
     # ...and roll the main state back to just after tok, d1..dn
     if rollback == "select":                  # take the states kept after token n+1: no re-run
         select_step_states(state, P, n + 1)
@@ -371,17 +380,18 @@ def fused_round(model, mtp, state, head_cache, tok, first, k):
 
 @torch.inference_mode()     # as a decorator: entered on every resume, whichever thread resumes
 def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
-                        top_k=None, top_p=None, generator=None, trace=None):
+                        top_k=None, top_p=None, generator=None, trace=None, seed=None):
     """Speculative decoding with the MTP head (batch 1). Yields, after prefill and after each round,
     (new tokens with their origins [(id, "main"|"draft"|"correction"|"bonus")], rounds, hits).
-    `trace`: a qwen.trace.Trace that receives one plain-data record per round."""
+    Sampling (temperature > 0) is coupled with a seed (the tokens of generate(..., seed=seed)), else the
+    textbook rule with `generator`. `trace`: a qwen.trace.Trace that receives one plain-data record per round."""
     from qwen import trace as tr                                       # recording lives beside, not inside
     if rollback not in ROLLBACKS:
         raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
     if not 1 <= int(k) <= 8:
         raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
     check_prompt(model, ids)
-    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, seed=seed)
     capacity = ids.shape[1] + max_new_tokens + k + 1                      # allocated once: nothing grows
     state, head_cache = State(model, capacity), AttentionState()
     head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
@@ -389,7 +399,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     hidden = model.hidden(ids, state)                                      # (1, T, H) prefill
     logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
     clock.lap("prefill")
-    tok = int(pick_token(logits, **sampling)[0])
+    tok = int(pick_token(logits, **sampling, position=ids.shape[1])[0])
     nxt = torch.cat([ids[:, 1:], torch.tensor([[tok]], device=ids.device)], dim=1)
     first = guess(mtp, model, hidden, nxt, 0, head_cache, sampling)
     clock.lap("draft")
@@ -425,10 +435,10 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
 
 
 def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
-                 top_k=None, top_p=None, generator=None, trace=None):
+                 top_k=None, top_p=None, generator=None, trace=None, seed=None):
     """Speculative decoding, collected. -> (tokens, rounds, hits); hits counts accepted draft tokens."""
     tokens, rounds, hits = [], 0, 0
     for emit, rounds, hits in generate_mtp_stream(model, mtp, ids, max_new_tokens, stop, k, rollback,
-                                                  temperature, top_k, top_p, generator, trace):
+                                                  temperature, top_k, top_p, generator, trace, seed):
         tokens += [t for t, _ in emit]
     return tokens, rounds, hits

@@ -2,37 +2,93 @@
 
     probs_from_logits(logits, temperature, top_k, top_p)   the distribution we sample from
     pick_token(logits, ...)                                argmax at temperature 0, else a sample
+    coupled_pick(logits, seed, positions, ...)             the sample shared noise makes (Gumbel-max)
     generate_stream(model, ids, ...)                       yields each token as soon as it is decided
     generate(model, ids, ...) -> list[int]                 the same, collected
 
-Randomness is an argument: pass a torch.Generator to make sampling reproducible.
+Randomness is an argument. With `seed`, sampling is coupled: the noise for the token at absolute
+position t is a fixed function of (seed, t, token id) (gumbel_noise), and the token is
+argmax(log p + G), an exact sample of p (the Gumbel-max rule). Any sampler using the same noise at t
+(the MTP head, the verify pass) makes the same choice wherever its distribution puts the same winner,
+so speculative sampling with a seed writes exactly what plain sampling with that seed writes. With a
+torch.Generator instead, tokens are drawn by torch.multinomial.
 """
 import torch
 
 from qwen.cache import State
 
 
-def probs_from_logits(logits, temperature=1.0, top_k=None, top_p=None):
-    """logits: (..., V) -> probabilities (..., V) after temperature, top-k and top-p (nucleus) filtering."""
+def filtered_logits(logits, temperature=1.0, top_k=None, top_p=None):
+    """logits: (..., V) -> float32 logits / temperature, with the tokens top-k and top-p (nucleus) filter
+    out set to -inf: softmax of this is the distribution we sample from."""
     logits = logits.float() / max(float(temperature), 1e-6)
     if top_k is not None and 0 < top_k < logits.shape[-1]:
         kth = logits.topk(int(top_k), dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = logits.softmax(-1)
     if top_p is not None and 0 < top_p < 1:
-        sorted_p, order = probs.sort(-1, descending=True)
+        sorted_p, order = logits.softmax(-1).sort(-1, descending=True)
         # keep the smallest prefix whose mass reaches top_p (always at least the most likely token)
         drop_sorted = sorted_p.cumsum(-1) - sorted_p >= top_p
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        probs = probs.masked_fill(drop, 0.0)
-        probs = probs / probs.sum(-1, keepdim=True)
-    return probs
+        logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
+    return logits
 
 
-def pick_token(logits, temperature=0, top_k=None, top_p=None, generator=None):
-    """logits: (B, V) -> token ids (B,). Temperature 0 is argmax (greedy)."""
+def probs_from_logits(logits, temperature=1.0, top_k=None, top_p=None):
+    """logits: (..., V) -> probabilities (..., V) after temperature, top-k and top-p (nucleus) filtering."""
+    return filtered_logits(logits, temperature, top_k, top_p).softmax(-1)
+
+
+MASK32 = 0xFFFFFFFF
+
+
+def _mix(x):
+    """A 32-bit integer hash (two multiply-xorshift rounds), on int64 tensors holding values < 2**32.
+    subtle: the multiplier is below 2**31, so no product overflows int64, on any device or compiler."""
+    for _ in range(2):
+        x = ((x ^ (x >> 16)) * 0x45D9F3B) & MASK32
+    return x ^ (x >> 16)
+
+
+def gumbel_noise(seed, positions, tokens, device=None):
+    """Gumbel(0, 1) noise (T, V) for the tokens at absolute positions (T,), over token ids `tokens` (an
+    int V: every id below it; or a tensor (V,) of ids): a pure function of (seed, position, token id),
+    with no generator state, so any pass at any time (plain decoding, the head's guess, the verify pass)
+    sees the same noise for the same position and token."""
+    positions = torch.as_tensor(positions, dtype=torch.int64, device=device).reshape(-1, 1)         # (T, 1)
+    device = positions.device
+    tokens = torch.arange(tokens, device=device) if isinstance(tokens, int) else tokens.to(device, torch.int64)
+    h = _mix((_mix(positions + _mix(torch.tensor(int(seed) & MASK32, device=device))) + tokens) & MASK32)
+    u = (h.double() + 0.5) / 2**32                            # uniform in (0, 1), 32 bits, exact in float64
+    return (-torch.log(-torch.log(u))).float()
+
+
+# The noise lies within about [-3.13, 22.87] (32-bit uniforms), so a token whose score is more than the
+# difference below the best score can never win the argmax: only the others need their noise drawn.
+NOISE_SPAN = 27.0
+
+
+def coupled_pick(logits, seed, positions, temperature=1.0, top_k=None, top_p=None, cols=None):
+    """The Gumbel-max sample of each row of logits (T, V) at its absolute position (positions: T ints):
+    argmax over tokens of filtered_logits + gumbel_noise, exact, drawing noise only where it can matter
+    (NOISE_SPAN). cols: the token ids of logits' columns when they are a subset of the vocabulary (a
+    draft vocabulary). -> column indices (T,)"""
+    scores = filtered_logits(logits, temperature, top_k, top_p)                                   # (T, V)
+    picks = []
+    for row, position in zip(scores, torch.as_tensor(positions).reshape(-1).tolist()):
+        candidates = (row >= row.max() - NOISE_SPAN).nonzero().squeeze(-1)                       # (C,)
+        noise = gumbel_noise(seed, [position], candidates if cols is None else cols[candidates])[0]
+        picks.append(candidates[(row[candidates] + noise).argmax()])
+    return torch.stack(picks)
+
+
+def pick_token(logits, temperature=0, top_k=None, top_p=None, generator=None, seed=None, position=None, cols=None):
+    """logits: (B, V) -> column indices (B,): token ids, unless the columns are the subset `cols` (ids).
+    Temperature 0 is argmax (greedy); with a seed, the coupled sample for the token at `position`
+    (coupled_pick); else torch.multinomial with `generator`."""
     if not temperature:
         return logits.argmax(-1)
+    if seed is not None:
+        return coupled_pick(logits, seed, [position] * logits.shape[0], temperature, top_k, top_p, cols)
     probs = probs_from_logits(logits, temperature, top_k, top_p)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
@@ -48,20 +104,22 @@ def check_prompt(model, ids):
 
 @torch.inference_mode()
 def generate_stream(model, ids, max_new_tokens=100, stop=(), temperature=0, top_k=None, top_p=None,
-                    generator=None):
-    """Yield new token ids one by one (batch 1). ids: (1, T). Stops after a stop token (yielded) or max_new_tokens."""
+                    generator=None, seed=None):
+    """Yield new token ids one by one (batch 1). ids: (1, T). Stops after a stop token (yielded) or
+    max_new_tokens. Sampling (temperature > 0) is coupled with a seed, else drawn with `generator`."""
     check_prompt(model, ids)
     max_new_tokens = min(max_new_tokens, model.cfg.max_position_embeddings - ids.shape[1])
     state = State(model, capacity=ids.shape[1] + max_new_tokens)          # allocated once, never grows
     logits = model(ids, state, last_only=True)[:, -1]                      # (1, V)
     for i in range(max_new_tokens):
-        tok = int(pick_token(logits, temperature, top_k, top_p, generator)[0])
+        tok = int(pick_token(logits, temperature, top_k, top_p, generator, seed, ids.shape[1] + i)[0])
         yield tok
         if tok in stop or i == max_new_tokens - 1:
             return
         logits = model(torch.tensor([[tok]], device=ids.device), state)[:, -1]
 
 
-def generate(model, ids, max_new_tokens=100, stop=(), temperature=0, top_k=None, top_p=None, generator=None):
+def generate(model, ids, max_new_tokens=100, stop=(), temperature=0, top_k=None, top_p=None, generator=None,
+             seed=None):
     """Plain decoding: one forward pass per new token. -> list of new token ids (a stop token included)."""
-    return list(generate_stream(model, ids, max_new_tokens, stop, temperature, top_k, top_p, generator))
+    return list(generate_stream(model, ids, max_new_tokens, stop, temperature, top_k, top_p, generator, seed))
