@@ -57,6 +57,9 @@ STRINGS = {
                       "两种都比（三栏）：普通、recompute、select 轮流运行"),
     "temperature": ("Temperature (0 = greedy)", "温度（0 = 贪心）"),
     "seed": ("Seed (used when temperature > 0)", "随机种子（温度 > 0 时使用）"),
+    "rule": ("Speculative sampling rule (temperature > 0)", "投机采样规则（温度 > 0 时）"),
+    "rule_shared": ("shared noise: the same text as plain sampling", "共享噪声：与普通采样文本相同"),
+    "rule_rejection": ("rejection sampling: the same distribution", "拒绝采样：分布相同"),
     "max_new_tokens": ("Max new tokens", "最多生成词元数"),
     "raw": ("Raw completion (no chat template)", "纯续写（不用对话模板）"),
     "thinking": ("Thinking on", "开启思考"),
@@ -136,14 +139,29 @@ STRINGS = {
     "verdict_diverged_lane": ("Outputs diverge at token {index}: plain chose {plain}, speculative with {rollback} "
                               "chose {spec}.",
                               "输出在第 {index} 个词元处分叉：普通解码选了 {plain}，{rollback} 投机解码选了 {spec}。"),
-    "verdict_sampled": ("Sampling (temperature {temperature}): the texts differ, as expected. Speculative "
-                        "sampling keeps the *distribution* of the output the same as plain sampling, not the "
-                        "text: plain and speculative decoding draw different random numbers even with the same seed.",
-                        "采样（温度 {temperature}）：两段文本不同，这是预期的。投机采样保证输出的*概率分布*与"
-                        "普通采样相同，而不是文本相同：即使种子相同，普通解码和投机解码消耗的随机数也不同。"),
-    "verdict_sampled_same": ("Sampling (temperature {temperature}): this time the texts happen to match. What "
-                             "speculative sampling guarantees is the same *distribution*, not the same text.",
-                             "采样（温度 {temperature}）：这次文本碰巧相同。投机采样保证的是*分布*相同，而非文本相同。"),
+    "verdict_shared_noise": ("Identical output ✓, sampled: both runs produced the same {n} tokens at temperature "
+                             "{temperature}, seed {seed}. Shared noise: every position's random numbers come from "
+                             "the seed, and a draft is kept only where the main model, with the same noise, picks "
+                             "it too ({acceptance} of drafts kept).",
+                             "输出完全相同 ✓（采样）：温度 {temperature}、种子 {seed} 下两次运行生成了相同的 {n} 个词元。"
+                             "共享噪声：每个位置的随机数都由种子决定，只有当主模型用同样的噪声也选中草稿时才保留它"
+                             "（保留了 {acceptance} 的草稿）。"),
+    "verdict_shared_noise_all": ("Identical output ✓, sampled: all {lanes} runs produced the same {n} tokens at "
+                                 "temperature {temperature}, seed {seed} (shared noise; {acceptance} of drafts kept).",
+                                 "输出完全相同 ✓（采样）：温度 {temperature}、种子 {seed} 下 {lanes} 次运行生成了相同的 "
+                                 "{n} 个词元（共享噪声；保留了 {acceptance} 的草稿）。"),
+    "verdict_sampled": ("Rejection sampling (temperature {temperature}): the texts differ, as expected "
+                        "({acceptance} of drafts kept). This rule keeps the *distribution* of the output the same "
+                        "as plain sampling, not the text: the two runs draw different random numbers even with "
+                        "the same seed. Choose shared noise for the same text.",
+                        "拒绝采样（温度 {temperature}）：两段文本不同，这是预期的（保留了 {acceptance} 的草稿）。"
+                        "该规则保证输出的*概率分布*与普通采样相同，而不是文本相同：即使种子相同，两次运行消耗的"
+                        "随机数也不同。选择共享噪声可得到相同文本。"),
+    "verdict_sampled_same": ("Rejection sampling (temperature {temperature}): this time the texts happen to match "
+                             "({acceptance} of drafts kept). What this rule guarantees is the same *distribution*, "
+                             "not the same text.",
+                             "拒绝采样（温度 {temperature}）：这次文本碰巧相同（保留了 {acceptance} 的草稿）。该规则"
+                             "保证的是*分布*相同，而非文本相同。"),
     "speedup": ("{speedup:.2f}× {faster} — speculative {spec:.1f} tok/s vs plain {plain:.1f} tok/s",
                 "{speedup:.2f}× {faster} —— 投机 {spec:.1f} 词元/秒，普通 {plain:.1f} 词元/秒"),
     "speedup_lane": ("{rollback}: {speedup:.2f}× {faster} — {spec:.1f} tok/s vs plain {plain:.1f} tok/s",

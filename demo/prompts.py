@@ -2,7 +2,7 @@
 for a model (its chat template or raw, cut to fit), the sampling settings, the rollbacks to choose from.
 
     ids, notices = prepare(loaded, settings)      # (1, T) ids and [Notice]; settings.max_new_tokens may shrink
-    generate(..., **sampling(settings))           # temperature 0: greedy; else a fresh seeded generator
+    generate(..., **sampling(settings))           # temperature 0: greedy; else shared noise from the seed
 """
 import gradio as gr
 import torch
@@ -80,8 +80,12 @@ def prepare(loaded, settings, max_prompt_tokens=2048):
 
 
 def sampling(settings):
-    """Engine keyword arguments for sampling (settings: .temperature, .seed); every run gets a fresh
-    generator with the same seed, so runs of the same settings sample alike (the stepper's too)."""
+    """Engine keyword arguments for sampling (settings: .temperature, .seed, and .rule where it has one).
+    Shared noise (the default) samples from the seed alone, so plain and speculative runs write the same
+    text; "rejection" gives every run a fresh generator with the same seed, so runs of the same settings
+    still sample alike (the stepper's too)."""
     if not settings.temperature:
         return {"temperature": 0}
-    return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
+    if getattr(settings, "rule", "shared") == "rejection":
+        return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
+    return {"temperature": settings.temperature, "seed": settings.seed}

@@ -231,22 +231,28 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
         yield update("measuring")
         measured = costs.measure_each(loaded.model, loaded.mtp, ids, settings.k, rollbacks,
                                       temperature=settings.temperature)
-    yield update("done", verdict=verdict(plain, spec_lanes[0], settings.temperature, *spec_lanes[1:]),
+    yield update("done", verdict=verdict(plain, spec_lanes[0], settings.temperature, *spec_lanes[1:],
+                                         rule=settings.rule, seed=settings.seed),
                  costs=measured.get(rollbacks[0]), select_costs=measured.get("select") if len(runs) > 2 else None)
 
 
-def verdict(plain, spec, temperature=0.0, select=None):
+def verdict(plain, spec, temperature=0.0, select=None, rule="shared", seed=0):
     """Compare the token lists: identical, identical as far as both went, or where they part. With a
-    third lane (`select`), identical means all three, and a divergence names the lane's rollback."""
+    third lane (`select`), identical means all three, and a divergence names the lane's rollback.
+    Sampled with shared noise (rule "shared"), the texts must be identical too, and the verdict names the
+    seed and the acceptance; with rejection sampling only the distribution is the same."""
     if select is not None:
-        return _verdict_of_lanes(plain, [spec, select], temperature)
+        return _verdict_of_lanes(plain, [spec, select], temperature, rule, seed)
     a, b = plain.tokens, spec.tokens
     n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     identical = a == b
-    if temperature:
+    sampled = {"temperature": temperature, "seed": seed, "acceptance": f"{spec.acceptance:.0%}"}
+    if temperature and rule == "rejection":
         key = "verdict_sampled_same" if identical else "verdict_sampled"
-        return Verdict(identical, key, {"temperature": temperature, "n": n})
+        return Verdict(identical, key, {**sampled, "n": n})
     if identical:
+        if temperature:
+            return Verdict(True, "verdict_shared_noise", {**sampled, "n": len(a)})
         return Verdict(True, "verdict_identical", {"n": len(a)})
     if n == min(len(a), len(b)) and "time" in (plain.ended, spec.ended):
         return Verdict(False, "verdict_prefix", {"n": n})
@@ -254,13 +260,15 @@ def verdict(plain, spec, temperature=0.0, select=None):
                    {"index": n + 1, "plain": _piece_at(plain, n), "spec": _piece_at(spec, n)})
 
 
-def _verdict_of_lanes(plain, lanes, temperature):
-    each = [verdict(plain, lane, temperature) for lane in lanes]
+def _verdict_of_lanes(plain, lanes, temperature, rule="shared", seed=0):
+    each = [verdict(plain, lane, temperature, rule=rule, seed=seed) for lane in lanes]
     identical = all(v.identical for v in each)
-    if temperature:
+    if temperature and rule == "rejection":
         return Verdict(identical, "verdict_sampled_same" if identical else "verdict_sampled",
-                       {"temperature": temperature, "n": min(v.params["n"] for v in each)})
+                       {**each[0].params, "n": min(v.params["n"] for v in each)})
     if identical:
+        if temperature:
+            return Verdict(True, "verdict_shared_noise_all", {**each[0].params, "lanes": 1 + len(lanes)})
         return Verdict(True, "verdict_identical_all", {"n": len(plain.tokens), "lanes": 1 + len(lanes)})
     for v, lane in zip(each, lanes):
         if v.key == "verdict_diverged":
@@ -311,6 +319,7 @@ def summary(model_key, plain, spec, settings=None, notices=(), measured=None, se
     if settings is not None:
         out["rollback"] = settings.rollback
         out["temperature"], out["seed"] = settings.temperature, settings.seed
+        out["rule"] = settings.rule if settings.temperature else "greedy"
         out["max_new_tokens"], out["raw"], out["thinking"] = settings.max_new_tokens, settings.raw, settings.thinking
     out["notices"] = list(notices)
     return out

@@ -65,7 +65,8 @@ def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, 
     (`select`, rollback "both"), each speculative lane's speed-up and why (lanes_speed_html)."""
     if verdict is None:
         return '<div class="verdict"></div>'
-    tone = "ok" if verdict.key in ("verdict_identical", "verdict_identical_all", "verdict_prefix") else (
+    tone = "ok" if verdict.key in ("verdict_identical", "verdict_identical_all", "verdict_prefix",
+                                   "verdict_shared_noise", "verdict_shared_noise_all") else (
         "bad" if verdict.key in ("verdict_diverged", "verdict_diverged_lane") else "info")
     # markup first, then the (escaped) values: model text may hold "*" or "<"
     params = {k: escape(v) if isinstance(v, str) else v for k, v in verdict.params.items()}

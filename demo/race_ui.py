@@ -2,9 +2,10 @@
 
     build_race_tab(shared)      # inside `with gr.Tab(...)`; shared: a demo.frame.Shared (sets its prompt, raw, k)
 
-API: `/race` (prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model, lang) streams
+API: `/race` (prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model, lang, rule) streams
 (status, plain stats, plain text, speculative stats, speculative text, verdict, third lane's stats,
-third lane's text, summary JSON); only the first two inputs are needed, and the last output of the
+third lane's text, summary JSON); only the first two inputs are needed (rule: "shared" noise, the
+default, or "rejection" sampling; demo.validate.RULES), and the last output of the
 last update is the full summary (demo.race.summary), or {"error": message} when the race could not
 run. rollback "both" runs three lanes: plain, speculative with recompute, speculative with select
 (the third lane; with any other rollback it says it did not run, and the page hides it). Values of
@@ -24,7 +25,7 @@ from demo.prompts import DEFAULT_EXAMPLE, EXAMPLES, example_samples, pick_exampl
 from demo.race import race, summary
 from demo.race_html import lane_off_html, plain_text_html, spec_text_html, stats_html, verdict_html, waiting_html
 from demo.tokens import legend_html
-from demo.validate import (BOTH, LIMITS, RACE_ROLLBACKS, InputError, Notice, lane_rollbacks,
+from demo.validate import (BOTH, LIMITS, RACE_ROLLBACKS, RULES, InputError, Notice, lane_rollbacks,
                            race_settings)
 from qwen.compiled import Phase
 
@@ -43,6 +44,11 @@ def _phase_status(phase, rollback, lang, notices):
     return _status(f"status_{phase}", lang, notices)
 
 
+def rule_choices(lang):
+    """Speculative sampling's rules a visitor may choose (demo.validate.RULES)."""
+    return [(t(f"rule_{rule}", lang), rule) for rule in RULES]
+
+
 def _failed(message):
     """Outputs for a race that could not run: the message in the status, the rest left as it was."""
     skip = gr.skip()
@@ -50,13 +56,13 @@ def _failed(message):
 
 
 def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
-                thinking=False, model=None, lang=DEFAULT_LANG, progress=None, max_seconds=None):
+                thinking=False, model=None, lang=DEFAULT_LANG, progress=None, max_seconds=None, rule="shared"):
     """The race event: validate, load, run, and stream the nine outputs. Never raises: every
     problem ends as a message in the status line (and {"error": ...} as the summary)."""
     lang = lang if lang in LANGS else DEFAULT_LANG
     max_seconds = max_seconds or settings.max_seconds()
     try:
-        chosen = race_settings(prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking)
+        chosen = race_settings(prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, rule)
         loaded = store.get(model or store.default, progress)
         if loaded.mtp is None:
             raise models.ModelError(t("no_mtp", lang, model=loaded.key))
@@ -144,6 +150,8 @@ def build_race_tab(shared):
         with gr.Row():
             rollback = say(gr.Radio(race_rollback_choices(L), value="select", label=t("rollback", L),
                                     elem_id="race-rollback", scale=3), label="rollback", choices=race_rollback_choices)
+            rule = say(gr.Radio(rule_choices(L), value="shared", label=t("rule", L), elem_id="race-rule", scale=2),
+                       label="rule", choices=rule_choices)
             with gr.Column(scale=1, min_width=200):
                 raw = say(gr.Checkbox(raw0, label=t("raw", L), elem_id="race-raw"), label="raw")
                 thinking = say(gr.Checkbox(False, label=t("thinking", L), elem_id="race-thinking",
@@ -180,9 +188,10 @@ def build_race_tab(shared):
                    show_progress="hidden")
 
     def run_race(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
-                 thinking=False, model=store.default, lang=DEFAULT_LANG, progress=gr.Progress(track_tqdm=True)):
+                 thinking=False, model=store.default, lang=DEFAULT_LANG, rule="shared",
+                 progress=gr.Progress(track_tqdm=True)):
         yield from race_stream(store, prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model,
-                               lang, progress)
+                               lang, progress, rule=rule)
 
     blocks = shared.blocks or Context.root_block
 
@@ -193,7 +202,7 @@ def build_race_tab(shared):
         busy = serving.queue_message(blocks, language)
         return busy if busy else gr.skip(), verdict_html(None), None, gr.update(visible=chosen == BOTH)
 
-    inputs = [prompt, max_new, k, rollback, temperature, seed, raw, thinking, model, lang]
+    inputs = [prompt, max_new, k, rollback, temperature, seed, raw, thinking, model, lang, rule]
     # the third lane's outputs come after the verdict, so the summary stays the last output
     outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, select_stats, select_text, result]
     events = []

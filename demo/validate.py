@@ -128,6 +128,7 @@ class RaceSettings:
     raw: bool
     thinking: bool
     notices: list
+    rule: str = "shared"        # sampling's rule: one of RULES
 
 
 # every number a visitor may set: (lowest, highest, default); the stepper's own max_new_tokens is
@@ -145,7 +146,10 @@ SKIP_RESTORE = "none"                   # the engine's deliberately wrong rollba
 ROLLBACKS = tuple(r for r in ENGINE_ROLLBACKS if r != SKIP_RESTORE)
 BOTH = "both"                           # the race only: run each of ROLLBACKS as its own speculative lane
 RACE_ROLLBACKS = ROLLBACKS + (BOTH,)
-ORIGINS = ("main", "draft", "correction", "bonus")   # where an emitted token came from (qwen.mtp)
+ORIGINS = ("main", "draft", "correction", "bonus")
+# how speculative sampling decides (temperature > 0): "shared" noise (the text of plain sampling with the
+# seed; qwen.sample.coupled_pick), or "rejection" sampling (the same distribution, other text)
+RULES = ("shared", "rejection")   # where an emitted token came from (qwen.mtp)
 
 
 def clamp_all(values, limits=LIMITS):
@@ -166,15 +170,17 @@ def lane_rollbacks(rollback):
 
 
 def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
-                  thinking=False):
+                  thinking=False, rule="shared"):
     """Every race input checked at once. -> RaceSettings; raises InputError only for an unusable prompt."""
     text, notices = clean_prompt(prompt)
     numbers, more = clamp_all({"max_new_tokens": max_new_tokens, "k": k, "temperature": temperature, "seed": seed})
     notices += more
     rollback, more = choose(rollback, RACE_ROLLBACKS, "select", "rollback")
     notices += more
+    rule, more = choose(rule, RULES, "shared", "rule")
+    notices += more
     return RaceSettings(text, numbers["max_new_tokens"], numbers["k"], rollback, float(numbers["temperature"]),
-                        numbers["seed"], as_bool(raw), as_bool(thinking), notices)
+                        numbers["seed"], as_bool(raw), as_bool(thinking), notices, rule)
 
 
 def fit_prompt(text, count, text_ids, ids_text, budget):

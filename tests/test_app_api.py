@@ -84,7 +84,7 @@ def test_bad_input_gets_a_message_and_the_app_keeps_serving(client):
 def test_a_lone_surrogate_sent_as_raw_json_is_removed(client):
     # gradio_client cannot even encode "\ud800"; a hand-made request can (JSON escapes are ASCII)
     base = client.src.rstrip("/")
-    data = ["x\ud800y", 6, 2, "select", 0, 0, False, False, "Embedded demo checkpoint", "English"]
+    data = ["x\ud800y", 6, 2, "select", 0, 0, False, False, "Embedded demo checkpoint", "English", "shared"]
     body = json.dumps({"data": data}).encode("ascii")
     request = urllib.request.Request(f"{base}/gradio_api/call/race", body, {"Content-Type": "application/json"})
     event_id = json.load(urllib.request.urlopen(request, timeout=30))["event_id"]
@@ -97,3 +97,17 @@ def test_a_lone_surrogate_sent_as_raw_json_is_removed(client):
 def test_unknown_models_are_refused(client):
     summary = race(client, "hi", 8, 2, "select", 0.0, 0, False, False, "/etc")["summary"]
     assert "not one of the offered models" in summary["error"]
+
+
+def test_a_sampled_race_through_the_api_is_identical_with_shared_noise(client):
+    """Temperature > 0 and a seed: plain and speculative sampling write the same text (the default rule);
+    with rejection sampling (both lanes drawing with torch.multinomial) the summary names that rule instead."""
+    out = race(client, "In the beginning", 24, 2, "select", 0.8, 11, True, False, "Embedded demo checkpoint",
+               "English", "shared")
+    summary = out["summary"]
+    assert summary["identical"] and summary["rule"] == "shared" and summary["seed"] == 11
+    assert summary["plain"]["ids"] == summary["speculative"]["ids"] and summary["temperature"] == 0.8
+    assert "seed 11" in out["verdict"]
+    other = race(client, "In the beginning", 24, 2, "select", 0.8, 11, True, False, "Embedded demo checkpoint",
+                 "English", "rejection")["summary"]
+    assert other["rule"] == "rejection" and other["temperature"] == 0.8

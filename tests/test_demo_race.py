@@ -206,10 +206,17 @@ def test_verdict_says_identical_diverged_or_cut_short():
     assert verdict(a, Run("speculative", tokens=[1, 2], ended="time")).key == "verdict_prefix"
 
 
-def test_verdict_with_sampling_explains_that_the_distribution_is_what_stays():
-    v = verdict(Run("plain", tokens=[1, 2]), Run("speculative", tokens=[1, 5]), temperature=0.8)
-    assert v.key == "verdict_sampled" and "distribution" in verdict_html(v)
+def test_verdict_with_sampling_names_the_rule_the_seed_and_the_acceptance():
+    plain = Run("plain", tokens=[1, 2], pieces=["a", "b"])
+    v = verdict(plain, Run("speculative", tokens=[1, 5], rounds=2, hits=1, k=1), temperature=0.8, rule="rejection")
+    assert v.key == "verdict_sampled" and "distribution" in verdict_html(v) and "50% of drafts kept" in verdict_html(v)
     assert "分布" in verdict_html(v, lang="中文")
+    same = verdict(plain, Run("speculative", tokens=[1, 2], rounds=2, hits=1, k=1), temperature=0.8, seed=42)
+    assert same.identical and same.key == "verdict_shared_noise" and "seed 42" in verdict_html(same)
+    assert "ok" in verdict_html(same)
+    # shared noise must give plain sampling's text: a difference is reported as the divergence it is
+    broken = verdict(plain, Run("speculative", tokens=[1, 5], pieces=["a", "z"]), temperature=0.8, seed=42)
+    assert not broken.identical and broken.key == "verdict_diverged"
 
 
 def test_greedy_race_streams_in_order_and_ends_identical(loaded):
@@ -270,7 +277,13 @@ def test_recompute_rollback_and_sampling_run_and_report(loaded):
     *_, u = race(loaded, ids, s)
     out = summary(loaded.key, u.plain, u.spec, s)
     assert out["speculative"]["rollback"] == "recompute" and out["speculative"]["k"] == 3
-    assert out["temperature"] == 0.9 and u.verdict.key in ("verdict_sampled", "verdict_sampled_same")
+    assert out["temperature"] == 0.9 and out["rule"] == "shared" and u.verdict.key == "verdict_shared_noise"
+    assert out["identical"] and u.plain.tokens == u.spec.tokens                 # sampled, and the same text
+    s = race_settings("床前明月光，", max_new_tokens=8, k=3, rollback="recompute", temperature=0.9, seed=7, raw=True,
+                      rule="rejection")
+    *_, u = race(loaded, ids, s)
+    assert u.verdict.key in ("verdict_sampled", "verdict_sampled_same")
+    assert summary(loaded.key, u.plain, u.spec, s)["rule"] == "rejection"
 
 
 def test_a_race_of_both_rollbacks_runs_three_lanes_all_equal_to_plain_greedy(loaded):
@@ -319,7 +332,10 @@ def test_three_lane_verdicts_name_the_lane_that_parts_from_plain():
     assert (short.identical, short.key, short.params["n"]) == (False, "verdict_prefix", 2)
     assert verdict(a, same, 0.0, Run("speculative", rollback="select", tokens=[1, 2, 3])).key == \
         "verdict_identical_all"
-    assert verdict(a, same, 0.8, other).key == "verdict_sampled"
+    assert verdict(a, same, 0.8, other, rule="rejection").key == "verdict_sampled"
+    assert verdict(a, same, 0.8, other).key == "verdict_diverged_lane"             # shared noise: a real divergence
+    assert verdict(a, same, 0.8, Run("speculative", rollback="select", tokens=[1, 2, 3])).key == \
+        "verdict_shared_noise_all"
 
 
 def test_the_cap_on_a_lanes_engine_seconds_stops_it(loaded):

@@ -35,9 +35,10 @@ def client(app_url):
     c.close()
 
 
-def race(client, prompt, max_new=12, k=2, temperature=0.0, seed=0, raw=True, model=EMBEDDED, rollback="select"):
+def race(client, prompt, max_new=12, k=2, temperature=0.0, seed=0, raw=True, model=EMBEDDED, rollback="select",
+         rule="shared"):
     """The /race summary (the last output of the last update)."""
-    return client.predict(prompt, max_new, k, rollback, temperature, seed, raw, False, model, "English",
+    return client.predict(prompt, max_new, k, rollback, temperature, seed, raw, False, model, "English", rule,
                           api_name="/race")[-1]
 
 
@@ -74,7 +75,7 @@ def raw_call(base, api, data, session_hash=None):
 
 def race_args(**changes):
     args = {"prompt": "hi", "max_new": 6, "k": 2, "rollback": "select", "temperature": 0, "seed": 0, "raw": True,
-            "thinking": False, "model": EMBEDDED, "lang": "English"}
+            "thinking": False, "model": EMBEDDED, "lang": "English", "rule": "shared"}
     args.update(changes)
     return list(args.values())
 
