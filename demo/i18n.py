@@ -327,6 +327,12 @@ STRINGS = {
     "draft_p": ("p(guess)", "p(猜测)"),
     "guess": ("guess", "猜测"),
     "accept_prob": ("accept with probability min(1, p/q) = {a:.2f}", "以概率 min(1, p/q) = {a:.2f} 接受"),
+    "noise_title": ("Shared noise: each side picks its largest log-probability + G, with the same G per token and "
+                    "position (★: the pick). Where both pick the same token, the draft is kept.",
+                    "共享噪声：双方各自选出 对数概率 + G 最大的词元，同一位置同一词元的 G 相同（★：选中）。两边选中同一词元时，"
+                    "草稿被保留。"),
+    "noise_draft": ("draft: log q + G", "草稿：log q + G"),
+    "noise_main": ("main model: log p + G", "主模型：log p + G"),
     "emitted": ("Emitted this round", "本轮输出"),
     "state_kv": ("KV caches ({n} attention layers)", "KV 缓存（{n} 个注意力层）"),
     "state_memory": ("DeltaNet memory + conv window ({n} layers)", "DeltaNet 记忆 + 卷积窗口（{n} 层）"),

@@ -12,9 +12,10 @@
         (qwen.scripted): speed-up over plain per k and rollback (with --repeats, medians of N runs of
         each, plain and speculative alternating), plus the cost of verifying 1+k
         tokens and of one draft step relative to one main step, snapshot/restore time and bytes.
-    python -m qwen.bench spec [--model PATH_OR_ID] [--no-draft-vocab]
+    python -m qwen.bench spec [--model PATH_OR_ID] [--no-draft-vocab] [--temperature T [--seed S] [--rejection]]
         a real checkpoint (default: the embedded demo; its draft_vocab.json applies unless
-        --no-draft-vocab): per prompt, plain vs speculative tokens, seconds (the best of 3 runs
+        --no-draft-vocab), greedy or sampled (shared noise from --seed; --rejection: the textbook
+        rule): per prompt, plain vs speculative tokens, seconds (the best of 3 runs
         each, plain and speculative alternating), tok/s, rounds, hits, acceptance, what a round cost
         in plain steps, identical? — for each rollback and k; then a step, a verify of 1+k tokens and
         a draft pass timed one by one.
@@ -333,6 +334,10 @@ def bench_model(args):
     compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False, freeze=args.freeze) if args.compile else {}
     prompts = PROMPTS if not args.prompts else [p for p in open(args.prompts, encoding="utf-8").read().split("\n\n") if p]
     rows = []
+    sampling = {}
+    if args.temperature:
+        sampling = dict(temperature=args.temperature, seed=args.seed) if not args.rejection else \
+            dict(temperature=args.temperature, generator=torch.Generator().manual_seed(args.seed))
     # with a compiled round graph (small models), `select` is also timed with rounds step by step
     fused = head.round_compiled is not None and head.round_compiled.enabled
     for prompt in prompts:
@@ -345,8 +350,9 @@ def bench_model(args):
                     head.round_compiled.enabled = one_graph
                 # plain decoding re-timed beside every setting, the two alternating
                 (plain, t_plain), ((spec, rounds, hits), t) = best_of_pair(
-                    3, lambda: generate(model, ids, args.max_new_tokens, chat.stop),
-                    lambda: generate_mtp(model, head, ids, args.max_new_tokens, chat.stop, k=k, rollback=rollback))
+                    3, lambda: generate(model, ids, args.max_new_tokens, chat.stop, **sampling),
+                    lambda: generate_mtp(model, head, ids, args.max_new_tokens, chat.stop, k=k, rollback=rollback,
+                                         **sampling))
                 label = rollback + (" (one graph)" if one_graph else " (step by step)" if fused and rollback == "select" else "")
                 rows.append({"prompt": prompt[:40], "rollback": label, "k": k, "tokens": len(spec),
                              "plain_s": t_plain, "spec_s": t, "plain_tok_s": len(plain) / t_plain,
@@ -367,6 +373,8 @@ def bench_model(args):
                      "median_round_in_steps": statistics.median(v["round"]), "all_identical": v["identical"]}
                for key, v in summary.items()}
     return {"model": path, "dtype": args.dtype, "rows": rows, "summary": summary,
+            "sampling": ("rejection" if args.rejection else "shared noise") + f", T={args.temperature}"
+            if args.temperature else "greedy",
             "costs": step_costs(model, head, ks, reps=15),
             "compile_s": compiling.get("seconds"), "compile_status": str(compiling.get("status", "eager"))}
 
@@ -446,6 +454,9 @@ def main(argv=None):
                          "--no-draft-vocab scores every token")
     ap.add_argument("--prompts", default=None, help="a text file of prompts separated by blank lines")
     ap.add_argument("--chat", action="store_true")
+    ap.add_argument("--temperature", type=float, default=0.0, help="spec with a checkpoint: sample (default greedy)")
+    ap.add_argument("--seed", type=int, default=0, help="with --temperature: the shared noise's seed")
+    ap.add_argument("--rejection", action="store_true", help="with --temperature: the textbook rejection rule")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args(argv)
@@ -476,6 +487,7 @@ def main(argv=None):
     else:
         args.dtype = args.dtype or "float32"
         result = bench_model(args)
+        print(f"sampling: {result['sampling']}")
         if args.compile:
             print(f"compiled: {result['compile_status']} after {result['compile_s']:.0f} s of compiling")
         print_table(result["rows"])

@@ -404,7 +404,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     first = guess(mtp, model, hidden, nxt, 0, head_cache, sampling)
     clock.lap("draft")
     if trace is not None:
-        trace.add(tr.prefill_record(ids, tok, first, clock.seconds, trace.view(state, head_cache)))
+        trace.add(tr.prefill_record(ids, tok, first, clock.seconds, trace.view(state, head_cache), sampling))
     out, rounds, hits = [tok], 0, 0
     yield [(tok, "main")], rounds, hits
     while len(out) < max_new_tokens and out[-1] not in stop:
@@ -430,7 +430,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         tok, first = r.next_token, r.next_guess
         if trace is not None:
             views["after"] = trace.view(state, head_cache)
-            trace.add(tr.round_record(rounds, r, emit, rollback, views))
+            trace.add(tr.round_record(rounds, r, emit, rollback, views, sampling))
         yield emit, rounds, hits
 
 

@@ -6,6 +6,8 @@ layer and head to watch. Round 0 is the prefill. A round record:
     round, pos                 round number; position of the token the round starts from
     draft     [{token, prob, top: [[id, prob], ...]}]          the head's k guesses
     verify    [{token, prob, draft_prob, match}]               main model at each of the k+1 positions
+              (sampling with shared noise: each also has noise [[id, log q or log p, G], ...], the
+              leading candidates by their sum, the first being the pick)
     accepted, emitted [{token, origin}]                        origin: draft / correction / bonus
     rollback, seconds {draft, verify, snapshot, restore, rerun}, snapshot_bytes
     states    {before, after_verify, after}: each {pos, kv: [...], head_kv, layers: [{index, kind, bytes}],
@@ -13,9 +15,11 @@ layer and head to watch. Round 0 is the prefill. A round record:
 
 Nothing here runs unless a trace was asked for.
 """
+import torch
 import torch.nn.functional as F
 
 from qwen.cache import AttentionState
+from qwen.sample import filtered_logits, gumbel_noise
 
 TOP = 5           # alternatives recorded per draft position
 GRID = 24         # memory matrices and conv windows are averaged down to at most GRID rows / columns
@@ -75,7 +79,24 @@ def _top(probs, cols=None):
     return [[int(i), round(float(v), 5)] for i, v in zip(idx, values)]
 
 
-def _draft_entry(guess):
+def coupled(sampling):
+    """Whether these engine sampling arguments sample with shared noise (a seed and a temperature)."""
+    return bool(sampling) and bool(sampling.get("temperature")) and sampling.get("seed") is not None
+
+
+def _noise(logits, position, sampling, cols=None, top=4):
+    """The shared-noise view of one position: the `top` tokens with the largest log-probability + noise,
+    as [[id, log prob, noise], ...], the first being the token the rule picks (qwen.sample.coupled_pick)."""
+    scores = filtered_logits(logits[None], sampling["temperature"], sampling.get("top_k"), sampling.get("top_p"))[0]
+    log_p = scores.log_softmax(-1)
+    noise = gumbel_noise(sampling["seed"], [position], logits.shape[-1] if cols is None else cols, logits.device)[0]
+    order = (log_p + noise).topk(min(top, logits.shape[-1])).indices
+    ids = order if cols is None else cols[order]
+    return [[int(i), round(float(log_p[j]), 3), round(float(noise[j]), 3)] for i, j in zip(ids, order)
+            if torch.isfinite(log_p[j])]
+
+
+def _draft_entry(guess, sampling=None, position=None):
     logits, cols = guess.scores
     probs = logits.float().softmax(-1)
     if cols is None:
@@ -83,31 +104,38 @@ def _draft_entry(guess):
     else:                                                      # FR-Spec: find the token's column
         where = (cols == guess.token).nonzero()
         prob = float(probs[int(where[0, 0])]) if len(where) else 0.0
-    return {"token": int(guess.token), "prob": round(prob, 5), "top": _top(probs, cols)}
+    entry = {"token": int(guess.token), "prob": round(prob, 5), "top": _top(probs, cols)}
+    if coupled(sampling):
+        entry["noise"] = _noise(logits.float(), position, sampling, cols)
+    return entry
 
 
-def prefill_record(ids, tok, first, seconds, after):
+def prefill_record(ids, tok, first, seconds, after, sampling=None):
     """Round 0: the prompt's pass, its token, and the head's first guess. after: state_view() after it."""
     return {"round": 0, "kind": "prefill", "pos": 0, "prompt_tokens": ids.shape[1],
-            "emitted": [{"token": int(tok), "origin": "main"}], "next_draft": _draft_entry(first),
+            "emitted": [{"token": int(tok), "origin": "main"}],
+            "next_draft": _draft_entry(first, sampling, ids.shape[1] + 1),
             "seconds": {"prefill": seconds["prefill"], "draft": seconds["draft"]},
             "states": {"after": after}}
 
 
-def round_record(n_round, r, emitted, rollback, views):
+def round_record(n_round, r, emitted, rollback, views, sampling=None):
     """A qwen.mtp.Round as plain data. emitted: [(token, origin)] as yielded; views: state_view()s
-    named before / after_verify / after."""
+    named before / after_verify / after; sampling: the engine's sampling arguments (for the noise)."""
     probs = r.p if r.p is not None else r.logits.float().softmax(-1)                   # (k+1, V)
     verify = []
     for i in range(len(r.drafts) + 1):
-        choice = int(probs[i].argmax())
+        noise = _noise(r.logits[i].float(), r.pos + 1 + i, sampling) if coupled(sampling) else None
+        choice = noise[0][0] if noise else int(probs[i].argmax())      # shared noise: the rule's pick
         entry = {"token": choice, "prob": round(float(probs[i, choice]), 5), "top": _top(probs[i])}
+        if noise:
+            entry["noise"] = noise
         if i < len(r.drafts):
             entry["draft_prob"] = round(float(probs[i, r.drafts[i]]), 5)
             entry["match"] = i < r.accepted
         verify.append(entry)
     return {"round": n_round, "kind": "round", "pos": r.pos, "k": len(r.drafts),
-            "draft": [_draft_entry(g) for g in r.guesses],
+            "draft": [_draft_entry(g, sampling, r.pos + 1 + j) for j, g in enumerate(r.guesses)],
             "verify": verify, "accepted": r.accepted,
             "emitted": [{"token": int(t), "origin": o} for t, o in emitted],
             "rollback": rollback, "rolled_back": r.accepted < len(r.drafts),

@@ -102,14 +102,25 @@ def test_a_rejected_round_truncates_kv_and_restores_or_selects_memory(rand):
         assert rec["states"]["after"]["kv"][0] == rec["pos"] + rec["accepted"] + 1
 
 
-def test_sampling_is_reproducible_with_a_seed_and_records_draft_probabilities(rand):
+def test_sampling_is_reproducible_with_a_seed_and_shows_the_shared_noise(rand):
+    """Sampled runs use shared noise: plain sampling's tokens; the guess and verify phases show each
+    side's ranking by log prob + G, and the picks recorded are the tokens emitted."""
+    from qwen.sample import generate
     a = record(rand, k=2, max_new_tokens=10, temperature=0.9, seed=7)
     b = record(rand, k=2, max_new_tokens=10, temperature=0.9, seed=7)
     c = record(rand, k=2, max_new_tokens=10, temperature=0.9, seed=8)
     assert a.output_ids == b.output_ids and a.output_ids != c.output_ids
+    assert a.output_ids == generate(rand[0], PROMPT, 10, temperature=0.9, seed=7)
     assert all(0 < d["prob"] <= 1 for r in a.records[1:] for d in r["draft"])
+    for r in a.records[1:]:
+        assert all(d["noise"][0][0] == d["token"] for d in r["draft"])        # the draft's pick leads its ranking
+        picks = [v["noise"][0][0] for v in r["verify"]][:len(r["emitted"])]
+        assert picks == [e["token"] for e in r["emitted"]]                       # the main model's picks, emitted
+    guess = stepper_html.phase_panel(a, stepper.step_of(1, "guess"), "English")
     table = stepper_html.phase_panel(a, stepper.step_of(1, "verify"), "English")
-    assert "min(1, p/q)" in table                               # sampling shows the acceptance rule
+    assert "log q + G" in guess and "log p + G" in table and "★" in table and "min(1, p/q)" not in table
+    greedy = stepper_html.phase_panel(record(rand, k=2, max_new_tokens=6), stepper.step_of(1, "verify"), "English")
+    assert "log p + G" not in greedy
 
 
 def test_render_every_step_without_touching_the_model(rand):

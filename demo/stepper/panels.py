@@ -127,9 +127,10 @@ def phase_panel(run, step, lang):
             others = [t for t in d["top"] if t[0] != d["token"]]
             rows.append(f"<tr><td>d{i + 1}</td><td>{_chip(run, d['token'], 'step-guess')}</td>"
                         f"<td>{_pct(d['prob'])}</td><td class='step-alts'>{_top_list(run, others)}</td></tr>")
-        return f"<h4>{escape(t('draft_head_guesses', lang))}</h4>" + _table(rows)
+        return f"<h4>{escape(t('draft_head_guesses', lang))}</h4>" + _table(rows) + _noise_table(run, rec, lang)
     if phase == "verify":
-        return _verify_table(run, rec, lang) + (slots_html(run, rec, lang) if rec["rollback"] == "select" else "")
+        return _verify_table(run, rec, lang) + _noise_table(run, rec, lang, main=True) + \
+            (slots_html(run, rec, lang) if rec["rollback"] == "select" else "")
     return _accept_panel(run, r, lang)
 
 
@@ -149,7 +150,7 @@ def _verify_table(run, rec, lang):
         else:
             mark, cls = "–", "step-skipped"
         extra = ""
-        if sampled and guess is not None and guess["prob"] > 0:
+        if sampled and guess is not None and guess["prob"] > 0 and "noise" not in v:      # rejection sampling
             rule = t("accept_prob", lang, a=min(1.0, v["draft_prob"] / guess["prob"]))
             extra = f"<br><small>{escape(rule)}</small>"
         guess_cells = (f"<td>{_chip(run, guess['token'], 'step-guess')}</td><td>{_pct(v['draft_prob'])}{extra}</td>"
@@ -207,6 +208,30 @@ def _accept_panel(run, r, lang):
             f"{slots_html(run, rec, lang, picked=True) if rec['rollback'] == 'select' else ''}</td></tr>",
             f"<tr><td>{escape(t('state_head', lang))}</td><td>{escape(head)}</td></tr>"]
     return _table(rows)
+
+
+def _ranked(run, noise):
+    """Leading candidates as chips with log prob + G = sum, the pick (first) starred."""
+    return " ".join(f"{_chip(run, tok)}<small>{'★ ' if i == 0 else ''}{lp:+.2f} {g:+.2f} = {lp + g:.2f}</small>"
+                    for i, (tok, lp, g) in enumerate(noise[:3]))
+
+
+def _noise_table(run, rec, lang, main=False):
+    """Sampling with shared noise: per position, the draft's ranking by log q + G and (verify, main=True)
+    the main model's by log p + G, so one sees why they agreed or not. "" otherwise."""
+    drafts = rec.get("draft") or []
+    if not any("noise" in d for d in drafts):
+        return ""
+    head = f"<tr><th>#</th><th>{escape(t('noise_draft', lang))}</th>" + \
+        (f"<th>{escape(t('noise_main', lang))}</th>" if main else "") + "</tr>"
+    rows = [head]
+    for i, d in enumerate(drafts):
+        cells = f"<td class='step-alts'>{_ranked(run, d['noise'])}</td>"
+        if main:
+            v = rec["verify"][i]
+            cells += f"<td class='step-alts'>{_ranked(run, v.get('noise', []))}</td>"
+        rows.append(f"<tr><td>d{i + 1}</td>{cells}</tr>")
+    return f"<p><small>{escape(t('noise_title', lang))}</small></p>" + _table(rows)
 
 
 def _table(rows):
