@@ -119,18 +119,18 @@ def _run_length(model, ids, k, rounds):
     return max(2, min((rounds + 1) * (k + 1) + 1, limit))
 
 
-def time_whole_rounds(model, mtp, ids, k, rounds=ROUNDS):
-    """Median seconds from one round's tokens to the next's of an untraced greedy `select` run, the
-    way the race runs it (each round one call, where rounds_in_one_call)."""
-    return _median_interval(generate_mtp_stream(model, mtp, ids, _run_length(model, ids, k, rounds), (), k, "select"),
-                            rounds)
+def time_whole_rounds(model, mtp, ids, k, rounds=ROUNDS, sampling=None):
+    """Median seconds from one round's tokens to the next's of an untraced `select` run (greedy, or with
+    these sampling arguments), the way the race runs it (each round one call, where rounds_in_one_call)."""
+    return _median_interval(generate_mtp_stream(model, mtp, ids, _run_length(model, ids, k, rounds), (), k, "select",
+                                                **(sampling or {})), rounds)
 
 
-def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS, step=None, temperature=0):
+def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS, step=None, sampling=None):
     """Time a short speculative run of `rounds` rounds (+1 warm-up) on the prompt `ids` (1, T), and
     plain steps (unless `step`, seconds of one, is given). It ignores stop tokens, so it always runs
-    its rounds. Where a run with this rollback and temperature makes each round one call, such rounds
-    are timed as well (Costs.whole)."""
+    its rounds. Where a run with this rollback and these sampling arguments (the engine's: temperature,
+    seed, ...) makes each round one call, such rounds are timed as well (Costs.whole)."""
     trace = Trace(max_rounds=rounds + 2)
     stream = generate_mtp_stream(model, mtp, ids, _run_length(model, ids, k, rounds), (), k, rollback, trace=trace)
     try:
@@ -140,14 +140,14 @@ def measure(model, mtp, ids, k, rollback="select", rounds=ROUNDS, step=None, tem
     finally:
         stream.close()
     c = from_records(list(trace), k, rollback, step if step is not None else time_plain_step(model, ids))
-    if rounds_in_one_call(model, mtp, k, rollback, temperature):
-        c.whole = time_whole_rounds(model, mtp, ids, k, rounds)
+    if rounds_in_one_call(model, mtp, k, rollback, sampling):
+        c.whole = time_whole_rounds(model, mtp, ids, k, rounds, sampling)
     return c
 
 
-def measure_each(model, mtp, ids, k, rollbacks, rounds=ROUNDS, temperature=0):
+def measure_each(model, mtp, ids, k, rollbacks, rounds=ROUNDS, sampling=None):
     """measure() for each rollback, all against one timing of a plain step (so their ratios compare).
     -> {rollback: Costs}. Each rollback adds only its `rounds` + 1 traced rounds (and as many untraced
     ones where rounds run as one call)."""
     step = time_plain_step(model, ids)
-    return {rollback: measure(model, mtp, ids, k, rollback, rounds, step, temperature) for rollback in rollbacks}
+    return {rollback: measure(model, mtp, ids, k, rollback, rounds, step, sampling) for rollback in rollbacks}

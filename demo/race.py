@@ -230,7 +230,7 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     if measure_costs and all(lane.rounds for lane in spec_lanes):
         yield update("measuring")
         measured = costs.measure_each(loaded.model, loaded.mtp, ids, settings.k, rollbacks,
-                                      temperature=settings.temperature)
+                                      sampling=sampling(settings))
     yield update("done", verdict=verdict(plain, spec_lanes[0], settings.temperature, *spec_lanes[1:],
                                          rule=settings.rule, seed=settings.seed),
                  costs=measured.get(rollbacks[0]), select_costs=measured.get("select") if len(runs) > 2 else None)

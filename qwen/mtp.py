@@ -35,7 +35,7 @@ from qwen.layer import DecoderLayer
 from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
-from qwen.sample import check_prompt, coupled_pick, pick_token, probs_from_logits
+from qwen.sample import check_prompt, coupled_pick, gumbel_noise, pick_token, probs_from_logits
 from qwen.weights import find_model, load_weights
 
 ROLLBACKS = ("select", "recompute", "none")   # "none" skips the restore: deliberately wrong, for the demo
@@ -306,20 +306,35 @@ def speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sa
                  snapshot_bytes(snap) if snap else 0)
 
 
-def greedy_guess(mtp, out, lm_head):
-    """The head's greedy guess from its output out (B, H) -> token ids (B,), as tensors."""
+def picks(logits, noise, positions, cols=None):
+    """The choice of each row of logits (R, V), as tensors: argmax, or with noise = (seed, temperature,
+    on) as 0-dim tensors, argmax of logits / temperature + on * gumbel_noise at these positions (R,),
+    the coupled sample (qwen.sample.coupled_pick without top-k and top-p). With on = 0 and temperature
+    1 that is the argmax exactly, so one compiled graph serves greedy and coupled rounds."""
+    if noise is None:
+        return logits.argmax(-1)
+    seed, temperature, on = noise
+    scores = logits.float() / temperature
+    return (scores + on * gumbel_noise(seed, positions, logits.shape[-1] if cols is None else cols)).argmax(-1)
+
+
+def greedy_guess(mtp, out, lm_head, noise=None, position=None):
+    """The head's guess from its output out (B, H) -> token ids (B,), as tensors: greedy, or with shared
+    noise for the token at `position` (a (1,) tensor; picks)."""
     logits, cols = mtp.draft_logits(out, lm_head)                                  # (B, V')
-    best = logits.argmax(-1)
+    best = picks(logits, noise, position, cols)
     return best if cols is None else cols[best]
 
 
-def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions):
-    """speculative_round for greedy decoding with rollback by `select`, every decision kept in tensors:
-    no Python number is read until it returns, so it compiles into one graph per k (qwen.compiled) and a
-    round costs one call instead of a head pass per draft, a verify pass and the Python between them.
+def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions, noise=None):
+    """speculative_round for greedy decoding (or sampling with shared noise) with rollback by `select`,
+    every decision kept in tensors: no Python number is read until it returns, so it compiles into one
+    graph per k (qwen.compiled) and a round costs one call instead of a head pass per draft, a verify
+    pass and the Python between them.
 
     tok_d1: (1, 2) the round's first token and the head's guess d1; out1: (1, 1, H) the head output
-    that guessed d1; positions: (k+1,) P..P+k. The state keeps step states (keep_step_states).
+    that guessed d1; positions: (k+1,) P..P+k; noise: None, or (seed, temperature, on) tensors (picks).
+    The state keeps step states (keep_step_states).
     -> drafts (1, k), n accepted (1,), the main model's next token (1,), the next round's d1 (1,)
     and the head output behind it (1, 1, H). The state is selected after token n+1 in place; its
     Python bookkeeping (pos, KV lengths) is the caller's (fused_round)."""
@@ -327,10 +342,11 @@ def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions):
     drafts, out = [tok_d1[:, 1:]], out1
     for j in range(1, k):                                       # d2..dk: the head fed its own output
         out = mtp.run(model.embed_tokens(drafts[-1]), out, positions[j - 1:j], head_cache)   # (1, 1, H)
-        drafts.append(greedy_guess(mtp, out[:, 0], model.lm_head)[:, None])                  # (1, 1)
+        guess = greedy_guess(mtp, out[:, 0], model.lm_head, noise, positions[j + 1:j + 2])   # d_{j+1} at P+j+1
+        drafts.append(guess[:, None])                                                        # (1, 1)
     drafts = torch.cat(drafts, dim=1)                                                          # (1, k)
     logits, hidden = model.step(torch.cat([tok_d1[:, :1], drafts], dim=1), positions, state)  # verify
-    choice = logits[0].argmax(-1)                                                              # (k+1,)
+    choice = picks(logits[0], noise, positions + 1)                                           # (k+1,)
     # subtle: indices stay tensors (index_select, not choice[n]): reading n as a number ends the graph
     n = (choice[:k] == drafts[0]).long().cumprod(0).sum(0, keepdim=True)    # (1,) the longest agreeing prefix
     nxt = choice.index_select(0, n)                                          # (1,)
@@ -341,7 +357,7 @@ def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions):
     fill = torch.cat([drafts[0], drafts[0, -1:]])                                              # (k+1,)
     tokens = torch.where(torch.arange(k + 1, device=fill.device) < n, fill, nxt)[None]         # (1, k+1)
     out = mtp.run(model.embed_tokens(tokens), hidden, positions, head_cache)[0].index_select(0, n)[None]  # (1, 1, H)
-    return drafts, n, nxt, greedy_guess(mtp, out[:, 0], model.lm_head), out
+    return drafts, n, nxt, greedy_guess(mtp, out[:, 0], model.lm_head, noise, positions[:1] + n + 2), out
 
 
 def fuses(model, mtp, k):
@@ -352,21 +368,33 @@ def fuses(model, mtp, k):
     return model.compiled is None or model.compiled.lookup(k + 1, True) is None
 
 
-def rounds_in_one_call(model, mtp, k, rollback="select", temperature=0, traced=False):
-    """Does generate_mtp_stream run its next round as one greedy_round call? Greedy `select` rounds of
-    a real head without a trace, where fuses() allows (the scripted head, sampling, `recompute` and the
-    trace need the step-by-step round)."""
-    return rollback == "select" and not temperature and not traced and isinstance(mtp, MTP) \
-        and fuses(model, mtp, k)
+def rounds_in_one_call(model, mtp, k, rollback="select", sampling=None, traced=False):
+    """Does generate_mtp_stream run its next round as one greedy_round call? `select` rounds of a real
+    head without a trace, greedy or sampled with shared noise and no top-k or top-p, where fuses()
+    allows (the scripted head, rejection sampling, filters, `recompute` and the trace need the
+    step-by-step round)."""
+    sampling = sampling or {}
+    plain = not sampling.get("temperature") or (sampling.get("seed") is not None and sampling.get("top_k") is None
+                                                 and sampling.get("top_p") is None)
+    return rollback == "select" and plain and not traced and isinstance(mtp, MTP) and fuses(model, mtp, k)
 
 
-def fused_round(model, mtp, state, head_cache, tok, first, k):
-    """One greedy `select` round through greedy_round (compiled when qwen.compiled prepared it for this k),
-    then its Python bookkeeping. -> Round (without per-draft records or logits)."""
+def round_noise(sampling, device):
+    """greedy_round's noise argument for these sampling arguments: (seed, temperature, on) as tensors,
+    on = 0 (and temperature 1) when greedy."""
+    sampled = bool(sampling and sampling.get("temperature"))
+    return (torch.tensor(int(sampling["seed"]) if sampled else 0, device=device),
+            torch.tensor(max(float(sampling["temperature"]), 1e-6) if sampled else 1.0, device=device),
+            torch.tensor(1.0 if sampled else 0.0, device=device))
+
+
+def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None):
+    """One `select` round through greedy_round (compiled when qwen.compiled prepared it for this k),
+    greedy or with shared noise, then its Python bookkeeping. -> Round (without per-draft records or logits)."""
     P, device = state.pos, head_cache.k.device
     keep_step_states(state, k + 1)
     positions = state.begin_pass(torch.empty(1, k + 1, device=device))        # only the shape counts
-    args = (torch.tensor([[tok, first.token]], device=device), first.out, positions)
+    args = (torch.tensor([[tok, first.token]], device=device), first.out, positions, round_noise(sampling, device))
     compiled = mtp.round_compiled.lookup(k + 1, True) if mtp.round_compiled is not None else None
     out = compiled(state, head_cache, *args) if compiled else None
     drafts, n, nxt, guess_next, out = out if out is not None else \
@@ -411,8 +439,8 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         views = {"before": trace.view(state, head_cache)} if trace is not None else {}
         clock = Clock() if trace is not None else clock
         watch = (lambda phase: views.update({phase: trace.view(state, head_cache)})) if trace is not None else None
-        if rounds_in_one_call(model, mtp, k, rollback, temperature, trace is not None):
-            r = fused_round(model, mtp, state, head_cache, tok, first, k)
+        if rounds_in_one_call(model, mtp, k, rollback, sampling, trace is not None):
+            r = fused_round(model, mtp, state, head_cache, tok, first, k, sampling)
         else:
             r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)
         rounds = rounds + 1

@@ -39,32 +39,45 @@ def probs_from_logits(logits, temperature=1.0, top_k=None, top_p=None):
 
 
 MASK32 = 0xFFFFFFFF
+MIX = 0x45D9F3B          # the hash's multiplier: below 2**31, so no product of 32-bit values overflows int64
 
 
 def _mix(x):
-    """A 32-bit integer hash (two multiply-xorshift rounds), on int64 tensors holding values < 2**32.
-    subtle: the multiplier is below 2**31, so no product overflows int64, on any device or compiler."""
+    """A 32-bit integer hash (two multiply-xorshift rounds) of x < 2**32: a Python int, or an int64
+    tensor (changed in place)."""
+    if isinstance(x, int):
+        for _ in range(2):
+            x = ((x ^ (x >> 16)) * MIX) & MASK32
+        return x ^ (x >> 16)
     for _ in range(2):
-        x = ((x ^ (x >> 16)) * 0x45D9F3B) & MASK32
-    return x ^ (x >> 16)
+        x = x.bitwise_xor_(x >> 16).mul_(MIX).bitwise_and_(MASK32)
+    return x.bitwise_xor_(x >> 16)
 
 
 def gumbel_noise(seed, positions, tokens, device=None):
     """Gumbel(0, 1) noise (T, V) for the tokens at absolute positions (T,), over token ids `tokens` (an
     int V: every id below it; or a tensor (V,) of ids): a pure function of (seed, position, token id),
     with no generator state, so any pass at any time (plain decoding, the head's guess, the verify pass)
-    sees the same noise for the same position and token."""
-    positions = torch.as_tensor(positions, dtype=torch.int64, device=device).reshape(-1, 1)         # (T, 1)
-    device = positions.device
+    sees the same noise for the same position and token. seed and positions may be tensors (inside a
+    compiled graph) or Python ints (eagerly: their part of the hash is then computed in Python)."""
+    if isinstance(seed, torch.Tensor) or isinstance(positions, torch.Tensor):
+        positions = torch.as_tensor(positions, dtype=torch.int64, device=device).reshape(-1)
+        seed = torch.as_tensor(seed, dtype=torch.int64, device=positions.device)
+        base = _mix((positions + _mix(seed & MASK32)) & MASK32)                                       # (T,)
+    else:
+        base = torch.tensor([_mix((int(p) + _mix(int(seed) & MASK32)) & MASK32) for p in positions],
+                            dtype=torch.int64, device=device)
+    device = base.device
     tokens = torch.arange(tokens, device=device) if isinstance(tokens, int) else tokens.to(device, torch.int64)
-    h = _mix((_mix(positions + _mix(torch.tensor(int(seed) & MASK32, device=device))) + tokens) & MASK32)
-    u = (h.double() + 0.5) / 2**32                            # uniform in (0, 1), 32 bits, exact in float64
-    return (-torch.log(-torch.log(u))).float()
+    h = _mix((tokens[None, :] + base[:, None]).bitwise_and_(MASK32))                                # (T, V)
+    u = h.double().add_(0.5).mul_(2.0 ** -32)                  # uniform in (0, 1), 32 bits, exact in float64
+    return u.log_().neg_().log_().neg_().float()
 
 
 # The noise lies within about [-3.13, 22.87] (32-bit uniforms), so a token whose score is more than the
 # difference below the best score can never win the argmax: only the others need their noise drawn.
 NOISE_SPAN = 27.0
+DENSE_NOISE = 65536       # up to this many columns, noise is drawn for all of them
 
 
 def coupled_pick(logits, seed, positions, temperature=1.0, top_k=None, top_p=None, cols=None):
@@ -73,6 +86,9 @@ def coupled_pick(logits, seed, positions, temperature=1.0, top_k=None, top_p=Non
     (NOISE_SPAN). cols: the token ids of logits' columns when they are a subset of the vocabulary (a
     draft vocabulary). -> column indices (T,)"""
     scores = filtered_logits(logits, temperature, top_k, top_p)                                   # (T, V)
+    if scores.shape[-1] <= DENSE_NOISE:                        # a small vocabulary: every token's noise at once
+        return (scores + gumbel_noise(seed, [int(p) for p in torch.as_tensor(positions).reshape(-1)],
+                                      scores.shape[-1] if cols is None else cols, logits.device)).argmax(-1)
     picks = []
     for row, position in zip(scores, torch.as_tensor(positions).reshape(-1).tolist()):
         candidates = (row >= row.max() - NOISE_SPAN).nonzero().squeeze(-1)                       # (C,)

@@ -81,6 +81,9 @@ def test_speculative_equals_plain_under_compile(compiled_pair, rollback, k):
             scripted = ScriptedHead(head, ids[0].tolist() + plain, rate, seed=k)
             assert generate_mtp(model, scripted, ids, max_new_tokens=30, k=k, rollback=rollback)[0] == plain
         assert generate_mtp(model, head, ids, max_new_tokens=30, k=k, rollback=rollback)[0] == plain
+        for sampling in (dict(temperature=0.8, seed=k), dict(temperature=1.1, top_k=9, seed=k + 1)):
+            sampled = generate(eager, ids, max_new_tokens=30, **sampling)           # shared noise: the same text
+            assert generate_mtp(model, head, ids, max_new_tokens=30, k=k, rollback=rollback, **sampling)[0] == sampled
 
 
 @needs_compiler
@@ -94,6 +97,9 @@ def test_a_greedy_select_round_of_a_small_model_is_one_compiled_call(compiled_pa
     tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k)
     assert tokens == generate(eager, ids, max_new_tokens=30)
     assert head.round_compiled.status.phase is Phase.COMPILED and calls == {"round": rounds, "step": 0, "head": 0}
+    calls.update(round=0)                                # sampling with shared noise: the same one-call rounds
+    tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k, temperature=0.9, seed=5)
+    assert tokens == generate(eager, ids, max_new_tokens=30, temperature=0.9, seed=5) and calls["round"] == rounds
 
 
 @needs_compiler
@@ -140,6 +146,9 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
         assert generate(model, ids, max_new_tokens=48) == plain
         for rollback in ("select", "recompute"):
             assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, rollback=rollback)[0] == plain
+        sampled = generate(eager, ids, max_new_tokens=48, temperature=0.7, seed=2)
+        assert generate(model, ids, max_new_tokens=48, temperature=0.7, seed=2) == sampled
+        assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, temperature=0.7, seed=2)[0] == sampled
 
 
 TWO_LAYERS = dict(SMALL, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"])

@@ -1,6 +1,7 @@
 """This host's costs of a speculative round and the speed-up they predict (demo.costs), and how the
 race's verdict reports them: tokens per main-model pass, verify ÷ step, draft ÷ step, predicted vs measured."""
 import pytest
+import torch
 
 from demo import costs
 from demo.race import Run
@@ -66,8 +67,11 @@ def test_measured_costs_time_whole_rounds_where_the_race_runs_them_as_one_call(t
     assert each["select"].ratios()["round"] == pytest.approx(each["select"].whole / each["select"].step)
     assert each["recompute"].whole == 0                        # recompute runs step by step: its parts add up
     calls.clear()
-    sampled = costs.measure(model, mtp, ids, 2, "select", rounds=3, temperature=0.8)
-    assert sampled.whole == 0 and not calls                    # sampling rounds run step by step too
+    rejection = dict(temperature=0.8, generator=torch.Generator().manual_seed(0))
+    sampled = costs.measure(model, mtp, ids, 2, "select", rounds=3, sampling=rejection)
+    assert sampled.whole == 0 and not calls                    # rejection sampling: rounds step by step
+    shared = costs.measure(model, mtp, ids, 2, "select", rounds=3, sampling=dict(temperature=0.8, seed=1))
+    assert shared.whole > 0 and calls                          # shared noise: rounds of one call, as greedy
 
 
 def test_the_verdict_names_the_one_call_round_cost_and_predicts_from_it():
