@@ -25,7 +25,7 @@ from demo.prompts import DEFAULT_EXAMPLE, EXAMPLES, example_samples, pick_exampl
 from demo.race import race, summary
 from demo.race_html import lane_off_html, plain_text_html, spec_text_html, stats_html, verdict_html, waiting_html
 from demo.tokens import legend_html
-from demo.validate import (BOTH, LIMITS, RACE_ROLLBACKS, RULES, InputError, Notice, lane_rollbacks,
+from demo.validate import (BOTH, LIMITS, PAGE_TEMPERATURE, RACE_ROLLBACKS, RULES, InputError, Notice, lane_rollbacks,
                            race_settings)
 from qwen.compiled import Phase
 
@@ -144,7 +144,8 @@ def build_race_tab(shared):
                     label="k", info="k_info")
             max_new = say(gr.Slider(*LIMITS["max_new_tokens"][:2], value=max0, step=1, label=t("max_new_tokens", L),
                                     elem_id="race-max-new"), label="max_new_tokens")
-            temperature = say(gr.Slider(*LIMITS["temperature"], step=0.05, label=t("temperature", L),
+            temperature = say(gr.Slider(*LIMITS["temperature"][:2], value=PAGE_TEMPERATURE, step=0.05,
+                                        label=t("temperature", L),
                                         elem_id="race-temperature"), label="temperature")
             seed = say(gr.Number(0, precision=0, minimum=0, label=t("seed", L), elem_id="race-seed"), label="seed")
         with gr.Row():

@@ -149,7 +149,11 @@ RACE_ROLLBACKS = ROLLBACKS + (BOTH,)
 ORIGINS = ("main", "draft", "correction", "bonus")
 # how speculative sampling decides (temperature > 0): "shared" noise (the text of plain sampling with the
 # seed; qwen.sample.coupled_pick), or "rejection" sampling (the same distribution, other text)
-RULES = ("shared", "rejection")   # where an emitted token came from (qwen.mtp)
+RULES = ("shared", "rejection")
+# the race page's own starting temperature (the API's default stays greedy): greedy decoding of the embedded
+# model loops ("and the LORD, and the LORD, ..."), sampling at 0.5 with shared noise reads far better and
+# still writes plain decoding's text (docs/benchmarks.md, 2026-12-03, repetition)
+PAGE_TEMPERATURE = 0.5   # where an emitted token came from (qwen.mtp)
 
 
 def clamp_all(values, limits=LIMITS):
