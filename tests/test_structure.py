@@ -59,3 +59,11 @@ def test_the_checker_sees_a_function_level_import(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def f():\n    from qwen.compiled.steps import dense\n    import qwen.mtp\n")
     assert imports(f) == {"qwen.compiled.steps", "qwen.compiled.steps.dense", "qwen.mtp"}
+
+
+def test_the_model_modules_name_nothing_of_torchs_compiler():
+    """Compiled graphs swap modules in (qwen.compiled.streamed) rather than the layers branching on
+    compiling, and the compiled side marks its own inputs: no model module mentions the compiler."""
+    words = ("torch.compiler", "torch._dynamo", "torch._inductor", "is_compiling", "mark_dynamic")
+    found = {(name, w) for name in MODEL_MODULES for w in words if w in (QWEN / f"{name}.py").read_text()}
+    assert found == set()
