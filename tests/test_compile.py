@@ -8,10 +8,7 @@ import torch
 
 from qwen.compiled import Phase, Status, Why, host, internals, saved, steps, warmup
 from qwen.cache import AttentionState, State
-from qwen.bench import as_checkpoint
-from qwen.chat import Chat
-from qwen.model import Model
-from qwen.mtp import MTP, generate_mtp
+from qwen.mtp import generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
 from qwen.weights import find_model
@@ -126,100 +123,7 @@ def test_no_recompiles_across_generations_positions_and_kv_growth(compiled_pair)
     assert graphs_compiled() == before
 
 
-@needs_compiler
-def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
-    """The app's default: the embedded model and its head, compiled for k = 2 (unfrozen, as small
-    models are: their graphs cache whole on disk), a helper process compiling beside this one, as on
-    the app's 2-core hosts. Its grouped-query attention with head_dim 64 is the shape where a boolean
-    attention mask once made the compiled step corrupt memory."""
-    monkeypatch.setenv("QWEN_COMPILE_WORKERS", "2")
-    path = find_model()
-    model, eager = Model.from_pretrained(path), Model.from_pretrained(path)
-    head = MTP.from_pretrained(model.cfg, path)
-    chat = Chat(eager, path)
-    report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
-    assert report["status"].phase is Phase.COMPILED and report["step_speedup"] > 0
-    assert model.compiled.strategy is head.compiled.strategy is steps.Strategy.STREAMED, model.compiled.why
-    for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
-        ids = chat.encode(prompt)
-        plain = generate(eager, ids, max_new_tokens=48)
-        assert generate(model, ids, max_new_tokens=48) == plain
-        for rollback in ("select", "recompute"):
-            assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, rollback=rollback)[0] == plain
-        sampled = generate(eager, ids, max_new_tokens=48, temperature=0.7, seed=2)
-        assert generate(model, ids, max_new_tokens=48, temperature=0.7, seed=2) == sampled
-        assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, temperature=0.7, seed=2)[0] == sampled
-
-
 TWO_LAYERS = dict(SMALL, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"])
-
-
-@needs_compiler
-def test_a_later_start_loads_the_saved_graphs_instead_of_compiling(monkeypatch, tmp_path):
-    """Unfrozen CPU graphs are saved whole (qwen/saved.py). A later start, here a second model of the
-    same shape with other weights, loads them, compiles nothing, and decodes as eager does, with one
-    graph for every KV capacity; a model of another shape does not take them."""
-    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
-    ids, long = torch.tensor([[5, 1, 7]]), torch.randint(0, SMALL["vocab_size"], (1, 70))
-    first, _ = random_pair(TWO_LAYERS, seed=21)
-    steps.compile_model(first, ks=(1,), freeze=False)
-    assert generate(first, ids, max_new_tokens=20) == generate(random_pair(TWO_LAYERS, seed=21)[0], ids, max_new_tokens=20)
-    assert (first.compiled.fn.compiled, first.compiled.fn.loaded) == (1, 0)
-
-    later, _ = random_pair(TWO_LAYERS, seed=22)
-    steps.compile_model(later, ks=(1,), freeze=False)
-    eager, _ = random_pair(TWO_LAYERS, seed=22)
-    assert generate(later, long, max_new_tokens=80) == generate(eager, long, max_new_tokens=80)   # capacity 64 -> 256
-    assert (later.compiled.fn.compiled, later.compiled.fn.loaded) == (0, 1)
-
-    other, _ = random_pair(dict(TWO_LAYERS, intermediate_size=80), seed=22)
-    steps.compile_model(other, ks=(1,), freeze=False)
-    assert other.compiled.fn.path((1, False), 1) != later.compiled.fn.path((1, False), 1)
-
-
-@needs_compiler
-def test_guards_are_checked_once_per_argument_layout(monkeypatch, tmp_path):
-    """A saved graph's guards cost about a tenth of a small model's step, so SavedGraphs checks them once
-    for each layout of the arguments (shapes of the tokens and every state buffer) and then calls the graph
-    directly: a second generation checks nothing, a longer prompt (another KV capacity) or another batch
-    size is checked again, and every output stays eager's."""
-    from torch._dynamo.aot_compile import AOTCompiledFunction
-    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
-    checks = []
-    check = AOTCompiledFunction.guard_check
-    monkeypatch.setattr(AOTCompiledFunction, "guard_check", lambda self, *a, **kw: checks.append(1) or check(self, *a, **kw))
-    model, _ = random_pair(TWO_LAYERS, seed=25)
-    eager, _ = random_pair(TWO_LAYERS, seed=25)
-    steps.compile_model(model, ks=(1,), freeze=False)
-    ids, long = torch.tensor([[5, 1, 7]]), torch.randint(0, SMALL["vocab_size"], (1, 70))
-    assert generate(model, ids, max_new_tokens=12) == generate(eager, ids, max_new_tokens=12)
-    assert len(checks) == 1                                          # the first decode step, capacity 64
-    assert generate(model, ids, max_new_tokens=12) == generate(eager, ids, max_new_tokens=12)
-    assert len(checks) == 1                                          # same layout: trusted
-    assert generate(model, long, max_new_tokens=20) == generate(eager, long, max_new_tokens=20)
-    assert len(checks) == 2                                          # capacity 128: checked once more
-    pair = torch.tensor([[5, 1, 7], [2, 2, 2]])
-    state, eager_state = State(model, capacity=16), State(eager, capacity=16)
-    with torch.inference_mode():
-        model(pair, state), eager(pair, eager_state)
-        got, want = model(torch.tensor([[3], [4]]), state), eager(torch.tensor([[3], [4]]), eager_state)
-    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-    assert len(checks) == 3 and len(model.compiled.fn.trusted) == 3  # batch 2: its own graph, checked once
-
-
-@needs_compiler
-def test_a_saved_graph_that_no_longer_fits_is_compiled_again(monkeypatch, tmp_path):
-    """Should a file be found for a model it does not fit (every shape forced onto one file here), its
-    guards refuse it and the pass compiles afresh: the output stays eager's."""
-    from qwen.compiled.saved import SavedGraphs
-    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
-    monkeypatch.setattr(SavedGraphs, "path", lambda self, variant, batch: tmp_path / "one.graph")
-    ids = torch.tensor([[5, 1, 7]])
-    for seed, cfg in ((23, TWO_LAYERS), (24, dict(TWO_LAYERS, intermediate_size=80))):
-        model, _ = random_pair(cfg, seed=seed)
-        steps.compile_model(model, ks=(1,), freeze=False)
-        assert generate(model, ids, max_new_tokens=12) == generate(random_pair(cfg, seed=seed)[0], ids, max_new_tokens=12)
-    assert model.compiled.enabled and (model.compiled.fn.loaded, model.compiled.fn.compiled) == (1, 1)
 
 
 def test_vector_isa_probes_are_trusted_once_all_passed_here_with_this_compiler(monkeypatch, tmp_path):
@@ -420,47 +324,6 @@ def test_compile_variants_cover_decode_verify_and_catch_up():
     assert head == {(1, False), (2, False), (4, False)}
     main, head = steps.variants_for((2,), one_token=False)
     assert main == {(3, True)} and head == {(3, False)}
-
-
-@needs_compiler
-@pytest.mark.parametrize("draft_vocab", ["a subset", "every token"])
-def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, tmp_path, draft_vocab):
-    """Compiled for real (one layer at the 0.8B width): plain and speculative decoding, both rollbacks,
-    give eager greedy decoding's tokens, every pass compiled and kept, nothing frozen. The head's graphs
-    also score the draft, as eager scoring does: over its FR-Spec vocabulary, or over every token from
-    the output layer's own streamed rows (shared, not copied)."""
-    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
-    monkeypatch.setenv("QWEN_COMPILE_WORKERS", "1")
-    wide, _ = random_pair(dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=20)
-    as_checkpoint(wide)
-    head = as_checkpoint(MTP(wide.cfg).eval().requires_grad_(False))
-    if draft_vocab == "a subset":
-        head.set_draft_vocab(list(range(3, wide.cfg.vocab_size, 2)), wide.lm_head)
-    ids = prompts(wide.cfg.vocab_size, n=1, seed=4)[0]
-    want = generate(wide, ids, max_new_tokens=12)
-    T, hidden = 3, torch.randn(1, 3, wide.cfg.hidden_size)
-    cache = AttentionState()
-    eager_out = head(wide.embed_tokens(ids[:, :T]), hidden, 0, cache)[:, 1]                 # (1, H)
-    eager_scores = head.draft_logits(eager_out, wide.lm_head)[0]                          # (1, V')
-    report = warmup.warm_up(wide, head, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
-    assert report["status"].phase is Phase.COMPILED and wide.compiled.strategy is steps.Strategy.STREAMED
-    assert wide.compiled.ready == {(1, False), (3, True), (3, False)}
-    assert head.compiled.ready == {(1, False), (3, False)}
-    cache.truncate(0)
-    logits, cols, out = head.draft(wide, hidden, ids[:, :T], 0, cache, row=1)              # the compiled pass
-    if draft_vocab == "a subset":
-        assert torch.equal(cols, head.draft_vocab) and logits.shape == eager_scores.shape
-    else:
-        assert cols is None and head.compiled.fn.owners == (head, wide.lm_head)     # the output layer's own rows
-        assert logits.shape == (1, wide.cfg.vocab_size)
-    torch.testing.assert_close(out[:, 0], eager_out, atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(logits, eager_scores, atol=1e-4, rtol=1e-4)
-    scored = head.scored_pass(wide.embed_tokens(ids[:, :T]), hidden, 0, cache)[1]          # (1, T, V')
-    assert scored is not None and torch.equal(scored[:, 1], logits)    # it came from the graph, not eagerly
-    assert generate(wide, ids, max_new_tokens=12) == want
-    for rollback in ("select", "recompute"):
-        scripted = ScriptedHead(head, ids[0].tolist() + want, 0.6, seed=5)
-        assert generate_mtp(wide, scripted, ids, 12, k=2, rollback=rollback)[0] == want
 
 
 def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
