@@ -307,15 +307,13 @@ def speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sa
 
 
 def picks(logits, noise, positions, cols=None):
-    """The choice of each row of logits (R, V), as tensors: argmax, or with noise = (seed, temperature,
-    on) as 0-dim tensors, argmax of logits / temperature + on * gumbel_noise at these positions (R,),
-    the coupled sample (qwen.sample.coupled_pick without top-k and top-p). With on = 0 and temperature
-    1 that is the argmax exactly, so one compiled graph serves greedy and coupled rounds."""
+    """The choice of each row of logits (R, V), as tensors: argmax, or with noise = (seed, temperature)
+    as 0-dim tensors, argmax of logits / temperature + gumbel_noise at these positions (R,), the coupled
+    sample (qwen.sample.coupled_pick without top-k and top-p)."""
     if noise is None:
         return logits.argmax(-1)
-    seed, temperature, on = noise
-    scores = logits.float() / temperature
-    return (scores + on * gumbel_noise(seed, positions, logits.shape[-1] if cols is None else cols)).argmax(-1)
+    seed, temperature = noise
+    return (logits.float() / temperature + gumbel_noise(seed, positions, logits.shape[-1] if cols is None else cols)).argmax(-1)
 
 
 def greedy_guess(mtp, out, lm_head, noise=None, position=None):
@@ -333,7 +331,7 @@ def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions, noise=N
     pass and the Python between them.
 
     tok_d1: (1, 2) the round's first token and the head's guess d1; out1: (1, 1, H) the head output
-    that guessed d1; positions: (k+1,) P..P+k; noise: None, or (seed, temperature, on) tensors (picks).
+    that guessed d1; positions: (k+1,) P..P+k; noise: None (greedy), or (seed, temperature) tensors (picks).
     The state keeps step states (keep_step_states).
     -> drafts (1, k), n accepted (1,), the main model's next token (1,), the next round's d1 (1,)
     and the head output behind it (1, 1, H). The state is selected after token n+1 in place; its
@@ -360,10 +358,13 @@ def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions, noise=N
     return drafts, n, nxt, greedy_guess(mtp, out[:, 0], model.lm_head, noise, positions[:1] + n + 2), out
 
 
-def fuses(model, mtp, k):
-    """Does a greedy `select` round run as greedy_round? Where its compiled graph is ready, or where no
-    compiled verify pass would be lost (everything eager); the step-by-step round otherwise."""
-    if mtp.round_compiled is not None and mtp.round_compiled.lookup(k + 1, True):
+def fuses(model, mtp, k, sampled=False):
+    """Does a `select` round run as greedy_round? A greedy one where its compiled graph is ready; any where
+    no compiled verify pass would be lost (everything eager); the step-by-step round otherwise.
+    subtle: the compiled round graph is greedy only. One graph for both (the noise multiplied by 0 when
+    greedy) made greedy speculative decoding of the embedded model 15% slower (docs/benchmarks.md,
+    2026-12-03, sampling with shared noise), and a graph per rule would double the rounds' compiling."""
+    if not sampled and mtp.round_compiled is not None and mtp.round_compiled.lookup(k + 1, True):
         return True
     return model.compiled is None or model.compiled.lookup(k + 1, True) is None
 
@@ -374,31 +375,33 @@ def rounds_in_one_call(model, mtp, k, rollback="select", sampling=None, traced=F
     allows (the scripted head, rejection sampling, filters, `recompute` and the trace need the
     step-by-step round)."""
     sampling = sampling or {}
-    plain = not sampling.get("temperature") or (sampling.get("seed") is not None and sampling.get("top_k") is None
-                                                 and sampling.get("top_p") is None)
-    return rollback == "select" and plain and not traced and isinstance(mtp, MTP) and fuses(model, mtp, k)
+    sampled = bool(sampling.get("temperature"))
+    plain = not sampled or (sampling.get("seed") is not None and sampling.get("top_k") is None
+                            and sampling.get("top_p") is None)
+    return rollback == "select" and plain and not traced and isinstance(mtp, MTP) and fuses(model, mtp, k, sampled)
 
 
 def round_noise(sampling, device):
-    """greedy_round's noise argument for these sampling arguments: (seed, temperature, on) as tensors,
-    on = 0 (and temperature 1) when greedy."""
-    sampled = bool(sampling and sampling.get("temperature"))
-    return (torch.tensor(int(sampling["seed"]) if sampled else 0, device=device),
-            torch.tensor(max(float(sampling["temperature"]), 1e-6) if sampled else 1.0, device=device),
-            torch.tensor(1.0 if sampled else 0.0, device=device))
+    """greedy_round's noise argument for these sampling arguments: None when greedy, else (seed,
+    temperature) as tensors."""
+    if not (sampling and sampling.get("temperature")):
+        return None
+    return (torch.tensor(int(sampling["seed"]), device=device),
+            torch.tensor(max(float(sampling["temperature"]), 1e-6), device=device))
 
 
 def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None):
-    """One `select` round through greedy_round (compiled when qwen.compiled prepared it for this k),
-    greedy or with shared noise, then its Python bookkeeping. -> Round (without per-draft records or logits)."""
+    """One `select` round through greedy_round (greedy: compiled when qwen.compiled prepared it for this
+    k; with shared noise: eagerly), then its Python bookkeeping. -> Round (without per-draft records or logits)."""
     P, device = state.pos, head_cache.k.device
     keep_step_states(state, k + 1)
     positions = state.begin_pass(torch.empty(1, k + 1, device=device))        # only the shape counts
-    args = (torch.tensor([[tok, first.token]], device=device), first.out, positions, round_noise(sampling, device))
-    compiled = mtp.round_compiled.lookup(k + 1, True) if mtp.round_compiled is not None else None
+    args = (torch.tensor([[tok, first.token]], device=device), first.out, positions)
+    noise = round_noise(sampling, device)
+    compiled = mtp.round_compiled.lookup(k + 1, True) if mtp.round_compiled is not None and noise is None else None
     out = compiled(state, head_cache, *args) if compiled else None
     drafts, n, nxt, guess_next, out = out if out is not None else \
-        greedy_round(model, mtp, state, head_cache, *args)
+        greedy_round(model, mtp, state, head_cache, *args, noise)
     n = int(n[0])
     state.end_pass(n + 1)                                      # pos and KV lengths: P + n + 1
     keep_step_states(state, on=False)

@@ -94,9 +94,9 @@ def test_a_greedy_select_round_of_a_small_model_is_one_compiled_call(compiled_pa
     tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k)
     assert tokens == generate(eager, ids, max_new_tokens=30)
     assert head.round_compiled.status.phase is Phase.COMPILED and calls == {"round": rounds, "step": 0, "head": 0}
-    calls.update(round=0)                                # sampling with shared noise: the same one-call rounds
+    calls.update(round=0)                                # shared noise: step by step (the round graph is greedy)
     tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k, temperature=0.9, seed=5)
-    assert tokens == generate(eager, ids, max_new_tokens=30, temperature=0.9, seed=5) and calls["round"] == rounds
+    assert tokens == generate(eager, ids, max_new_tokens=30, temperature=0.9, seed=5) and calls["round"] == 0
 
 
 @needs_compiler

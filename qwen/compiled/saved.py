@@ -48,8 +48,8 @@ def head_scored(head, lm_head, emb, hidden, positions, cache):
     return out, head.draft_logits(out, lm_head)[0]
 
 
-def round_of(model, head, state, head_cache, tok_d1, out1, positions, noise):
-    return greedy_round(model, head, state, head_cache, tok_d1, out1, positions, noise)
+def round_of(model, head, state, head_cache, tok_d1, out1, positions):
+    return greedy_round(model, head, state, head_cache, tok_d1, out1, positions)
 
 
 @cache
