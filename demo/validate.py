@@ -150,10 +150,11 @@ ORIGINS = ("main", "draft", "correction", "bonus")
 # how speculative sampling decides (temperature > 0): "shared" noise (the text of plain sampling with the
 # seed; qwen.sample.coupled_pick), or "rejection" sampling (the same distribution, other text)
 RULES = ("shared", "rejection")
-# the race page's own starting temperature (the API's default stays greedy): greedy decoding of the embedded
-# model loops ("and the LORD, and the LORD, ..."), sampling at 0.5 with shared noise reads far better and
-# still writes plain decoding's text (docs/benchmarks.md, 2026-12-03, repetition)
-PAGE_TEMPERATURE = 0.5   # where an emitted token came from (qwen.mtp)
+# the race page's starting temperature: greedy. Sampling at 0.5 with shared noise reads far better (greedy
+# decoding of the embedded model loops: "and the LORD, and the LORD, ...") and still writes plain decoding's
+# text, but compiled, its rounds run step by step and it measured slower than plain sampling (0.79x), so a
+# race would show speculative decoding losing (docs/benchmarks.md, 2026-12-03, sampling with shared noise)
+PAGE_TEMPERATURE = 0.0   # where an emitted token came from (qwen.mtp)
 
 
 def clamp_all(values, limits=LIMITS):
