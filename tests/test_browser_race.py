@@ -72,6 +72,26 @@ def test_a_race_shows_both_texts_and_the_verdict(page):
     page.screenshot(path=os.path.join(ARTIFACTS, "race.png"), full_page=True)
 
 
+def test_a_sampled_race_is_identical_with_shared_noise_and_names_the_seed(page):
+    open_settings(page)
+    assert page.locator("#race-rule input[value=shared]").is_checked()            # the default rule
+    page.fill("#race-temperature input[type=number]", "0.8")
+    page.press("#race-temperature input[type=number]", "Tab")
+    page.fill("#race-seed input", "7")
+    page.press("#race-seed input", "Tab")
+    try:
+        _race(page, "In the beginning", 30)
+        page.wait_for_selector(VERDICT, timeout=60_000)
+        verdict = page.inner_text("#race-verdict")
+        assert "✓" in verdict and "seed 7" in verdict and "0.8" in verdict
+        assert page.inner_text("#race-plain .race-text") == page.inner_text("#race-spec .race-text")
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        page.screenshot(path=os.path.join(ARTIFACTS, "race_sampled.png"), full_page=True)
+    finally:                                                                        # the other tests race greedily
+        page.fill("#race-temperature input[type=number]", "0")
+        page.press("#race-temperature input[type=number]", "Tab")
+
+
 def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
     open_settings(page)
     page.fill("#race-k input[type=number]", "4")
