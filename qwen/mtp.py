@@ -35,7 +35,7 @@ from qwen.layer import DecoderLayer
 from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
-from qwen.sample import check_prompt, coupled_pick, gumbel_noise, pick_token, probs_from_logits
+from qwen.sample import check_prompt, coupled_pick, pick_token, probs_from_logits
 from qwen.weights import find_model, load_weights
 
 ROLLBACKS = ("select", "recompute", "none")   # "none" skips the restore: deliberately wrong, for the demo
@@ -307,13 +307,13 @@ def speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sa
 
 
 def picks(logits, noise, positions, cols=None):
-    """The choice of each row of logits (R, V), as tensors: argmax, or with noise = (seed, temperature)
-    as 0-dim tensors, argmax of logits / temperature + gumbel_noise at these positions (R,), the coupled
-    sample (qwen.sample.coupled_pick without top-k and top-p)."""
+    """The choice of each row of logits (R, V) -> column indices (R,): argmax, or with noise = (seed,
+    temperature), the coupled sample at these positions (R,) (qwen.sample.coupled_pick; it reads the
+    positions as numbers, so a round with noise runs eagerly)."""
     if noise is None:
         return logits.argmax(-1)
     seed, temperature = noise
-    return (logits.float() / temperature + gumbel_noise(seed, positions, logits.shape[-1] if cols is None else cols)).argmax(-1)
+    return coupled_pick(logits, seed, positions, temperature, cols=cols)
 
 
 def greedy_guess(mtp, out, lm_head, noise=None, position=None):
@@ -331,7 +331,7 @@ def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions, noise=N
     pass and the Python between them.
 
     tok_d1: (1, 2) the round's first token and the head's guess d1; out1: (1, 1, H) the head output
-    that guessed d1; positions: (k+1,) P..P+k; noise: None (greedy), or (seed, temperature) tensors (picks).
+    that guessed d1; positions: (k+1,) P..P+k; noise: None (greedy), or (seed, temperature) (picks).
     The state keeps step states (keep_step_states).
     -> drafts (1, k), n accepted (1,), the main model's next token (1,), the next round's d1 (1,)
     and the head output behind it (1, 1, H). The state is selected after token n+1 in place; its
@@ -381,15 +381,6 @@ def rounds_in_one_call(model, mtp, k, rollback="select", sampling=None, traced=F
     return rollback == "select" and plain and not traced and isinstance(mtp, MTP) and fuses(model, mtp, k, sampled)
 
 
-def round_noise(sampling, device):
-    """greedy_round's noise argument for these sampling arguments: None when greedy, else (seed,
-    temperature) as tensors."""
-    if not (sampling and sampling.get("temperature")):
-        return None
-    return (torch.tensor(int(sampling["seed"]), device=device),
-            torch.tensor(max(float(sampling["temperature"]), 1e-6), device=device))
-
-
 def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None):
     """One `select` round through greedy_round (greedy: compiled when qwen.compiled prepared it for this
     k; with shared noise: eagerly), then its Python bookkeeping. -> Round (without per-draft records or logits)."""
@@ -397,7 +388,7 @@ def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None):
     keep_step_states(state, k + 1)
     positions = state.begin_pass(torch.empty(1, k + 1, device=device))        # only the shape counts
     args = (torch.tensor([[tok, first.token]], device=device), first.out, positions)
-    noise = round_noise(sampling, device)
+    noise = (sampling["seed"], sampling["temperature"]) if sampling and sampling.get("temperature") else None
     compiled = mtp.round_compiled.lookup(k + 1, True) if mtp.round_compiled is not None and noise is None else None
     out = compiled(state, head_cache, *args) if compiled else None
     drafts, n, nxt, guess_next, out = out if out is not None else \

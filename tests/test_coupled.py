@@ -22,6 +22,7 @@ def test_the_noise_is_a_function_of_seed_position_and_token_alone():
     assert not torch.equal(a[0], a[1])                                          # another position: other noise
     assert not torch.equal(a, gumbel_noise(8, [3, 4], 50))                      # another seed: other noise
     assert (a[0] != a[0, :1]).sum() == 49                                       # every token its own value
+    assert torch.equal(a, gumbel_noise(torch.tensor(7), torch.tensor([3, 4]), 50))   # as a graph computes it
 
 
 def test_the_noise_is_standard_gumbel():
