@@ -43,11 +43,12 @@ class Shared:
 
 
 def model_status(loaded, lang=i18n.DEFAULT_LANG):
-    """One line about the model in use."""
+    """One line about the model in use: its host plan ("cpu · float32 · streamed graphs · 1 thread"), context,
+    and how compiling stands."""
     if loaded is None:
         return ""
-    dtype = str(loaded.dtype).replace("torch.", "")
-    return t("model_ready", lang, model=model_label(loaded.key, lang), dtype=dtype, context=loaded.context,
+    plan = str(loaded.plan) if loaded.plan is not None else str(loaded.dtype).replace("torch.", "")
+    return t("model_ready", lang, model=model_label(loaded.key, lang), plan=plan, context=loaded.context,
              mtp="" if loaded.mtp is not None else t("model_no_mtp", lang)) + compile_note(loaded, lang)
 
 

@@ -16,7 +16,8 @@ cannot make the server read an arbitrary path.
     loaded = store.get("Embedded demo checkpoint")     # Loaded(key, path, model, mtp, chat, dtype, seconds)
 
 Loaded models are shared read-only by every visitor (generation keeps its state outside the model);
-a lock makes sure each loads once. A failed load raises ModelError with a message for people that
+a lock makes sure each loads once. Decoding takes `loaded.engine()`: the eager modules, until the
+compiled views (qwen.compiled) are ready and swapped in, in one assignment. A failed load raises ModelError with a message for people that
 names the weight file: unreadable or truncated safetensors, a shard the index lists but the folder
 lacks, a tensor of the wrong shape (a broken draft head included: only a checkpoint with no mtp.*
 tensors at all loads without one), NaN or infinite weights, a hub that cannot be reached.
@@ -27,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -35,6 +36,7 @@ from demo import settings
 from demo.settings import compile_wanted
 from qwen.chat import Chat
 from qwen.compiled import Phase, Status, Why, compile_head, compile_model, default_dtype, warm_up
+from qwen.compiled.plan import HostPlan, host_plan
 from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP
@@ -60,19 +62,27 @@ class Loaded:
     chat: Chat
     dtype: torch.dtype
     seconds: float              # time it took to load
+    plan: HostPlan = None       # how this host runs it (device, dtype, strategy, threads, why), decided at load
+    views: tuple = field(default=None, repr=False)     # (model, head) compiled views while they compile, and after
+    serving: tuple = field(default=None, repr=False)   # the views, once their first passes are ready
 
     @property
     def context(self):
         return self.model.cfg.max_position_embeddings
 
+    def engine(self):
+        """-> (model, head) to decode with: the compiled views once they serve, else the eager modules."""
+        return self.serving or (self.model, self.mtp)
+
     def compile_status(self):
         """A Status: COMPILING, COMPILED, COMPILING_MORE (plain and greedy speculative decoding run
         compiled; the stepper's and sampling's passes still compile), EAGER and why (NOT_ASKED when
         compiling was not asked for)."""
-        if self.model.compiled is None:
+        if self.views is None:
             return Status(Phase.EAGER, Why.NOT_ASKED)
-        status = self.model.compiled.status
-        parts = [self.model.compiled] + ([self.mtp.compiled, self.mtp.round_compiled] if self.mtp is not None else [])
+        model, head = self.views
+        status = model.steps.status
+        parts = [model.steps] + ([head.steps, head.rounds] if head is not None else [])
         if status.phase is Phase.COMPILED and any(p is not None and p.warming_thread is not None for p in parts):
             return Status(Phase.COMPILING_MORE)
         return status
@@ -237,15 +247,19 @@ def checkpoint_dtype(path, environ=None):
 
 
 def start_compiling(loaded, ks=(2,)):
-    """Compile the model's and head's decoding steps in a background thread; the model serves eagerly
-    meanwhile and loaded.compile_status() says how it went. -> the thread"""
-    compile_model(loaded.model, ks)
-    if loaded.mtp is not None:
-        compile_head(loaded.mtp, ks, model=loaded.model)
-    loaded.model.compiled.status = Status(Phase.COMPILING)
+    """Compile the model's and head's decoding steps in a background thread; the eager modules serve
+    until the first compiled passes are ready, then loaded.engine() returns the compiled views (one
+    assignment), and loaded.compile_status() says how it went. -> the thread"""
+    model = compile_model(loaded.model, ks)
+    head = compile_head(loaded.mtp, ks, model=model) if loaded.mtp is not None else None
+    model.steps.status = Status(Phase.COMPILING)
+    loaded.views = model, head
+
+    def serve(model, head):
+        loaded.serving = model, head
 
     def work():
-        report = warm_up(loaded.model, loaded.mtp, ks)
+        report = warm_up(model, head, ks, on_ready=serve)
         log.info("%s: %s (%.0f s of compiling; eager / compiled: %s)", loaded.key, report["status"],
                  report["seconds"], ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))
     thread = threading.Thread(target=work, name=f"compile {loaded.key}", daemon=True)
@@ -283,8 +297,11 @@ def load_model(key, source, progress=None, compile=None):
                          f"loaded ({type(e).__name__}: {detail})") from e
     if mtp is None:
         log.warning("%s: the checkpoint has no mtp.* tensors (no draft head)", key)
-    loaded = Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0)
-    if compile_wanted() if compile is None else compile:
+    wanted = compile_wanted() if compile is None else compile
+    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", wanted)
+    log.info("%s: %s (%s)", key, plan, plan.why)
+    loaded = Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0, plan)
+    if wanted:
         start_compiling(loaded)
     return loaded
 

@@ -148,7 +148,7 @@ def run_plain(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter)
     """Plain decoding, streamed: yields the Run after each token."""
     run = Run("plain")
     stop = loaded.chat.stop
-    stream = generate_stream(loaded.model, ids, settings.max_new_tokens, stop=stop, **sampling(settings))
+    stream = generate_stream(loaded.engine()[0], ids, settings.max_new_tokens, stop=stop, **sampling(settings))
     add = lambda r, tok, detok: _add_token(r, tok, detok, "main", stop)
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
 
@@ -159,7 +159,7 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
     rollback = rollback or lane_rollbacks(settings.rollback)[0]
     run = Run("speculative", k=settings.k, rollback=rollback)
     stop = loaded.chat.stop
-    stream = generate_mtp_stream(loaded.model, loaded.mtp, ids, settings.max_new_tokens, stop=stop, k=settings.k,
+    stream = generate_mtp_stream(*loaded.engine(), ids, settings.max_new_tokens, stop=stop, k=settings.k,
                                  rollback=rollback, **sampling(settings))
 
     def add(r, item, detok):
@@ -229,7 +229,7 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     measured = {}
     if measure_costs and all(lane.rounds for lane in spec_lanes):
         yield update("measuring")
-        measured = costs.measure_each(loaded.model, loaded.mtp, ids, settings.k, rollbacks,
+        measured = costs.measure_each(*loaded.engine(), ids, settings.k, rollbacks,
                                       sampling=sampling(settings))
     yield update("done", verdict=verdict(plain, spec_lanes[0], settings.temperature, *spec_lanes[1:],
                                          rule=settings.rule, seed=settings.seed),

@@ -16,6 +16,7 @@ import torch
 
 from qwen.chat import Chat, Detokenizer
 from qwen.compiled import default_dtype, warm_up
+from qwen.compiled.plan import host_plan
 from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp_stream
@@ -51,20 +52,23 @@ def main(argv=None):
         path = find_model(args.model)
         dtype, reason = (getattr(torch, args.dtype), "--dtype") if args.dtype else \
             default_dtype(args.device, read_config(path).hidden_size)
-        print(f"[{str(dtype).replace('torch.', '')}: {reason}]", file=sys.stderr)
         model = Model.from_pretrained(path, dtype=dtype, device=args.device)
         chat = Chat(model, path)
         head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=args.device,
                                     lm_head=model.lm_head) if args.mtp else None
     except (OSError, ValueError) as e:
         sys.exit(f"error: {e}")
-    if args.compile:
+    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", args.compile,
+                     ks=(args.mtp,) if args.mtp else ())
+    print(f"[{plan}: {plan.why}]", file=sys.stderr)
+    if args.compile and plan.strategy is not None:
         print("[compiling the decoding steps (cached on disk for the next run)…]", file=sys.stderr, flush=True)
         report = warm_up(model, head, ks=(args.mtp,) if args.mtp else (), rollbacks=(args.rollback,),
                          only_greedy=not args.temperature)
         speed = ", ".join(f"{name} {x:.2f}x" for name, x in report.get("speedups", {}).items())
         print(f"[{report['status']} in {report['seconds']:.0f} s" + (f"; eager / compiled: {speed}" if speed else "")
               + "]", file=sys.stderr)
+        model, head = report["model"], report["head"]                  # the compiled views decode
     try:
         if args.chat:
             ids = chat.encode_chat([{"role": "user", "content": args.prompt}],

@@ -201,15 +201,16 @@ def bench_engine(args):
         ks = [int(k) for k in args.ks.split(",")]
         report = warm_up(model, ks=ks, keep_if_faster=False, freeze=args.freeze)
         rows.update(compile_s=report["seconds"], compile_status=str(report["status"]))
+        fast = report["model"]
         compiled, stamps = [], Stamps()
-        for tok in generate_stream(model, ids, max_new_tokens=args.new_tokens):
+        for tok in generate_stream(fast, ids, max_new_tokens=args.new_tokens):
             stamps.put(tok)
             compiled.append(tok)
         rows.update(compiled_tok_s=stamps.decode_rate(skip=0), compiled_same_tokens=compiled == ours)
         rows["compiled_vs_eager"] = rows["compiled_tok_s"] / rows["engine_tok_s"]
         if "reference_tok_s" in rows:
             rows["compiled_vs_reference"] = rows["compiled_tok_s"] / rows["reference_tok_s"]
-        rows.update({f"compiled_{key}": v for key, v in verify_costs(model, ks).items()})
+        rows.update({f"compiled_{key}": v for key, v in verify_costs(fast, ks).items()})
         rows["peak_memory_compiled_gb"] = peak_gb()
     return rows
 
@@ -276,13 +277,13 @@ def bench_scripted(args):
     resident_before = resident_gb()
     compiling = warm_up(model, head, ks=ks, rollbacks=rollbacks, keep_if_faster=False,
                         freeze=args.freeze) if args.compile else {}
+    eager_model = model
+    model, head = compiling.get("model", model), compiling.get("head", head)       # the compiled views
     resident_compiled = resident_gb()
     generate(model, ids, max_new_tokens=4)
     eager_plain_tok_s = None
     if args.compile:                                              # the same plain decoding, eagerly, for scale
-        model.compiled.enabled = False
-        eager, t_eager = timed(generate, model, ids, max_new_tokens=args.new_tokens)
-        model.compiled.enabled = True
+        eager, t_eager = timed(generate, eager_model, ids, max_new_tokens=args.new_tokens)
         eager_plain_tok_s = len(eager) / t_eager
     plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)
     transcript = ids[0].tolist() + plain
@@ -315,8 +316,8 @@ def bench_scripted(args):
                             "at_the_end": resident_gb()},
             "compile_s": compiling.get("seconds"), "compile_status": str(compiling.get("status", "eager")),
             "compiled_speedups": compiling.get("speedups"),
-            "strategy": model.compiled.strategy.name.lower() if args.compile else None,
-            "strategy_why": model.compiled.why if args.compile else None}
+            "strategy": model.steps.strategy.name.lower() if args.compile else None,
+            "strategy_why": model.steps.why if args.compile else None}
 
 
 def bench_model(args):
@@ -332,6 +333,7 @@ def bench_model(args):
     print(f"drafts scored over {draft} of {model.cfg.vocab_size}")
     ks = [int(k) for k in args.ks.split(",")]
     compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False, freeze=args.freeze) if args.compile else {}
+    model, head = compiling.get("model", model), compiling.get("head", head)       # the compiled views
     prompts = PROMPTS if not args.prompts else [p for p in open(args.prompts, encoding="utf-8").read().split("\n\n") if p]
     rows = []
     sampling = {}
@@ -339,7 +341,8 @@ def bench_model(args):
         sampling = dict(temperature=args.temperature, seed=args.seed) if not args.rejection else \
             dict(temperature=args.temperature, generator=torch.Generator().manual_seed(args.seed))
     # with a compiled round graph (small models), `select` is also timed with rounds step by step
-    fused = head.round_compiled is not None and head.round_compiled.enabled
+    round_graphs = getattr(head, "rounds", None)                  # a compiled view's round graphs, or None
+    fused = round_graphs is not None and round_graphs.enabled
     for prompt in prompts:
         ids = chat.encode_chat([{"role": "user", "content": prompt}], enable_thinking=False) if args.chat \
             else chat.encode(prompt)
@@ -347,7 +350,7 @@ def bench_model(args):
         for rollback, one_graph in [("recompute", False), ("select", fused)] + ([("select", False)] if fused else []):
             for k in ks:
                 if fused:
-                    head.round_compiled.enabled = one_graph
+                    round_graphs.enabled = one_graph
                 # plain decoding re-timed beside every setting, the two alternating
                 (plain, t_plain), ((spec, rounds, hits), t) = best_of_pair(
                     3, lambda: generate(model, ids, args.max_new_tokens, chat.stop, **sampling),
@@ -361,8 +364,8 @@ def bench_model(args):
                              # a round in plain steps (prefill counted on both sides): tokens per round ÷ this ≈ the speed-up
                              "round_in_steps": (t / max(1, rounds)) / (t_plain / max(1, len(plain))),
                              "identical": spec == plain})
-    if head.round_compiled is not None:
-        head.round_compiled.enabled = fused
+    if round_graphs is not None:
+        round_graphs.enabled = fused
     summary = {}
     for r in rows:
         s = summary.setdefault(f"{r['rollback']} k={r['k']}", {"acceptance": [], "speedup": [], "round": [],
@@ -388,8 +391,8 @@ def bench_compile(args):
     cache = tempfile.mkdtemp(prefix="qwen-compile-")
     code = ("import json, sys, torch; from qwen.bench import load_for_compile; from qwen.compiled import warm_up; "
             f"model, head = load_for_compile({args.model!r}, {args.shape!r}, {args.dtype!r}); "
-            f"print(json.dumps(warm_up(model, head, ks={[int(k) for k in args.ks.split(',')]}, keep_if_faster=False, "
-            f"freeze={args.freeze!r}), default=str))")
+            f"report = warm_up(model, head, ks={[int(k) for k in args.ks.split(',')]}, keep_if_faster=False, "
+            f"freeze={args.freeze!r}); del report['model'], report['head']; print(json.dumps(report, default=str))")
     env = dict(os.environ, QWEN_COMPILE_CACHE=cache, TORCHINDUCTOR_CACHE_DIR=cache)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)

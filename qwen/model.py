@@ -29,7 +29,6 @@ class Model(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
-        self.compiled = None                                  # compiled steps by T, set by qwen.compiled
 
     def run(self, ids, positions, state):
         """The stack on ids (B, T) at positions (T,) -> last-layer output after the final norm (B, T, H).
@@ -59,19 +58,18 @@ class Model(nn.Module):
         return hidden
 
     def forward_hidden(self, ids, state, last_only=False):
-        """ids: (B, T) -> (logits (B, T, vocab) or (B, 1, vocab) for the last position only, hidden (B, T, H)).
-        Takes the compiled step when one was prepared for this T (qwen.compiled), else runs eagerly."""
+        """ids: (B, T) -> (logits (B, T, vocab) or (B, 1, vocab) for the last position only, hidden (B, T, H))."""
         positions = state.begin_pass(ids)
-        compiled = self.compiled.lookup(ids.shape[1], state.keeping()) if self.compiled is not None else None
-        out = compiled(ids, positions, state) if compiled else None
-        if out is not None:
-            logits, hidden = out
-            logits = logits[:, -1:] if last_only else logits
-        else:
-            hidden = self.run(ids, positions, state)
-            logits = self.lm_head(hidden[:, -1:] if last_only else hidden)
+        logits, hidden = self.step_pass(ids, positions, state, last_only)
         state.end_pass(ids.shape[1])
         return logits, hidden
+
+    def step_pass(self, ids, positions, state, last_only=False):
+        """One pass of ids (B, T) at positions (T,) -> (logits (B, T or 1, vocab), hidden (B, T, H)).
+        The one method a compiled view of the model (qwen.compiled) overrides: there a graph prepared
+        for this T serves it; here, the eager reference, the output layer scores only what is asked."""
+        hidden = self.run(ids, positions, state)
+        return self.lm_head(hidden[:, -1:] if last_only else hidden), hidden
 
     def forward(self, ids, state, last_only=False):
         """ids: (B, T) -> logits (B, T, vocab), or (B, 1, vocab) for the last position only."""
@@ -80,7 +78,7 @@ class Model(nn.Module):
     @classmethod
     def from_pretrained(cls, path, dtype=torch.float32, device=None):
         """Load a model folder (hub layout `model.language_model.*` or text-only `model.*`), eager.
-        qwen.compiled wraps it from outside (compile_model, warm_up)."""
+        qwen.compiled makes a compiled view of it from outside (compile_model, warm_up)."""
         cfg = read_config(path)
         names = list_tensors(path)
         prefix = text_prefix(names)

@@ -53,12 +53,10 @@ class MTP(nn.Module):
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.draft_vocab = None        # optional (V',) token ids the draft scores (FR-Spec); None = all
         self.draft_proj = None         # with them, h -> their logits (B, V'): the output layer's rows, not trained
-        self.compiled = None           # compiled head passes by T, set by qwen.compiled
-        self.round_compiled = None     # the whole greedy round (greedy_round) compiled per k, ditto
 
     @classmethod
     def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, lm_head=None):
-        """Load the checkpoint's mtp.* tensors, eager (qwen.compiled wraps the head from outside).
+        """Load the checkpoint's mtp.* tensors, eager (qwen.compiled makes a compiled view from outside).
         lm_head: the main model's output layer; given it, a draft_vocab.json beside the weights makes the
         draft score only the tokens it lists (FR-Spec, set_draft_vocab)."""
         path = path or find_model()
@@ -80,18 +78,20 @@ class MTP(nn.Module):
         return self.scored_pass(emb_next, hidden, start, cache)[0]
 
     def scored_pass(self, emb_next, hidden, start, cache):
-        """forward, and where a compiled pass served it and scored the draft after every row in the same
-        graph (qwen.compiled), those scores -> (output (B, T, H), logits (B, T, V') or None: score eagerly
-        what is needed)."""
+        """forward, and the draft's scores where the pass computed them -> (output (B, T, H), logits
+        (B, T, V') or None: score eagerly what is needed)."""
         B, T, _ = emb_next.shape
         cache.reserve(self.cfg, B, start + T, emb_next.dtype, emb_next.device)
         positions = torch.arange(start, start + T, device=emb_next.device)
-        compiled = self.compiled.lookup(T) if self.compiled is not None else None
-        result = compiled(emb_next, hidden, positions, cache) if compiled else None
-        if result is None:
-            result = self.run(emb_next, hidden, positions, cache), None
+        result = self.head_pass(emb_next, hidden, positions, cache)
         cache.n = start + T
         return result
+
+    def head_pass(self, emb_next, hidden, positions, cache):
+        """run() -> (output (B, T, H), None). The method a compiled view of the head (qwen.compiled)
+        overrides: there a graph prepared for this T serves it, and may score the draft after every row
+        in the same graph (then the scores take None's place)."""
+        return self.run(emb_next, hidden, positions, cache), None
 
     def run(self, emb_next, hidden, positions, cache):
         """forward's tensor work at positions (T,): reads no Python number, so it compiles once per T."""
@@ -110,6 +110,16 @@ class MTP(nn.Module):
         logits, cols = (logits[:, row], self.draft_vocab) if logits is not None else \
             self.draft_logits(out, model.lm_head)
         return logits, cols, out[:, None]
+
+    def select_round(self, model, state, head_cache, tok_d1, out1, positions, noise=None):
+        """One `select` round as greedy_round does it (same arguments, same result). The method a
+        compiled view of the head (qwen.compiled) overrides, to run a greedy round as one graph."""
+        return greedy_round(model, self, state, head_cache, tok_d1, out1, positions, noise)
+
+    def fuses(self, model, k, sampled=False):
+        """Does a `select` round of k drafts run as select_round (one call) rather than step by step?
+        Eagerly, always; a compiled view answers by which of its graphs are ready."""
+        return True
 
     def set_draft_vocab(self, token_ids, lm_head):
         """Score drafts only over `token_ids` (a frequency-ranked subset, FR-Spec). Verification stays
@@ -358,41 +368,26 @@ def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions, noise=N
     return drafts, n, nxt, greedy_guess(mtp, out[:, 0], model.lm_head, noise, positions[:1] + n + 2), out
 
 
-def fuses(model, mtp, k, sampled=False):
-    """Does a `select` round run as greedy_round? A greedy one where its compiled graph is ready; any where
-    no compiled verify pass would be lost (everything eager); the step-by-step round otherwise.
-    subtle: the compiled round graph is greedy only. One graph for both (the noise multiplied by 0 when
-    greedy) made greedy speculative decoding of the embedded model 15% slower (docs/benchmarks.md,
-    2026-12-03, sampling with shared noise), and a graph per rule would double the rounds' compiling."""
-    if not sampled and mtp.round_compiled is not None and mtp.round_compiled.lookup(k + 1, True):
-        return True
-    return model.compiled is None or model.compiled.lookup(k + 1, True) is None
-
-
 def rounds_in_one_call(model, mtp, k, rollback="select", sampling=None, traced=False):
     """Does generate_mtp_stream run its next round as one greedy_round call? `select` rounds of a real
-    head without a trace, greedy or sampled with shared noise and no top-k or top-p, where fuses()
-    allows (the scripted head, rejection sampling, filters, `recompute` and the trace need the
+    head without a trace, greedy or sampled with shared noise and no top-k or top-p, where the head's
+    fuses() allows (the scripted head, rejection sampling, filters, `recompute` and the trace need the
     step-by-step round)."""
     sampling = sampling or {}
     sampled = bool(sampling.get("temperature"))
     plain = not sampled or (sampling.get("seed") is not None and sampling.get("top_k") is None
                             and sampling.get("top_p") is None)
-    return rollback == "select" and plain and not traced and isinstance(mtp, MTP) and fuses(model, mtp, k, sampled)
+    return rollback == "select" and plain and not traced and isinstance(mtp, MTP) and mtp.fuses(model, k, sampled)
 
 
 def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None):
-    """One `select` round through greedy_round (greedy: compiled when qwen.compiled prepared it for this
-    k; with shared noise: eagerly), then its Python bookkeeping. -> Round (without per-draft records or logits)."""
+    """One `select` round through the head's select_round (greedy_round), then its Python bookkeeping. -> Round (without per-draft records or logits)."""
     P, device = state.pos, head_cache.k.device
     keep_step_states(state, k + 1)
     positions = state.begin_pass(torch.empty(1, k + 1, device=device))        # only the shape counts
     args = (torch.tensor([[tok, first.token]], device=device), first.out, positions)
     noise = (sampling["seed"], sampling["temperature"]) if sampling and sampling.get("temperature") else None
-    compiled = mtp.round_compiled.lookup(k + 1, True) if mtp.round_compiled is not None and noise is None else None
-    out = compiled(state, head_cache, *args) if compiled else None
-    drafts, n, nxt, guess_next, out = out if out is not None else \
-        greedy_round(model, mtp, state, head_cache, *args, noise)
+    drafts, n, nxt, guess_next, out = mtp.select_round(model, state, head_cache, *args, noise)
     n = int(n[0])
     state.end_pass(n + 1)                                      # pos and KV lengths: P + n + 1
     keep_step_states(state, on=False)

@@ -82,3 +82,19 @@ def test_its_draft_vocabulary_keeps_the_output_and_nearly_all_the_acceptance(emb
     rare = MTP.from_pretrained(model.cfg, find_model(ASSETS))
     rare.set_draft_vocab(list(range(model.cfg.vocab_size - 2049, model.cfg.vocab_size)), model.lm_head)
     assert acceptance(model, rare, chat) < 0.5 * every
+
+
+def test_the_command_line_prints_the_host_plan_and_the_text_plain_decoding_writes(embedded, capsys):
+    """`python -m qwen` on the embedded model, eager: the plan line first (device, dtype, strategy,
+    threads, why), then the completion, speculative or not, equal to plain greedy decoding's."""
+    from qwen.__main__ import main
+    model, head, chat = embedded
+    prompt = "The LORD is my shepherd;"
+    want = chat.decode(generate(model, chat.encode(prompt), max_new_tokens=12))
+    for extra in ([], ["--mtp", "2"]):
+        main([prompt, "--no-compile", "--max-new-tokens", "12", *extra])
+        out, err = capsys.readouterr()
+        threads = torch.get_num_threads()
+        assert err.splitlines()[0] == (f"[cpu · float32 · eager · {threads} thread{'s' if threads != 1 else ''}: "
+                                       "float32: a small model (hidden size 192) on CPU; compiling not asked for]")
+        assert out.startswith(want) and "12 tokens" in out

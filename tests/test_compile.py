@@ -8,7 +8,8 @@ import torch
 
 from qwen.compiled import Phase, Status, Why, host, internals, saved, steps, warmup
 from qwen.cache import AttentionState, State
-from qwen.mtp import generate_mtp
+from qwen.model import Model
+from qwen.mtp import MTP, generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
 from qwen.weights import find_model
@@ -56,6 +57,7 @@ def compiled_pair():
     eager_model, eager_head = random_pair("small", seed=11)
     report = warmup.warm_up(model, head, ks=(1, 2, 3), rollbacks=("select", "recompute"), keep_if_faster=False,
                         freeze=True)                  # frozen (as wide models are); the embedded model's test is not
+    model, head = report["model"], report["head"]
     assert report["status"] == Status(Phase.COMPILED), report
     return model, head, eager_model, eager_head
 
@@ -88,12 +90,12 @@ def test_speculative_equals_plain_under_compile(compiled_pair, rollback, k):
 def test_a_greedy_select_round_of_a_small_model_is_one_compiled_call(compiled_pair, monkeypatch, k):
     model, head, eager, _ = compiled_pair
     calls = {"round": 0, "step": 0, "head": 0}
-    for name, part in (("round", head.round_compiled), ("step", model.compiled), ("head", head.compiled)):
+    for name, part in (("round", head.rounds), ("step", model.steps), ("head", head.steps)):
         monkeypatch.setattr(part, "fn", lambda *a, _fn=part.fn, _name=name: calls.__setitem__(_name, calls[_name] + 1) or _fn(*a))
     ids = torch.tensor([[5, 1, 7, 2, 8, 3]])             # 6 tokens: the head's prefill pass is no compiled T
     tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k)
     assert tokens == generate(eager, ids, max_new_tokens=30)
-    assert head.round_compiled.status.phase is Phase.COMPILED and calls == {"round": rounds, "step": 0, "head": 0}
+    assert head.rounds.status.phase is Phase.COMPILED and calls == {"round": rounds, "step": 0, "head": 0}
     calls.update(round=0)                                # shared noise: step by step (the round graph is greedy)
     tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k, temperature=0.9, seed=5)
     assert tokens == generate(eager, ids, max_new_tokens=30, temperature=0.9, seed=5) and calls["round"] == 0
@@ -160,8 +162,8 @@ def test_small_models_store_each_weight_as_the_transpose_it_is_multiplied_by():
     ids = torch.tensor([[5, 9, 2, 7, 1]])
     with torch.inference_mode():
         want = model(ids, State(model))
-    steps.compile_model(model, ks=(2,))                                    # lazy: lays out, compiles nothing
-    steps.compile_head(head, ks=(2,))
+    model = steps.compile_model(model, ks=(2,))                                    # lazy: lays out, compiles nothing
+    head = steps.compile_head(head, ks=(2,))
     linears = [m for mod in (model, head) for m in mod.modules() if isinstance(m, torch.nn.Linear)]
     assert linears and all(m.weight.stride() == (1, m.weight.shape[0]) for m in linears)      # (in, out) in memory
     assert model.lm_head.weight is model.embed_tokens.weight                                   # still one table
@@ -220,8 +222,9 @@ def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
     model, head = random_pair("small", seed=12)
     eager, _ = random_pair("small", seed=12)
     report = warmup.warm_up(model, head, ks=(2,))
+    model, head = report["model"], report["head"]
     assert report["status"].why is Why.FAILED and "simulated compiler crash" in report["status"].detail
-    assert not model.compiled.enabled and not head.compiled.enabled and not head.round_compiled.enabled
+    assert not model.steps.enabled and not head.steps.enabled and not head.rounds.enabled
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
@@ -239,6 +242,7 @@ def test_the_eager_fallback_is_taken_when_the_ahead_of_time_compile_fails(monkey
     model, head = random_pair(TWO_LAYERS, seed=27)
     eager, _ = random_pair(TWO_LAYERS, seed=27)
     report = warmup.warm_up(model, head, ks=(1,))
+    model, head = report["model"], report["head"]
     assert report["status"].why is Why.FAILED and "simulated ahead-of-time failure" in report["status"].detail
     ids = torch.tensor([[4, 8, 15, 16]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=1)[0] == generate(eager, ids, max_new_tokens=20)
@@ -252,8 +256,9 @@ def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
     model, head = random_pair("small", seed=17)
     eager, _ = random_pair("small", seed=17)
     report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
+    model, head = report["model"], report["head"]
     assert report["status"].why is Why.WRONG and report["status"].detail.startswith("the decode step (max |logit"), report
-    assert not model.compiled.enabled and not head.compiled.enabled and not head.round_compiled.enabled
+    assert not model.steps.enabled and not head.steps.enabled and not head.rounds.enabled
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
@@ -266,8 +271,9 @@ def test_a_wrong_round_graph_is_dropped_and_the_checked_steps_kept(monkeypatch):
     model, head = random_pair("small", seed=18)
     eager, _ = random_pair("small", seed=18)
     report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
-    assert report["status"].phase is Phase.COMPILED and model.compiled.enabled and head.compiled.enabled
-    assert head.round_compiled.status.why is Why.WRONG and "greedy round with k=2" in head.round_compiled.status.detail
+    model, head = report["model"], report["head"]
+    assert report["status"].phase is Phase.COMPILED and model.steps.enabled and head.steps.enabled
+    assert head.rounds.status.why is Why.WRONG and "greedy round with k=2" in head.rounds.status.detail
     ids = torch.tensor([[4, 8, 15, 16, 23, 42]])
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
@@ -276,10 +282,10 @@ def test_a_compile_failure_during_generation_falls_back_to_eager(monkeypatch):
     monkeypatch.setattr(steps, "_compile", crashing_compiler("simulated failure on first use"))
     model, head = random_pair("small", seed=13)
     eager, _ = random_pair("small", seed=13)
-    steps.compile_model(model, ks=(2,))                                 # lazy: nothing compiled before the first call
+    model = steps.compile_model(model, ks=(2,))                                 # lazy: nothing compiled before the first call
     ids = torch.tensor([[7, 7, 7]])
     assert generate(model, ids, max_new_tokens=10) == generate(eager, ids, max_new_tokens=10)
-    assert model.compiled.status.why is Why.FAILED and "simulated failure" in model.compiled.status.detail
+    assert model.steps.status.why is Why.FAILED and "simulated failure" in model.steps.status.detail
 
 
 def test_no_compiler_means_eager_with_the_reason(monkeypatch):
@@ -287,8 +293,9 @@ def test_no_compiler_means_eager_with_the_reason(monkeypatch):
     monkeypatch.setattr(host.shutil, "which", lambda name: None)
     model, head = random_pair("small", seed=14)
     report = warmup.warm_up(model, head, ks=(1,))
+    model, head = report["model"], report["head"]
     assert report["status"] == Status(Phase.EAGER, Why.NO_COMPILER)
-    assert model.compiled.lookup(1) is None and head.compiled.lookup(1) is None
+    assert model.steps.lookup(1) is None and head.steps.lookup(1) is None
 
 
 def test_while_warming_up_other_threads_stay_eager():
@@ -337,19 +344,21 @@ def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     model, head = random_pair("small", seed=19)
     eager, _ = random_pair("small", seed=19)
     report = warmup.warm_up(model, head, ks=(2,))
+    model, head = report["model"], report["head"]
     assert report["status"].phase is Phase.COMPILED and report["speedups"] == measured and report["step_speedup"] == 0.9
-    assert model.compiled.lookup(1) is None and model.compiled.lookup(3, keep=True) is not None
-    assert head.compiled.lookup(1) is not None and head.compiled.lookup(3) is None
-    assert head.round_compiled.lookup(3, keep=True) is not None
-    assert model.compiled.eager_passes == {(1, False): Status(Phase.EAGER, Why.SLOWER, "0.90x")}
+    assert model.steps.lookup(1) is None and model.steps.lookup(3, keep=True) is not None
+    assert head.steps.lookup(1) is not None and head.steps.lookup(3) is None
+    assert head.rounds.lookup(3, keep=True) is not None
+    assert model.steps.eager_passes == {(1, False): Status(Phase.EAGER, Why.SLOWER, "0.90x")}
     ids = torch.tensor([[5, 6, 7]])
     assert generate_mtp(model, head, ids, max_new_tokens=12, k=2)[0] == generate(eager, ids, max_new_tokens=12)
 
     measured.update({"verify of 3 tokens (keeping step states)": 0.8})            # nothing of the model gains
     model, head = random_pair("small", seed=19)
     report = warmup.warm_up(model, head, ks=(2,))
+    model, head = report["model"], report["head"]
     assert report["status"] == Status(Phase.EAGER, Why.SLOWER, "0.80x"), report["status"]
-    assert not model.compiled.enabled and head.compiled.lookup(1) is not None
+    assert not model.steps.enabled and head.steps.lookup(1) is not None
 
 
 def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_compile(monkeypatch):
@@ -362,10 +371,10 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     def time_passes(model, head, ids, passes):      # what another thread may use while these are timed
         app.append((loaded.compile_status(), frame.compile_settled(loaded), frame.compile_note(loaded, "English")))
         other = {}
-        look = lambda: other.update(decode=model.compiled.lookup(1) is not None,
-                                    verify=model.compiled.lookup(3, keep=True) is not None,
-                                    head=head.compiled.lookup(1) is not None,
-                                    round=head.round_compiled.lookup(3, keep=True) is not None)
+        look = lambda: other.update(decode=model.steps.lookup(1) is not None,
+                                    verify=model.steps.lookup(3, keep=True) is not None,
+                                    head=head.steps.lookup(1) is not None,
+                                    round=head.rounds.lookup(3, keep=True) is not None)
         thread = threading.Thread(target=look)
         thread.start(), thread.join()
         seen.append(([warmup._pass_name(part, v) for part, v in passes], other))
@@ -373,7 +382,11 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     monkeypatch.setattr(warmup, "_time_passes", time_passes)
     model, head = random_pair("small", seed=20)
     loaded = models.Loaded("test", "", model, head, None, torch.float32, 0.0)
-    report = warmup.warm_up(model, head, ks=(2,))
+    model = steps.compile_model(model, ks=(2,))
+    head = steps.compile_head(head, ks=(2,), model=model)
+    loaded.views = model, head                              # as models.start_compiling does
+    report = warmup.warm_up(model, head, ks=(2,), on_ready=lambda *views: setattr(loaded, "serving", views))
+    model, head = report["model"], report["head"]
     assert app[0][:2] == (Status(Phase.COMPILING), False)
     assert app[1] == (Status(Phase.COMPILING_MORE), False, " · compiled (the stepper's and sampling's steps still compiling…)")
     assert loaded.compile_status().phase is Phase.COMPILED and frame.compile_settled(loaded)
@@ -383,7 +396,8 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     assert seen[0][1] == dict(decode=False, verify=False, head=False, round=False)
     assert seen[1][1] == dict(decode=True, verify=False, head=False, round=True)
     assert report["status"].phase is Phase.COMPILED and report["ready_seconds"] is not None
-    assert model.compiled.lookup(3, keep=True) is not None and head.compiled.lookup(1) is not None
+    assert model.steps.lookup(3, keep=True) is not None and head.steps.lookup(1) is not None
+    assert loaded.engine() == (model, head)                 # serving since the first phase
 
 
 def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decoding_uses(monkeypatch):
@@ -397,16 +411,17 @@ def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decodi
         warmup._pass_name(part, v) for part, v in passes) or {(part, v): 2.0 for part, v in passes})
     model, head = random_pair("small", seed=21)
     report = warmup.warm_up(model, head, ks=(2,), only_greedy=True)
+    model, head = report["model"], report["head"]
     assert timed == ["decode step", "greedy round with k=2"] and report["status"].phase is Phase.COMPILED
-    assert not head.compiled.ready and head.compiled.lookup(1) is None and head.compiled.lookup(3) is None
-    assert model.compiled.lookup(3, keep=True) is None and model.compiled.lookup(1) is not None
+    assert not head.steps.ready and head.steps.lookup(1) is None and head.steps.lookup(3) is None
+    assert model.steps.lookup(3, keep=True) is None and model.steps.lookup(1) is not None
     # a 3-token prompt prefills the head with T = 3: a pass that was skipped must run eagerly, not
     # compile in the middle of the generation (it did: the command line's first run stalled 11 s)
     prompt = torch.tensor([[5, 9, 2]])
     want = generate(model, prompt, max_new_tokens=12)
     calls.clear()
     assert generate_mtp(model, head, prompt, max_new_tokens=12, k=2)[0] == want
-    ready = {("model", v) for v in model.compiled.ready} | {("round", v) for v in head.round_compiled.ready}
+    ready = {("model", v) for v in model.steps.ready} | {("round", v) for v in head.rounds.ready}
     assert ("round", (3, True)) in calls and set(calls) <= ready
 
 
@@ -425,9 +440,11 @@ def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
     if works:
         assert loaded.compile_status().phase is Phase.COMPILED and "compiled" in frame.compile_note(loaded, "English")
         assert frame.compile_note(loaded, "中文") == " · 已编译"
+        assert loaded.engine() == loaded.views and loaded.engine()[0] is not model      # the views serve
     else:
         assert loaded.compile_status().why is Why.FAILED
         assert "simulated" in frame.compile_note(loaded, "English")
+        assert loaded.engine() == (model, head)                                          # the eager modules serve
     assert frame.compile_settled(loaded)
 
 
@@ -443,3 +460,24 @@ def test_the_app_reads_qwen_compile_and_qwen_dtype(monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)      # native bfloat16 ...
     dtype, reason = models.checkpoint_dtype(find_model())                 # ... but the embedded model is small
     assert dtype == torch.float32 and "hidden size 192" in reason
+
+
+def test_compiling_makes_views_and_leaves_the_modules_plain(monkeypatch):
+    """compile_model / compile_head / compile_round wrap the modules from outside: the modules gain no
+    attribute, the views read and write the modules' own, and decode as the modules do."""
+    monkeypatch.setattr(steps, "_compile", eager_compiler)
+    model, head = random_pair("small", seed=22)
+    before = set(vars(model)), set(vars(head))
+    fast = steps.compile_model(model, ks=(2,))
+    fast_head = steps.compile_head(head, ks=(2,), model=fast)
+    steps.compile_round(fast, fast_head, ks=(2,))
+    assert (set(vars(model)), set(vars(head))) == before
+    assert isinstance(fast, Model) and isinstance(fast_head, MTP) and (fast.eager, fast_head.eager) == (model, head)
+    fast_head.draft_vocab = torch.arange(5)                       # a write through the view lands on the module
+    assert head.draft_vocab is fast_head.draft_vocab
+    fast_head.draft_vocab = None
+    ids = torch.tensor([[3, 1, 4, 1, 5]])
+    with torch.inference_mode():
+        assert generate_mtp(fast, fast_head, ids, max_new_tokens=12, k=2)[0] == generate(model, ids, max_new_tokens=12)
+    with pytest.raises(TypeError, match="compile_head"):
+        steps.compile_round(fast, head, ks=(2,))

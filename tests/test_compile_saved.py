@@ -33,8 +33,9 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
     head = MTP.from_pretrained(model.cfg, path)
     chat = Chat(eager, path)
     report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
+    model, head = report["model"], report["head"]
     assert report["status"].phase is Phase.COMPILED and report["step_speedup"] > 0
-    assert model.compiled.strategy is head.compiled.strategy is steps.Strategy.STREAMED, model.compiled.why
+    assert model.steps.strategy is head.steps.strategy is steps.Strategy.STREAMED, model.steps.why
     for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
         ids = chat.encode(prompt)
         plain = generate(eager, ids, max_new_tokens=48)
@@ -54,19 +55,19 @@ def test_a_later_start_loads_the_saved_graphs_instead_of_compiling(monkeypatch, 
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     ids, long = torch.tensor([[5, 1, 7]]), torch.randint(0, SMALL["vocab_size"], (1, 70))
     first, _ = random_pair(TWO_LAYERS, seed=21)
-    steps.compile_model(first, ks=(1,), freeze=False)
+    first = steps.compile_model(first, ks=(1,), freeze=False)
     assert generate(first, ids, max_new_tokens=20) == generate(random_pair(TWO_LAYERS, seed=21)[0], ids, max_new_tokens=20)
-    assert (first.compiled.fn.compiled, first.compiled.fn.loaded) == (1, 0)
+    assert (first.steps.fn.compiled, first.steps.fn.loaded) == (1, 0)
 
     later, _ = random_pair(TWO_LAYERS, seed=22)
-    steps.compile_model(later, ks=(1,), freeze=False)
+    later = steps.compile_model(later, ks=(1,), freeze=False)
     eager, _ = random_pair(TWO_LAYERS, seed=22)
     assert generate(later, long, max_new_tokens=80) == generate(eager, long, max_new_tokens=80)   # capacity 64 -> 256
-    assert (later.compiled.fn.compiled, later.compiled.fn.loaded) == (0, 1)
+    assert (later.steps.fn.compiled, later.steps.fn.loaded) == (0, 1)
 
     other, _ = random_pair(dict(TWO_LAYERS, intermediate_size=80), seed=22)
-    steps.compile_model(other, ks=(1,), freeze=False)
-    assert other.compiled.fn.path((1, False), 1) != later.compiled.fn.path((1, False), 1)
+    other = steps.compile_model(other, ks=(1,), freeze=False)
+    assert other.steps.fn.path((1, False), 1) != later.steps.fn.path((1, False), 1)
 
 
 @needs_compiler
@@ -82,7 +83,7 @@ def test_guards_are_checked_once_per_argument_layout(monkeypatch, tmp_path):
     monkeypatch.setattr(AOTCompiledFunction, "guard_check", lambda self, *a, **kw: checks.append(1) or check(self, *a, **kw))
     model, _ = random_pair(TWO_LAYERS, seed=25)
     eager, _ = random_pair(TWO_LAYERS, seed=25)
-    steps.compile_model(model, ks=(1,), freeze=False)
+    model = steps.compile_model(model, ks=(1,), freeze=False)
     ids, long = torch.tensor([[5, 1, 7]]), torch.randint(0, SMALL["vocab_size"], (1, 70))
     assert generate(model, ids, max_new_tokens=12) == generate(eager, ids, max_new_tokens=12)
     assert len(checks) == 1                                          # the first decode step, capacity 64
@@ -96,7 +97,7 @@ def test_guards_are_checked_once_per_argument_layout(monkeypatch, tmp_path):
         model(pair, state), eager(pair, eager_state)
         got, want = model(torch.tensor([[3], [4]]), state), eager(torch.tensor([[3], [4]]), eager_state)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-    assert len(checks) == 3 and len(model.compiled.fn.trusted) == 3  # batch 2: its own graph, checked once
+    assert len(checks) == 3 and len(model.steps.fn.trusted) == 3  # batch 2: its own graph, checked once
 
 
 @needs_compiler
@@ -109,9 +110,9 @@ def test_a_saved_graph_that_no_longer_fits_is_compiled_again(monkeypatch, tmp_pa
     ids = torch.tensor([[5, 1, 7]])
     for seed, cfg in ((23, TWO_LAYERS), (24, dict(TWO_LAYERS, intermediate_size=80))):
         model, _ = random_pair(cfg, seed=seed)
-        steps.compile_model(model, ks=(1,), freeze=False)
+        model = steps.compile_model(model, ks=(1,), freeze=False)
         assert generate(model, ids, max_new_tokens=12) == generate(random_pair(cfg, seed=seed)[0], ids, max_new_tokens=12)
-    assert model.compiled.enabled and (model.compiled.fn.loaded, model.compiled.fn.compiled) == (1, 1)
+    assert model.steps.enabled and (model.steps.fn.loaded, model.steps.fn.compiled) == (1, 1)
 
 
 @needs_compiler
@@ -135,15 +136,16 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
     eager_out = head(wide.embed_tokens(ids[:, :T]), hidden, 0, cache)[:, 1]                 # (1, H)
     eager_scores = head.draft_logits(eager_out, wide.lm_head)[0]                          # (1, V')
     report = warmup.warm_up(wide, head, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
-    assert report["status"].phase is Phase.COMPILED and wide.compiled.strategy is steps.Strategy.STREAMED
-    assert wide.compiled.ready == {(1, False), (3, True), (3, False)}
-    assert head.compiled.ready == {(1, False), (3, False)}
+    wide, head = report["model"], report["head"]
+    assert report["status"].phase is Phase.COMPILED and wide.steps.strategy is steps.Strategy.STREAMED
+    assert wide.steps.ready == {(1, False), (3, True), (3, False)}
+    assert head.steps.ready == {(1, False), (3, False)}
     cache.truncate(0)
     logits, cols, out = head.draft(wide, hidden, ids[:, :T], 0, cache, row=1)              # the compiled pass
     if draft_vocab == "a subset":
         assert torch.equal(cols, head.draft_vocab) and logits.shape == eager_scores.shape
     else:
-        assert cols is None and head.compiled.fn.owners == (head, wide.lm_head)     # the output layer's own rows
+        assert cols is None and head.steps.fn.owners == (head.eager, wide.lm_head)     # the output layer's own rows
         assert logits.shape == (1, wide.cfg.vocab_size)
     torch.testing.assert_close(out[:, 0], eager_out, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(logits, eager_scores, atol=1e-4, rtol=1e-4)

@@ -21,7 +21,7 @@ TWO_LAYERS = dict(SMALL, num_hidden_layers=2, layer_types=["linear_attention", "
 
 def graph_counts(model, head):
     """(compiled here, loaded from disk) over the model's, the head's and the round's saved graphs."""
-    graphs = [model.compiled.fn, head.compiled.fn, head.round_compiled.fn]
+    graphs = [model.steps.fn, head.steps.fn, head.rounds.fn]
     return sum(g.compiled for g in graphs), sum(g.loaded for g in graphs)
 
 
@@ -42,8 +42,9 @@ def test_graphs_a_helper_compiled_are_loaded_not_compiled_again(monkeypatch, tmp
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", "2")
     model, head = random_pair(TWO_LAYERS, seed=31)
     report = warmup.warm_up(model, head, ks=(1,), keep_if_faster=False)
+    model, head = report["model"], report["head"]
     assert report["status"].phase is Phase.COMPILED, report
-    passes = len(model.compiled.variants) + len(head.compiled.variants) + len(head.round_compiled.variants)
+    passes = len(model.steps.variants) + len(head.steps.variants) + len(head.rounds.variants)
     assert passes == 5                                          # decode, verify of 2, head 1 and 2, round
     assert graph_counts(model, head) == (3, 2)
     assert decodes_as_eager(model, head, seed=31)
@@ -56,6 +57,7 @@ def test_a_helper_that_fails_leaves_its_graphs_to_the_parent(monkeypatch, tmp_pa
     monkeypatch.setattr(sys, "executable", "/bin/false")                # every helper exits at once, failing
     model, head = random_pair(TWO_LAYERS, seed=32)
     report = warmup.warm_up(model, head, ks=(1,), keep_if_faster=False)
+    model, head = report["model"], report["head"]
     assert report["status"].phase is Phase.COMPILED, report
     assert graph_counts(model, head) == (5, 0)
     assert decodes_as_eager(model, head, seed=32)
@@ -66,13 +68,13 @@ def test_helpers_are_used_only_for_graphs_saved_on_disk_and_missing(monkeypatch,
     one process allowed means no helpers."""
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     model, head = random_pair(TWO_LAYERS, seed=33)
-    steps.compile_model(model, ks=(1,), freeze=True)
-    assert compile_workers.missing([(model.compiled, (1, False))]) == []
-    steps.compile_head(head, ks=(1,), freeze=False)
-    passes = [(head.compiled, v) for v in sorted(head.compiled.variants)]
+    model = steps.compile_model(model, ks=(1,), freeze=True)
+    assert compile_workers.missing([(model.steps, (1, False))]) == []
+    head = steps.compile_head(head, ks=(1,), freeze=False)
+    passes = [(head.steps, v) for v in sorted(head.steps.variants)]
     assert compile_workers.missing(passes) == passes
-    head.compiled.fn.path(passes[1][1], 1).parent.mkdir(parents=True, exist_ok=True)
-    head.compiled.fn.path(passes[1][1], 1).write_bytes(b"")                 # "saved" already
+    head.steps.fn.path(passes[1][1], 1).parent.mkdir(parents=True, exist_ok=True)
+    head.steps.fn.path(passes[1][1], 1).write_bytes(b"")                 # "saved" already
     assert compile_workers.missing(passes) == passes[:1]
     assert compile_workers.start(model, head, passes + passes, 32, workers=1).handed_off == []
     monkeypatch.setattr(host, "memory_available", lambda: 1000)           # no room for another copy of the weights
@@ -84,8 +86,8 @@ def test_helpers_are_used_only_for_graphs_saved_on_disk_and_missing(monkeypatch,
 def test_modules_that_do_not_pickle_are_compiled_here(monkeypatch, tmp_path):
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     model, head = random_pair(TWO_LAYERS, seed=35)
-    steps.compile_head(head, ks=(1,), freeze=False)
-    passes = [(head.compiled, v) for v in sorted(head.compiled.variants)]
+    head = steps.compile_head(head, ks=(1,), freeze=False)
+    passes = [(head.steps, v) for v in sorted(head.steps.variants)]
     assert len(compile_workers.missing(passes)) == 2 and compile_workers.copies_fit(model, head, 1)
     head.not_picklable = lambda: None                                   # a local function does not pickle
     assert compile_workers.start(model, head, passes, 32, workers=2).handed_off == []
@@ -100,9 +102,12 @@ def test_qwen_compile_workers_sets_how_many_processes_compile(monkeypatch, value
         compile_workers.worker_count()
 
 
-def test_a_pickled_model_keeps_its_weights_and_layout_but_not_its_compiled_steps():
+def test_a_pickled_model_keeps_its_weights_and_layout_but_not_its_compiled_steps(tmp_path):
     model, head = random_pair(TWO_LAYERS, seed=34)
-    steps.compile_model(model, ks=(1,), freeze=False)                   # lays weights out transposed, streams them
-    clone = compile_workers.portable(model)
-    assert clone.compiled is None and model.compiled is not None
-    assert all(a is b for a, b in zip(clone.parameters(), model.parameters()))
+    fast = steps.compile_model(model, ks=(1,), freeze=False)              # lays weights out transposed, streams them
+    torch.save(compile_workers.portable(fast), tmp_path / "job.pt")       # as workers.start hands it over
+    clone = torch.load(tmp_path / "job.pt", weights_only=False)
+    assert type(clone) is type(model) and not hasattr(clone, "steps")     # the module, not its view
+    mine, theirs = dict(model.named_parameters()), dict(clone.named_parameters())
+    assert mine.keys() == theirs.keys() and all(torch.equal(mine[n], theirs[n]) for n in mine)
+    assert all(theirs[n].stride() == mine[n].stride() for n in mine)     # laid out as this process has them

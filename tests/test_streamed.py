@@ -7,8 +7,8 @@ import torch.nn.functional as F
 
 from qwen.bench import as_checkpoint
 from qwen.cache import State
-from qwen.compiled import host, steps
-from qwen.compiled.steps import Strategy
+from qwen.compiled import host, plan, steps
+from qwen.compiled.plan import Strategy
 from qwen.compiled.streamed import StreamedLinear, rows_matmul, stream_dtype, stream_weights, streamed_copy
 from qwen.model import Model
 from qwen.mtp import MTP
@@ -85,16 +85,16 @@ def test_the_embedded_model_streams_every_weight_in_bfloat16_with_the_same_value
 
 def test_small_models_and_bfloat16_exact_wide_ones_stream_and_frozen_graphs_keep_plain_linears():
     model, head = random_pair("small", seed=3)
-    assert steps.choose_strategy([model])[0] is Strategy.STREAMED
-    steps.compile_model(model, ks=(2,))                 # lazy: prepares, compiles nothing
-    steps.compile_head(head, ks=(2,), freeze=True)      # frozen graphs hold their own weights
-    assert model.compiled.strategy is Strategy.STREAMED and head.compiled.strategy is Strategy.FROZEN
+    assert plan.choose_strategy([model])[0] is Strategy.STREAMED
+    model = steps.compile_model(model, ks=(2,))                 # lazy: prepares, compiles nothing
+    head = steps.compile_head(head, ks=(2,), freeze=True)      # frozen graphs hold their own weights
+    assert model.steps.strategy is Strategy.STREAMED and head.steps.strategy is Strategy.FROZEN
     assert all(isinstance(m, StreamedLinear) for m in model.modules() if isinstance(m, nn.Linear))
     assert not any(isinstance(m, StreamedLinear) for m in head.modules())
     wide, _ = random_pair(WIDE, seed=19)
     as_checkpoint(wide)                                  # float32 values bfloat16 holds: a bf16 checkpoint
-    assert steps.choose_strategy([wide])[0] is Strategy.STREAMED
-    assert steps.choose_strategy([wide], freeze=True) == (Strategy.FROZEN, "as asked")
+    assert plan.choose_strategy([wide])[0] is Strategy.STREAMED
+    assert plan.choose_strategy([wide], freeze=True) == (Strategy.FROZEN, "as asked")
 
 
 def test_a_wide_model_run_in_bfloat16_freezes_where_a_copy_per_graph_fits(monkeypatch):
@@ -102,16 +102,38 @@ def test_a_wide_model_run_in_bfloat16_freezes_where_a_copy_per_graph_fits(monkey
     speculatively faster there, so it freezes, unless the copies do not fit (then it streams)."""
     model, _ = random_pair("small", seed=16)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    fits, why = steps.freeze_fits([model], graphs=2, available=4 * weights)
+    fits, why = plan.freeze_fits([model], graphs=2, available=4 * weights)
     assert fits and "2 packed weight copies" in why
-    fits, why = steps.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
+    fits, why = plan.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
     assert not fits and "available" in why
     wide, _ = random_pair(WIDE, seed=16)
     wide = wide.to(torch.bfloat16)
     need = sum(p.numel() * p.element_size() for p in wide.parameters())
     monkeypatch.setattr(host, "memory_available", lambda: 10 * need)
-    assert steps.choose_strategy([wide], graphs=3)[0] is Strategy.FROZEN
+    assert plan.choose_strategy([wide], graphs=3)[0] is Strategy.FROZEN
     monkeypatch.setattr(host, "memory_available", lambda: 4 * need)
-    strategy, why = steps.choose_strategy([wide], graphs=3)
+    strategy, why = plan.choose_strategy([wide], graphs=3)
     assert strategy is Strategy.STREAMED and "no memory" in why
-    assert steps.choose_strategy([wide], freeze=False) == (Strategy.STREAMED, "as asked")
+    assert plan.choose_strategy([wide], freeze=False) == (Strategy.STREAMED, "as asked")
+
+
+def test_the_host_plan_names_what_compile_model_does(monkeypatch):
+    """One decision: the plan the app and the command line show is the strategy compile_model takes."""
+    model, _ = random_pair("small", seed=4)
+    threads = torch.get_num_threads()
+    small = plan.host_plan(model, "a small model on CPU", ks=(2,))
+    assert small.strategy is steps.compile_model(model, ks=(2,)).steps.strategy is Strategy.STREAMED
+    assert str(small) == f"cpu · float32 · streamed graphs · {threads} thread{'s' if threads != 1 else ''}"
+    assert small.why.startswith("a small model on CPU; ")
+    wide, _ = random_pair(WIDE, seed=17)
+    wide = wide.to(torch.bfloat16)                       # run in bfloat16, as on a host that multiplies it natively
+    need = sum(p.numel() * p.element_size() for p in wide.parameters())
+    for memory, want in ((20 * need, Strategy.FROZEN), (3 * need, Strategy.STREAMED)):   # 2 graphs, in half
+        monkeypatch.setattr(host, "memory_available", lambda: memory)
+        assert plan.host_plan(wide, ks=(2,)).strategy is want
+        assert steps.compile_model(wide, ks=(2,)).steps.strategy is want
+    off = plan.host_plan(model, compile=False)
+    assert off.strategy is None and "eager" in str(off) and "not asked" in off.why
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(host.shutil, "which", lambda name: None)
+    assert plan.host_plan(model).strategy is None and "g++" in plan.host_plan(model).why

@@ -304,7 +304,7 @@ def build_stepper_tab(shared):
                 raise models.ModelError(t("model_no_mtp", language).strip(", "))
             ids, more = encode(loaded, settings)
             run = recording.record_run(
-                loaded.model, loaded.mtp, loaded.chat, ids, settings, loaded.key, max_seconds=max_seconds(),
+                *loaded.engine(), loaded.chat, ids, settings, loaded.key, max_seconds=max_seconds(),
                 progress=lambda done, total: progress(done / max(total, 1), desc=t("recording", language)))
         except InputError as e:
             return failed(t("error", language, error=notice_text(e, language)))
@@ -368,7 +368,7 @@ def build_stepper_tab(shared):
             loaded = store.get(model_key or store.default)
             settings = steps.Settings(**{**run.settings.__dict__, "temperature": 0.0})
             ids, _ = encode(loaded, settings)
-            proof = recording.skip_restore_proof(loaded.model, loaded.mtp, loaded.chat, ids, settings,
+            proof = recording.skip_restore_proof(*loaded.engine(), loaded.chat, ids, settings,
                                                    max_seconds=max_seconds())
         except Exception as e:
             log.exception("skip-restore proof failed")

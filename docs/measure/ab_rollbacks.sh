@@ -15,7 +15,8 @@ try:
 except ImportError:
     from qwen.compile import warm_up
 p = find_model(); m = Model.from_pretrained(p); h = MTP.from_pretrained(m.cfg, p, lm_head=m.lm_head); chat = Chat(m, p)
-warm_up(m, h, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
+r = warm_up(m, h, ks=(2,), rollbacks=("select", "recompute"), keep_if_faster=False)
+m, h = r.get("model", m), r.get("head", h)          # the compiled views (since the views replaced model.compiled)
 ratios = {}
 for prompt in ["1 In the beginning God created the heaven and the earth.", "The LORD is my shepherd;", "The :mod:`os` module provides"]:
     ids = chat.encode(prompt)

@@ -46,6 +46,7 @@ def main():
         from qwen.compiled import warm_up
         report = warm_up(model, head, ks=(args.k,), rollbacks=("select",), keep_if_faster=False)
         print(f"compiled: {report['status']} in {report['seconds']:.0f} s")
+        model, head = report["model"], report["head"]
     rates = {"greedy plain": [], "greedy speculative": [], "sampled plain": [], "sampled speculative": []}
     kept = {"greedy": [], "sampled": []}
     prompts = [chat.encode(p) for _, p, raw, _ in EXAMPLES if raw]

@@ -8,6 +8,7 @@ import torch
 
 from qwen.compiled.saved import model_step, round_of
 from qwen.compiled.steps import Strategy, _prepare, head_graph
+from qwen.compiled.view import CompiledHead, CompiledModel
 from qwen.compiled.warmup import _run_pass, warm_up_ids
 
 
@@ -28,12 +29,13 @@ def main(argv):
         # only this pass compiles: every other one runs eagerly here
         steps = _prepare(modules, fn, {variant}, kind, (Strategy.STREAMED, "a helper compiles saved graphs"))
         steps.warming_thread = threading.get_ident()          # a failure ends the helper with its error
-        model.compiled = steps if kind == "model" else None
+        fast = CompiledModel(model, steps if kind == "model" else None)
+        fast_head = None
         if head is not None:
-            head.compiled = steps if kind == "head" else None
-            head.round_compiled = steps if kind == "round" else None
+            fast_head = CompiledHead(head, steps if kind == "head" else None)
+            fast_head.rounds = steps if kind == "round" else None
         with torch.inference_mode():                        # as warm_up runs it
-            _run_pass(model, head, steps, variant, ids)
+            _run_pass(fast, fast_head, steps, variant, ids)
 
 
 if __name__ == "__main__":

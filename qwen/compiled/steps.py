@@ -1,8 +1,9 @@
 """Compiled decoding steps: CompiledSteps, and how a host's model, head and greedy round are prepared.
 
-    compile_model(model, ks=(2,)); compile_head(head, ks=(2,))   # lazy: each pass compiles on first use
-    compile_round(model, head, ks=(2,))     # a small model's greedy `select` round as one graph per k
-    report = warm_up(model, head, ks=(2,))  # warmup.py: compile now, check, keep each pass where faster
+    fast = compile_model(model, ks=(2,))          # a compiled view (view.py); each pass compiles on first use
+    head = compile_head(head, ks=(2,), model=fast)
+    compile_round(fast, head, ks=(2,))            # a small model's greedy `select` round as one graph per k
+    report = warm_up(model, head, ks=(2,))        # warmup.py: compile now, check, keep each pass where faster
 
 A pass compiles once per number of tokens T and serves every position (cache.py keeps the shapes static):
 model.step at T = 1 (decode) and 1+k (verify), head.run at T = 1 (draft) and 1+k (catch-up), and
@@ -24,11 +25,12 @@ from dataclasses import dataclass
 
 import torch
 
-from qwen.compiled import host
 from qwen.compiled.host import AUTOTUNE_HIDDEN, cache_dir, compiler_missing, cpp_compiler
+from qwen.compiled.plan import Strategy, choose_strategy, variants_for
 from qwen.compiled.internals import configure_dynamo, simplify_fewer, skip_proven_isa_probes, use_cache_dir
 from qwen.compiled.saved import SavedGraphs, head_run, head_scored, kv_buffers, model_step, round_of, state_buffers
-from qwen.compiled.streamed import StreamedLinear, stream_dtype, stream_weights
+from qwen.compiled.streamed import StreamedLinear, stream_weights
+from qwen.compiled.view import CompiledHead, CompiledModel, plain
 
 log = logging.getLogger("qwen.compile")
 
@@ -141,46 +143,6 @@ class CompiledSteps:
 WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4)
 
 
-class Strategy(enum.Enum):
-    """How a host's graphs get their weights (docs/design.md, compiled passes)."""
-    STREAMED = "CPU graphs stream one copy of each weight (bfloat16 where exact) in their own loops"
-    FROZEN = "CPU graphs with the weights frozen in, packed for their GEMMs"
-    CUDA = "CUDA graphs"
-
-
-def freeze_fits(modules, graphs, available=None):
-    """Whether freezing `graphs` graphs over these modules' weights fits in memory: each frozen graph
-    holds its own packed copy of the weights, and we allow them half of what is available.
-    -> (bool, reason)"""
-    weights = sum(p.numel() * p.element_size() for m in modules for p in m.parameters())
-    available = host.memory_available() if available is None else available
-    if available is None:
-        return False, "free memory unknown"
-    need = weights * graphs
-    return need <= available // 2, (f"{graphs} packed weight copies need {need / 2**30:.1f} GB, "
-                                    f"{available / 2**30:.1f} GB available")
-
-
-def choose_strategy(modules, freeze=None, graphs=1):
-    """-> (Strategy, why). CUDA on a GPU. On CPU, streamed, except frozen where asked (freeze=True) or,
-    with freeze=None, for a wide model (hidden >= AUTOTUNE_HIDDEN) whose weights are not float32 values
-    bfloat16 holds exactly (a model run in bfloat16, as default_dtype picks on a host with native
-    bfloat16), where `graphs` frozen copies fit in memory.
-    subtle: there, frozen bfloat16 decoded speculatively 1.5x faster than streamed float32, though
-    plainly slower (docs/benchmarks.md, 2026-12-02, streamed float32 against frozen bfloat16)."""
-    if next(modules[0].parameters()).device.type == "cuda":
-        return Strategy.CUDA, "on a GPU"
-    if freeze is not None:
-        return (Strategy.FROZEN if freeze else Strategy.STREAMED), "as asked"
-    if modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
-        return Strategy.STREAMED, "a small model: streamed graphs are saved whole on disk"
-    weights = [m.weight for module in modules for m in module.modules() if isinstance(m, torch.nn.Linear)]
-    if all(stream_dtype(w) == torch.bfloat16 and w.dtype == torch.float32 for w in weights):
-        return Strategy.STREAMED, "float32 weights bfloat16 holds exactly: half the bytes, one copy for every graph"
-    fits, why = freeze_fits(modules, graphs)
-    return (Strategy.FROZEN, why) if fits else (Strategy.STREAMED, f"no memory to freeze: {why}")
-
-
 def _compile(fn, owners, kind, device, strategy):
     """fn(*owners, *args) compiled, as a function of (pass, *args): streamed with the weights as inputs,
     saved whole on disk (saved.py); frozen, or on CUDA, through dynamo, which picks the graph per pass."""
@@ -229,37 +191,26 @@ def mark_growing(args):
         torch._dynamo.mark_dynamic(t, 2)
 
 
-def variants_for(ks, rollbacks=("select",), one_token=True):
-    """The passes decoding with k drafts makes, as (T, keeps step states): one-token decode and
-    draft steps (unless one_token=False), and verify / head catch-up of 1+k tokens (verify keeps
-    step states for `select`). -> (the main model's, the head's as (T, False))"""
-    verify = {1 + int(k) for k in ks}
-    keeps = {rollback == "select" for rollback in rollbacks}
-    one = {1} if one_token else set()
-    return {(T, False) for T in one} | {(T, keep) for T in verify for keep in keeps}, \
-        {(T, False) for T in one | verify}
-
-
 def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
-    """Prepare compiled main-model steps (compiled on first use); the strategy as choose_strategy
-    decides (freeze=True / False forces frozen / streamed). -> CompiledSteps"""
-    variants = variants_for(ks, rollbacks)[0]
-    model.compiled = _prepare([model], model_step, variants, "model", choose_strategy([model], freeze, len(variants)))
-    return model.compiled
+    """A compiled view of the model (or of a view's model), its steps compiled on first use; the
+    strategy as choose_strategy decides (freeze=True / False forces frozen / streamed). -> CompiledModel"""
+    model, variants = plain(model), variants_for(ks, rollbacks)[0]
+    return CompiledModel(model, _prepare([model], model_step, variants, "model",
+                                         choose_strategy([model], freeze, len(variants))))
 
 
 def compile_head(head, ks=(2,), freeze=None, model=None):
-    """Prepare compiled MTP head passes for T = 1 and 1+k. Given the main `model`, streamed graphs also
-    score the draft after every row (head_graph), reading the output layer's (or the draft vocabulary's)
-    streamed rows: half the bytes of scoring eagerly in float32. -> CompiledSteps"""
-    variants = variants_for(ks)[1]
+    """A compiled view of the MTP head, its passes for T = 1 and 1+k compiled on first use. Given the
+    main `model`, streamed graphs also score the draft after every row (head_graph), reading the output
+    layer's (or the draft vocabulary's) streamed rows: half the bytes of scoring eagerly in float32.
+    -> CompiledHead"""
+    head, model, variants = plain(head), model and plain(model), variants_for(ks)[1]
     plan = choose_strategy([head], freeze, len(variants))
     if model is not None and plan[0] is Strategy.STREAMED and not isinstance(model.lm_head, StreamedLinear):
         with torch.inference_mode(False):
             model.lm_head = StreamedLinear(model.lm_head)
     modules, fn = head_graph(head, model)
-    head.compiled = _prepare(modules, fn, variants, "head", plan)
-    return head.compiled
+    return CompiledHead(head, _prepare(modules, fn, variants, "head", plan))
 
 
 def head_graph(head, model=None):
@@ -271,13 +222,16 @@ def head_graph(head, model=None):
 
 def compile_round(model, head, ks=(2,), freeze=None):
     """Prepare the whole greedy `select` round (mtp.greedy_round: drafts, verify, select, the head's
-    catch-up) as one compiled graph per k, kept in head.round_compiled. On a small model a round of
-    separate calls (a head pass per draft, the verify pass, the Python between) pays the overhead of
-    each; as one call it is faster (docs/design.md, a small model's greedy round). -> CompiledSteps"""
-    variants = {(1 + int(k), True) for k in ks}
-    plan = choose_strategy([model, head], freeze, len(variants))
-    head.round_compiled = _prepare([model, head], round_of, variants, "round", plan)
-    return head.round_compiled
+    catch-up) as one compiled graph per k, kept in the head view's `rounds` (`head`: a CompiledHead).
+    On a small model a round of separate calls (a head pass per draft, the verify pass, the Python
+    between) pays the overhead of each; as one call it is faster (docs/design.md, a small model's greedy
+    round). -> CompiledSteps"""
+    if not isinstance(head, CompiledHead):
+        raise TypeError("compile_round needs the head's compiled view (compile_head)")
+    variants, modules = {(1 + int(k), True) for k in ks}, [plain(model), plain(head)]
+    plan = choose_strategy(modules, freeze, len(variants))
+    head.rounds = _prepare(modules, round_of, variants, "round", plan)
+    return head.rounds
 
 
 def lay_out_transposed(modules):

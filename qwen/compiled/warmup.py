@@ -1,11 +1,13 @@
 """warm_up: compile every pass decoding will make now, check each against eager, keep it only where faster.
 
     report = warm_up(model, head, ks=(2,))      # compiles (or loads from disk), checks, times, keeps
+    fast, fast_head = report["model"], report["head"]    # compiled views (view.py): decode with these
 
 A compiled pass that computes something else than its eager twin (beyond rounding) turns everything
-eager, with the reason in `model.compiled.status`; a pass not faster than eager on this host runs
-eagerly from then on. While warm_up compiles, other threads run eagerly each pass not ready yet
-(the app serves meanwhile). Graphs missing on disk are compiled in parallel (workers.py).
+eager, with the reason in the report's (and the view's `steps.status`); a pass not faster than eager
+on this host runs eagerly from then on. Until a pass is ready (compiled, checked, kept), every other
+thread runs it eagerly: the app may serve with the views meanwhile. Graphs missing on disk are compiled
+in parallel (workers.py).
 """
 import logging
 import threading
@@ -18,6 +20,7 @@ from qwen.compiled import workers
 from qwen.compiled.host import FUSE_HIDDEN, cache_dir, cpp_compiler, release_freed_memory
 from qwen.compiled.internals import record_isa_probes
 from qwen.compiled.steps import Phase, Status, Why, compile_head, compile_model, compile_round
+from qwen.compiled.view import CompiledHead, CompiledModel
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
 
@@ -40,28 +43,31 @@ def _time_both(a, b, repeats=15):
 
 @torch.inference_mode()
 def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None,
-            only_greedy=False):
+            only_greedy=False, on_ready=None):
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), check each against eager, time it against eager, and keep it only where it is faster.
     A small model (hidden < FUSE_HIDDEN) with `select` also gets each greedy round as one graph; then
     the decode step and the round graphs come first (all that plain and greedy speculative decoding
     need), and the step graphs the trace, sampling and `recompute` use follow (unless only_greedy:
     a caller that will not sample or trace skips them, and they run eagerly).
-    -> {"status" (a Status: its phase, and why where eager), "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
-    {pass: eager / compiled}, "step_speedup" (the decode step's, or None)}.
-    Other threads run eagerly each pass that is not ready yet (the app serves while it compiles)."""
-    if model.compiled is None:
-        compile_model(model, ks, rollbacks, freeze)
-    if head is not None and head.compiled is None:
-        compile_head(head, ks, freeze, model)
-    if head is not None and head.round_compiled is None and "select" in rollbacks \
+    model and head: modules, or the compiled views compile_model / compile_head made of them.
+    on_ready(model view, head view): called once the first passes are ready (the app starts serving
+    with the views then).
+    -> {"model", "head" (the compiled views: decode with these), "status" (a Status: its phase, and why
+    where eager), "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
+    {pass: eager / compiled}, "step_speedup" (the decode step's, or None)}."""
+    if not isinstance(model, CompiledModel):
+        model = compile_model(model, ks, rollbacks, freeze)
+    if head is not None and not isinstance(head, CompiledHead):
+        head = compile_head(head, ks, freeze, model)
+    if head is not None and head.rounds is None and "select" in rollbacks \
             and model.cfg.hidden_size < FUSE_HIDDEN:
         compile_round(model, head, ks, freeze)
-    steps = [model.compiled] + ([head.compiled] if head is not None else []) + \
-        ([head.round_compiled] if head is not None and head.round_compiled is not None else [])
-    report = {"status": model.compiled.status, "seconds": 0.0, "ready_seconds": None, "speedups": {},
-              "step_speedup": None}
-    if not model.compiled.enabled:
+    steps = [model.steps] + ([head.steps] if head is not None else []) + \
+        ([head.rounds] if head is not None and head.rounds is not None else [])
+    report = {"model": model, "head": head, "status": model.steps.status, "seconds": 0.0, "ready_seconds": None,
+              "speedups": {}, "step_speedup": None}
+    if not model.steps.enabled:
         return report
     for compiled in steps:
         compiled.status, compiled.warming_thread = Status(Phase.COMPILING), threading.get_ident()
@@ -74,7 +80,10 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
             later = phases[i + 1] if i + 1 < len(phases) else []
             if not _warm_up(model, head, steps, passes, report, context, keep_if_faster, later):
                 break
-            report["ready_seconds"] = report["ready_seconds"] or time.perf_counter() - t0
+            if report["ready_seconds"] is None:
+                report["ready_seconds"] = time.perf_counter() - t0
+                if on_ready is not None:
+                    on_ready(model, head)
     finally:
         for compiled in steps:
             compiled.warming_thread = None
@@ -84,7 +93,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     for part, variant in skipped:
         if part.enabled and variant not in part.ready:
             part.drop(variant, Why.NOT_WARMED)
-    report["status"] = model.compiled.status
+    report["status"] = model.steps.status
     if report["status"].phase is Phase.COMPILED and model.embed_tokens.weight.device.type == "cpu":
         try:
             record_isa_probes(cache_dir(), cpp_compiler())
@@ -100,12 +109,12 @@ def _phases(model, head):
     """The passes to warm up, in order, as lists of (CompiledSteps, (T, keep)). When round graphs serve
     greedy `select` decoding, they and the decode step come first; the step graphs they stand in
     for (the trace's, sampling's, `recompute`'s) after."""
-    passes = [(model.compiled, v) for v in sorted(model.compiled.variants)]
-    passes += [(head.compiled, v) for v in sorted(head.compiled.variants)] if head is not None else []
-    rounds = head.round_compiled if head is not None else None
+    passes = [(model.steps, v) for v in sorted(model.steps.variants)]
+    passes += [(head.steps, v) for v in sorted(head.steps.variants)] if head is not None else []
+    rounds = head.rounds if head is not None else None
     if rounds is None or not rounds.enabled:
         return [passes]
-    first = [(model.compiled, v) for v in sorted(model.compiled.variants) if v == (1, False)]
+    first = [(model.steps, v) for v in sorted(model.steps.variants) if v == (1, False)]
     first += [(rounds, v) for v in sorted(rounds.variants)]
     return [first, [p for p in passes if p not in first]]
 
@@ -174,8 +183,8 @@ def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later=
         rounds[0][0].disable(Why.WRONG, f"the {wrong} disagrees with plain decoding")
     speedups = _time_passes(model, head, ids, [(part, v) for part, v in passes if part.enabled])
     report["speedups"].update({_pass_name(part, v): x for (part, v), x in speedups.items()})
-    if (model.compiled, (1, False)) in speedups:
-        report["step_speedup"] = speedups[(model.compiled, (1, False))]
+    if (model.steps, (1, False)) in speedups:
+        report["step_speedup"] = speedups[(model.steps, (1, False))]
     for (part, variant), speedup in speedups.items():
         if keep_if_faster and speedup <= 1:
             part.drop(variant, Why.SLOWER, f"{speedup:.2f}x")
@@ -203,35 +212,28 @@ def _time_passes(model, head, ids, passes):
     -> {(CompiledSteps, (T, keep)): eager seconds / compiled seconds}"""
     context, speedups = ids.shape[1], {}
     state = State(model)
-    hidden = model.hidden(ids, state)                                                  # (1, context, H)
+    hidden = model.eager.hidden(ids, state)                                            # (1, context, H)
     emb, cache = model.embed_tokens(ids), AttentionState()
     if head is not None:
-        head(emb, hidden, 0, cache)
-    steps = [model.compiled] + ([head.compiled, head.round_compiled] if head is not None else [])
-    steps = [part for part in steps if part is not None]
-    enabled = [part.enabled for part in steps]
+        head.eager(emb, hidden, 0, cache)
 
-    def run(part, T, keep, compiled):
-        part.enabled = compiled
+    def run(part, T, keep, compiled):           # through the views, or their eager modules
+        m, h = (model, head) if compiled else (model.eager, head and head.eager)
         if part.kind == "model":
             state.pos = context
             keep_step_states(state, T, on=keep)
-            model.forward(ids[:, :T], state)
+            m.forward(ids[:, :T], state)
         elif part.kind == "head":               # a guess as decoding makes it: the head pass and its scores
             cache.truncate(context)
-            head.draft(model, hidden[:, :T], ids[:, :T], context, cache)
+            h.draft(m, hidden[:, :T], ids[:, :T], context, cache)
         else:                                   # eager twin: the same greedy_round, uncompiled
-            for other in steps:
-                other.enabled = compiled and other is part
-            generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)
+            generate_mtp(m, h, ids[:, :8], max_new_tokens=2 * T, k=T - 1)
     try:
         for part, (T, keep) in passes:
             eager, compiled = _time_both(lambda: run(part, T, keep, False), lambda: run(part, T, keep, True))
             speedups[(part, (T, keep))] = eager / compiled
     finally:
         keep_step_states(state, on=False)
-        for part, on in zip(steps, enabled):
-            part.enabled = on
     return speedups
 
 
@@ -248,29 +250,25 @@ def _disagreement(model, head, ids, passes):
         return gap if not gap <= tolerance * a.abs().max() + 1e-4 else None       # NaN counts as different
 
     state = State(model)
-    hidden = model.hidden(ids, state)                                                  # (1, context, H)
+    hidden = model.eager.hidden(ids, state)                                            # (1, context, H)
     snap = snapshot_state(state)
     for T, keep in [v for part, v in passes if part.kind == "model"]:
         outs = []
-        for compiled in (False, True):
+        for m in (model.eager, model):
             restore_state(state, snap)
             keep_step_states(state, T, on=keep)
-            model.compiled.enabled = compiled
-            outs.append(model.forward(ids[:, :T], state))                            # (1, T, V)
+            outs.append(m.forward(ids[:, :T], state))                                 # (1, T, V)
         keep_step_states(state, T, on=False)
-        model.compiled.enabled = True
         gap = differs(*outs)
         if gap is not None:
             return f"{'decode step' if T == 1 else f'verify of {T} tokens'} (max |logit difference| {float(gap):.3g})"
     emb = model.embed_tokens(ids)
     for T, _ in [v for part, v in passes if part.kind == "head"]:
         cache, outs = AttentionState(), []
-        head(emb, hidden, 0, cache)                                                    # eager (T = context)
-        for compiled in (False, True):
+        head.eager(emb, hidden, 0, cache)                                              # eager (T = context)
+        for h in (head.eager, head):
             cache.truncate(context)
-            head.compiled.enabled = compiled
-            outs.append(head.scored_pass(emb[:, :T], hidden[:, :T], context, cache))     # (1, T, H), scores
-        head.compiled.enabled = True
+            outs.append(h.scored_pass(emb[:, :T], hidden[:, :T], context, cache))        # (1, T, H), scores
         gap = differs(outs[0][0], outs[1][0])
         if gap is None and outs[1][1] is not None:          # the graph scored the draft: against eager scores
             gap = differs(head.draft_logits(outs[0][0], model.lm_head)[0], outs[1][1])

@@ -23,7 +23,6 @@ CUDA graphs stay in the process that runs them.
                             process may use; 1 compiles everything in-process)
     python -m qwen.compiled.helper JOB_FILE     a helper (started by warm_up, not by hand)
 """
-import copy
 import logging
 import os
 import subprocess
@@ -36,6 +35,7 @@ from qwen import settings
 from qwen.compiled import host
 from qwen.compiled.host import AUTOTUNE_HIDDEN
 from qwen.compiled.saved import SavedGraphs
+from qwen.compiled.view import plain
 
 log = logging.getLogger("qwen.compile")
 
@@ -71,13 +71,9 @@ def missing(passes):
 
 
 def portable(module):
-    """A shallow copy of a model or head without its compiled steps (they hold locks, functions and
-    graphs of this process), for pickling. Weights and every other tensor are shared, not copied."""
-    clone = copy.copy(module)
-    for attr in ("compiled", "round_compiled"):
-        if hasattr(clone, attr):
-            setattr(clone, attr, None)
-    return clone
+    """What a helper gets of a model or head (or of its compiled view): the module alone, weights laid
+    out as this process has them; the view's steps (locks, functions, this process's graphs) stay here."""
+    return plain(module)
 
 
 def copies_fit(model, head, helpers, available=None):

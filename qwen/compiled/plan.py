@@ -1,0 +1,96 @@
+"""How this host runs a model, decided once at load: the strategy of its compiled graphs
+(choose_strategy), the passes decoding makes (variants_for), and the HostPlan that sums them up.
+
+    plan = host_plan(model, "float32: a small model on CPU")
+    str(plan)          # "cpu · float32 · streamed graphs · 1 thread"
+    plan.why           # the dtype's reason, then the strategy's
+"""
+import enum
+from dataclasses import dataclass
+
+import torch
+
+from qwen.compiled import host
+from qwen.compiled.host import AUTOTUNE_HIDDEN, compiler_missing
+from qwen.compiled.streamed import stream_dtype
+
+
+class Strategy(enum.Enum):
+    """How a host's graphs get their weights (docs/design.md, compiled passes): its value in a few words."""
+    STREAMED = "streamed graphs"    # CPU: one copy of each weight (bfloat16 where exact), read in the graphs' own loops
+    FROZEN = "frozen graphs"        # CPU: the weights frozen into each graph, packed for its GEMMs
+    CUDA = "CUDA graphs"
+
+
+def freeze_fits(modules, graphs, available=None):
+    """Whether freezing `graphs` graphs over these modules' weights fits in memory: each frozen graph
+    holds its own packed copy of the weights, and we allow them half of what is available.
+    -> (bool, reason)"""
+    weights = sum(p.numel() * p.element_size() for m in modules for p in m.parameters())
+    available = host.memory_available() if available is None else available
+    if available is None:
+        return False, "free memory unknown"
+    need = weights * graphs
+    return need <= available // 2, (f"{graphs} packed weight copies need {need / 2**30:.1f} GB, "
+                                    f"{available / 2**30:.1f} GB available")
+
+
+def choose_strategy(modules, freeze=None, graphs=1):
+    """-> (Strategy, why). CUDA on a GPU. On CPU, streamed, except frozen where asked (freeze=True) or,
+    with freeze=None, for a wide model (hidden >= AUTOTUNE_HIDDEN) whose weights are not float32 values
+    bfloat16 holds exactly (a model run in bfloat16, as default_dtype picks on a host with native
+    bfloat16), where `graphs` frozen copies fit in memory.
+    subtle: there, frozen bfloat16 decoded speculatively 1.5x faster than streamed float32, though
+    plainly slower (docs/benchmarks.md, 2026-12-02, streamed float32 against frozen bfloat16)."""
+    if next(modules[0].parameters()).device.type == "cuda":
+        return Strategy.CUDA, "on a GPU"
+    if freeze is not None:
+        return (Strategy.FROZEN if freeze else Strategy.STREAMED), "as asked"
+    if modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
+        return Strategy.STREAMED, "a small model: streamed graphs are saved whole on disk"
+    weights = [m.weight for module in modules for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    if all(stream_dtype(w) == torch.bfloat16 and w.dtype == torch.float32 for w in weights):
+        return Strategy.STREAMED, "float32 weights bfloat16 holds exactly: half the bytes, one copy for every graph"
+    fits, why = freeze_fits(modules, graphs)
+    return (Strategy.FROZEN, why) if fits else (Strategy.STREAMED, f"no memory to freeze: {why}")
+
+
+def variants_for(ks, rollbacks=("select",), one_token=True):
+    """The passes decoding with k drafts makes, as (T, keeps step states): one-token decode and
+    draft steps (unless one_token=False), and verify / head catch-up of 1+k tokens (verify keeps
+    step states for `select`). -> (the main model's, the head's as (T, False))"""
+    verify = {1 + int(k) for k in ks}
+    keeps = {rollback == "select" for rollback in rollbacks}
+    one = {1} if one_token else set()
+    return {(T, False) for T in one} | {(T, keep) for T in verify for keep in keeps}, \
+        {(T, False) for T in one | verify}
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """How this host runs a model: device, dtype, the compiled graphs' strategy (None: eager), torch's
+    threads, and why (the dtype's reason; the strategy's, or why eager)."""
+    device: str
+    dtype: torch.dtype
+    strategy: Strategy | None
+    threads: int
+    why: str
+
+    def __str__(self):
+        how = self.strategy.value if self.strategy is not None else "eager"
+        return (f"{self.device} · {str(self.dtype).replace('torch.', '')} · {how} · "
+                f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+
+
+def host_plan(model, dtype_reason="", compile=True, ks=(2,)):
+    """The HostPlan for this model (loaded in the dtype it runs in) on this host, with compiling or
+    without; its strategy is the one compile_model picks for these k (the same choose_strategy call)."""
+    weight = model.embed_tokens.weight
+    device = weight.device.type
+    missing = compiler_missing(device)
+    if not compile or missing:
+        strategy, why = None, missing or "compiling not asked for"
+    else:
+        strategy, why = choose_strategy([model], None, len(variants_for(ks)[0]))
+    return HostPlan(device, weight.dtype, strategy, torch.get_num_threads(),
+                    "; ".join(part for part in (dtype_reason, why) if part))
