@@ -82,7 +82,7 @@ class Loaded:
             return Status(Phase.EAGER, Why.NOT_ASKED)
         model, head = self.views
         status = model.steps.status
-        parts = [model.steps] + ([head.steps, head.rounds] if head is not None else [])
+        parts = [model.steps] + ([head.steps, head.rounds, head.sampled_rounds] if head is not None else [])
         if status.phase is Phase.COMPILED and any(p is not None and p.warming_thread is not None for p in parts):
             return Status(Phase.COMPILING_MORE)
         return status

@@ -35,7 +35,7 @@ from qwen.layer import DecoderLayer
 from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
-from qwen.sample import check_prompt, coupled_pick, pick_token, probs_from_logits
+from qwen.sample import check_prompt, coupled_pick, gumbel_noise, pick_token, probs_from_logits
 from qwen.weights import find_model, load_weights
 
 ROLLBACKS = ("select", "recompute", "none")   # "none" skips the restore: deliberately wrong, for the demo
@@ -318,12 +318,16 @@ def speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sa
 
 def picks(logits, noise, positions, cols=None):
     """The choice of each row of logits (R, V) -> column indices (R,): argmax, or with noise = (seed,
-    temperature), the coupled sample at these positions (R,) (qwen.sample.coupled_pick; it reads the
-    positions as numbers, so a round with noise runs eagerly)."""
+    temperature), the coupled sample at these positions (R,). seed and temperature as numbers: through
+    qwen.sample.coupled_pick (it reads the positions as numbers, so the round runs eagerly); as 0-d
+    tensors (a compiled round): the same Gumbel-max rule in tensors, noise for every column."""
     if noise is None:
         return logits.argmax(-1)
     seed, temperature = noise
-    return coupled_pick(logits, seed, positions, temperature, cols=cols)
+    if not isinstance(seed, torch.Tensor):
+        return coupled_pick(logits, seed, positions, temperature, cols=cols)
+    noise = gumbel_noise(seed, positions, logits.shape[-1] if cols is None else cols)          # (R, V)
+    return (logits.float() / temperature + noise).argmax(-1)
 
 
 def greedy_guess(mtp, out, lm_head, noise=None, position=None):

@@ -89,16 +89,22 @@ def test_speculative_equals_plain_under_compile(compiled_pair, rollback, k):
 @pytest.mark.parametrize("k", [1, 3])
 def test_a_greedy_select_round_of_a_small_model_is_one_compiled_call(compiled_pair, monkeypatch, k):
     model, head, eager, _ = compiled_pair
-    calls = {"round": 0, "step": 0, "head": 0}
-    for name, part in (("round", head.rounds), ("step", model.steps), ("head", head.steps)):
+    calls = {"round": 0, "sampled": 0, "step": 0, "head": 0}
+    for name, part in (("round", head.rounds), ("sampled", head.sampled_rounds), ("step", model.steps),
+                       ("head", head.steps)):
         monkeypatch.setattr(part, "fn", lambda *a, _fn=part.fn, _name=name: calls.__setitem__(_name, calls[_name] + 1) or _fn(*a))
     ids = torch.tensor([[5, 1, 7, 2, 8, 3]])             # 6 tokens: the head's prefill pass is no compiled T
     tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k)
     assert tokens == generate(eager, ids, max_new_tokens=30)
-    assert head.rounds.status.phase is Phase.COMPILED and calls == {"round": rounds, "step": 0, "head": 0}
-    calls.update(round=0)                                # shared noise: step by step (the round graph is greedy)
+    assert head.rounds.status.phase is Phase.COMPILED and calls == {"round": rounds, "sampled": 0, "step": 0, "head": 0}
+    calls.update(round=0)                                # shared noise: the sampled round graph, one call a round
     tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k, temperature=0.9, seed=5)
-    assert tokens == generate(eager, ids, max_new_tokens=30, temperature=0.9, seed=5) and calls["round"] == 0
+    assert tokens == generate(eager, ids, max_new_tokens=30, temperature=0.9, seed=5)
+    assert calls == {"round": 0, "sampled": rounds, "step": 0, "head": 0}
+    calls.update(sampled=0)                              # top-k: filters run step by step, through the step graphs
+    tokens, rounds, _ = generate_mtp(model, head, ids, max_new_tokens=30, k=k, temperature=0.9, seed=5, top_k=7)
+    assert tokens == generate(eager, ids, max_new_tokens=30, temperature=0.9, seed=5, top_k=7)
+    assert calls["round"] == calls["sampled"] == 0 and calls["step"] > 0
 
 
 @needs_compiler
@@ -337,7 +343,8 @@ def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     """A pass whose compiled graph is not faster runs eagerly; the others stay compiled, and the output
     is still plain decoding's. (Timings stubbed: the real ones depend on the host.)"""
     monkeypatch.setattr(steps, "_compile", eager_compiler)
-    measured = {"decode step": 0.9, "greedy round with k=2": 1.3, "verify of 3 tokens (keeping step states)": 1.6,
+    measured = {"decode step": 0.9, "greedy round with k=2": 1.3, "sampled round with k=2": 0.95,
+                "verify of 3 tokens (keeping step states)": 1.6,
                 "head pass of 1 token": 1.2, "head pass of 3 tokens": 1.0}
     monkeypatch.setattr(warmup, "_time_passes", lambda model, head, ids, passes: {
         (part, v): measured[warmup._pass_name(part, v)] for part, v in passes})
@@ -348,10 +355,13 @@ def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     assert report["status"].phase is Phase.COMPILED and report["speedups"] == measured and report["step_speedup"] == 0.9
     assert model.steps.lookup(1) is None and model.steps.lookup(3, keep=True) is not None
     assert head.steps.lookup(1) is not None and head.steps.lookup(3) is None
-    assert head.rounds.lookup(3, keep=True) is not None
+    assert head.rounds.lookup(3, keep=True) is not None and head.sampled_rounds.lookup(3, keep=True) is None
     assert model.steps.eager_passes == {(1, False): Status(Phase.EAGER, Why.SLOWER, "0.90x")}
     ids = torch.tensor([[5, 6, 7]])
     assert generate_mtp(model, head, ids, max_new_tokens=12, k=2)[0] == generate(eager, ids, max_new_tokens=12)
+    sampled = dict(temperature=0.7, seed=4)          # its round graph dropped: step by step, the same text
+    assert generate_mtp(model, head, ids, max_new_tokens=12, k=2, **sampled)[0] == \
+        generate(eager, ids, max_new_tokens=12, **sampled)
 
     measured.update({"verify of 3 tokens (keeping step states)": 0.8})            # nothing of the model gains
     model, head = random_pair("small", seed=19)
@@ -392,7 +402,8 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     assert loaded.compile_status().phase is Phase.COMPILED and frame.compile_settled(loaded)
     assert [names for names, _ in seen] == [
         ["decode step", "greedy round with k=2"],
-        ["verify of 3 tokens (keeping step states)", "head pass of 1 token", "head pass of 3 tokens"]]
+        ["verify of 3 tokens (keeping step states)", "head pass of 1 token", "head pass of 3 tokens",
+         "sampled round with k=2"]]
     assert seen[0][1] == dict(decode=False, verify=False, head=False, round=False)
     assert seen[1][1] == dict(decode=True, verify=False, head=False, round=True)
     assert report["status"].phase is Phase.COMPILED and report["ready_seconds"] is not None

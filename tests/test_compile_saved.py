@@ -36,15 +36,17 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
     model, head = report["model"], report["head"]
     assert report["status"].phase is Phase.COMPILED and report["step_speedup"] > 0
     assert model.steps.strategy is head.steps.strategy is steps.Strategy.STREAMED, model.steps.why
+    assert head.rounds.ready == head.sampled_rounds.ready == {(3, True)}          # greedy and sampled rounds
     for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
         ids = chat.encode(prompt)
         plain = generate(eager, ids, max_new_tokens=48)
         assert generate(model, ids, max_new_tokens=48) == plain
         for rollback in ("select", "recompute"):
             assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, rollback=rollback)[0] == plain
-        sampled = generate(eager, ids, max_new_tokens=48, temperature=0.7, seed=2)
-        assert generate(model, ids, max_new_tokens=48, temperature=0.7, seed=2) == sampled
-        assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, temperature=0.7, seed=2)[0] == sampled
+        for temperature, seed in ((0.7, 2), (0.4, 3), (1.1, 4)):       # rounds through the sampled round graph
+            sampled = generate(eager, ids, max_new_tokens=48, temperature=temperature, seed=seed)
+            assert generate(model, ids, max_new_tokens=48, temperature=temperature, seed=seed) == sampled
+            assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, temperature=temperature, seed=seed)[0] == sampled
 
 
 @needs_compiler

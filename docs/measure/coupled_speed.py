@@ -4,7 +4,7 @@
 
 On the app's example prompts, alternating in one process (these hosts are noisy): greedy speculative
 decoding, coupled speculative sampling (seed = repeat), and plain decoding of each. Prints tok/s medians,
-coupled ÷ greedy speculative, and drafts kept per draft, beside the CPU capability.
+coupled ÷ greedy speculative, drafts kept per draft and the time per round, beside the CPU capability.
 """
 import argparse
 import statistics
@@ -48,7 +48,7 @@ def main():
         print(f"compiled: {report['status']} in {report['seconds']:.0f} s")
         model, head = report["model"], report["head"]
     rates = {"greedy plain": [], "greedy speculative": [], "sampled plain": [], "sampled speculative": []}
-    kept = {"greedy": [], "sampled": []}
+    kept, per_round = {"greedy": [], "sampled": []}, {"greedy": [], "sampled": []}
     prompts = [chat.encode(p) for _, p, raw, _ in EXAMPLES if raw]
     for rep in range(args.repeats):
         for ids in prompts:
@@ -63,6 +63,7 @@ def main():
                 rates[name].append(len(tokens) / seconds)
                 if name.endswith("speculative"):
                     kept[name.split()[0]].append(out[2] / max(1, out[1] * args.k))
+                    per_round[name.split()[0]].append(seconds / max(1, out[1]))
     med = {name: statistics.median(v) for name, v in rates.items()}
     print(f"CPU capability {torch.backends.cpu.get_cpu_capability()}, 1 thread, k={args.k}, "
           f"T={args.temperature}, {'compiled' if args.compile else 'eager'}, {len(prompts)} prompts x {args.repeats}")
@@ -73,6 +74,9 @@ def main():
           f"sampled {med['sampled speculative'] / med['sampled plain']:.2f}")
     print(f"  drafts kept per draft: greedy {statistics.mean(kept['greedy']):.3f}, "
           f"sampled {statistics.mean(kept['sampled']):.3f}")
+    print(f"  a round (prefill included): greedy {statistics.median(per_round['greedy']) * 1e3:.2f} ms, sampled "
+          f"{statistics.median(per_round['sampled']) * 1e3:.2f} ms, sampled ÷ greedy "
+          f"{statistics.median(per_round['sampled']) / statistics.median(per_round['greedy']):.2f}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import threading
 
 import torch
 
-from qwen.compiled.saved import model_step, round_of
+from qwen.compiled.saved import model_step, round_of, sampled_round_of
 from qwen.compiled.steps import Strategy, _prepare, head_graph
 from qwen.compiled.view import CompiledHead, CompiledModel
 from qwen.compiled.warmup import _run_pass, warm_up_ids
@@ -20,7 +20,8 @@ def main(argv):
     job = torch.load(argv[0], weights_only=False)
     torch.set_num_threads(job["threads"])
     model, head = job["model"], job["head"]
-    kinds = {"model": ([model], model_step), "head": head_graph(head, model), "round": ([model, head], round_of)}
+    kinds = {"model": ([model], model_step), "head": head_graph(head, model), "round": ([model, head], round_of),
+             "sampled_round": ([model, head], sampled_round_of)}
     ids = warm_up_ids(model, job["context"])                 # (1, context)
     for name in argv[1:]:
         kind, T, keep = name.split(":")
@@ -34,6 +35,7 @@ def main(argv):
         if head is not None:
             fast_head = CompiledHead(head, steps if kind == "head" else None)
             fast_head.rounds = steps if kind == "round" else None
+            fast_head.sampled_rounds = steps if kind == "sampled_round" else None
         with torch.inference_mode():                        # as warm_up runs it
             _run_pass(fast, fast_head, steps, variant, ids)
 

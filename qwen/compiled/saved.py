@@ -52,6 +52,12 @@ def round_of(model, head, state, head_cache, tok_d1, out1, positions):
     return greedy_round(model, head, state, head_cache, tok_d1, out1, positions)
 
 
+def sampled_round_of(model, head, state, head_cache, tok_d1, out1, positions, seed, temperature):
+    """A round sampled with shared noise: seed (int64) and temperature (float32) as 0-d tensors, so that
+    one graph serves every seed and temperature."""
+    return greedy_round(model, head, state, head_cache, tok_d1, out1, positions, (seed, temperature))
+
+
 @cache
 def source_fingerprint():
     """A hash of the engine's source: a saved graph is the traced code, so any edit must miss."""

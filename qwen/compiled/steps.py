@@ -28,7 +28,8 @@ import torch
 from qwen.compiled.host import AUTOTUNE_HIDDEN, cache_dir, compiler_missing, cpp_compiler
 from qwen.compiled.plan import Strategy, choose_strategy, variants_for
 from qwen.compiled.internals import configure_dynamo, simplify_fewer, skip_proven_isa_probes, use_cache_dir
-from qwen.compiled.saved import SavedGraphs, head_run, head_scored, kv_buffers, model_step, round_of, state_buffers
+from qwen.compiled.saved import (SavedGraphs, head_run, head_scored, kv_buffers, model_step, round_of, sampled_round_of,
+                                 state_buffers)
 from qwen.compiled.streamed import StreamedLinear, stream_weights
 from qwen.compiled.view import CompiledHead, CompiledModel, plain
 
@@ -89,7 +90,7 @@ class CompiledSteps:
     other pass runs eagerly (compiling every T a caller might use would take far too long)."""
 
     def __init__(self, fn, variants, kind="model"):
-        self.fn, self.variants, self.kind = fn, set(variants), kind     # kind: "model", "head" or "round"
+        self.fn, self.variants, self.kind = fn, set(variants), kind     # kind: "model", "head", "round" or "sampled_round"
         self.enabled = True
         self.strategy, self.why = None, ""        # how the graphs get their weights, and why (_prepare)
         self.status = Status(Phase.LAZY)        # warm_up: -> COMPILING -> COMPILED, or EAGER and why
@@ -220,18 +221,20 @@ def head_graph(head, model=None):
     return [head], head_run
 
 
-def compile_round(model, head, ks=(2,), freeze=None):
-    """Prepare the whole greedy `select` round (mtp.greedy_round: drafts, verify, select, the head's
-    catch-up) as one compiled graph per k, kept in the head view's `rounds` (`head`: a CompiledHead).
-    On a small model a round of separate calls (a head pass per draft, the verify pass, the Python
-    between) pays the overhead of each; as one call it is faster (docs/design.md, a small model's greedy
-    round). -> CompiledSteps"""
+def compile_round(model, head, ks=(2,), freeze=None, sampled=False):
+    """Prepare the whole `select` round (mtp.greedy_round: drafts, verify, select, the head's catch-up)
+    as one compiled graph per k, kept in the head view (`head`: a CompiledHead): greedy in `rounds`, or
+    (sampled=True) sampled with shared noise in `sampled_rounds`. On a small model a round of separate
+    calls (a head pass per draft, the verify pass, the Python between) pays the overhead of each; as
+    one call it is faster (docs/design.md, a small model's greedy round). -> CompiledSteps"""
     if not isinstance(head, CompiledHead):
         raise TypeError("compile_round needs the head's compiled view (compile_head)")
     variants, modules = {(1 + int(k), True) for k in ks}, [plain(model), plain(head)]
     plan = choose_strategy(modules, freeze, len(variants))
-    head.rounds = _prepare(modules, round_of, variants, "round", plan)
-    return head.rounds
+    steps = _prepare(modules, sampled_round_of if sampled else round_of, variants,
+                     "sampled_round" if sampled else "round", plan)
+    setattr(head, "sampled_rounds" if sampled else "rounds", steps)
+    return steps
 
 
 def lay_out_transposed(modules):

@@ -10,8 +10,10 @@ overrides: Model.step_pass, MTP.head_pass, MTP.select_round and MTP.fuses. Where
 pass (another T, still compiling, dropped by warm_up), the eager method serves it.
 isinstance(view, Model) holds, as for the module itself.
 """
+import functools
 import inspect
 
+import torch
 import torch.nn as nn
 
 from qwen.mtp import greedy_round
@@ -19,22 +21,21 @@ from qwen.mtp import greedy_round
 
 class CompiledView:
     """A module (its `eager` attribute) with `steps`, the CompiledSteps serving its passes (None: none)."""
-    OWN = ("eager", "steps", "rounds")
+    OWN = ("eager", "steps", "rounds", "sampled_rounds", "methods")
 
     def __init__(self, module, steps):
-        object.__setattr__(self, "eager", plain(module))
+        module = plain(module)
+        object.__setattr__(self, "eager", module)
         object.__setattr__(self, "steps", steps)
         object.__setattr__(self, "rounds", None)
+        object.__setattr__(self, "sampled_rounds", None)
+        object.__setattr__(self, "methods", own_methods(type(module)))
 
     def __getattr__(self, name):                    # only what the view's own class lacks
-        eager = object.__getattribute__(self, "eager")
-        for klass in type(eager).__mro__:
-            if klass is nn.Module:                  # nn.Module's machinery stays the module's own
-                break
-            method = vars(klass).get(name)
-            if inspect.isfunction(method):
-                return method.__get__(self)         # the module's method, run on the view
-        return getattr(eager, name)
+        method = self.methods.get(name)
+        if method is not None:
+            return method.__get__(self)             # the module's method, run on the view
+        return getattr(self.eager, name)
 
     def __setattr__(self, name, value):
         if name in self.OWN:
@@ -67,8 +68,8 @@ class CompiledModel(CompiledView):
 
 
 class CompiledHead(CompiledView):
-    """The MTP head, its passes through their graphs, and (`rounds`, small models) a greedy `select`
-    round as one graph per k."""
+    """The MTP head, its passes through their graphs, and (small models) a `select` round as one graph
+    per k: greedy (`rounds`), or sampled with shared noise (`sampled_rounds`)."""
 
     def head_pass(self, emb_next, hidden, positions, cache):
         graph = self.lookup(self.steps, emb_next.shape[1])
@@ -76,20 +77,34 @@ class CompiledHead(CompiledView):
         return out if out is not None else self.eager.head_pass(emb_next, hidden, positions, cache)
 
     def select_round(self, model, state, head_cache, tok_d1, out1, positions, noise=None):
-        graph = self.lookup(self.rounds, positions.shape[0], True) if noise is None else None
-        out = graph(state, head_cache, tok_d1, out1, positions) if graph else None
+        T, args = positions.shape[0], ()
+        graph = self.lookup(self.rounds if noise is None else self.sampled_rounds, T, True)
+        if graph and noise is not None:                     # one graph for every seed and temperature
+            args = (torch.tensor(noise[0], dtype=torch.int64, device=positions.device),
+                    torch.tensor(noise[1], dtype=torch.float32, device=positions.device))
+        out = graph(state, head_cache, tok_d1, out1, positions, *args) if graph else None
         return out if out is not None else greedy_round(model, self, state, head_cache, tok_d1, out1, positions, noise)
 
     def fuses(self, model, k, sampled=False):
-        """A greedy round where its graph is ready; any round where no compiled verify pass would be
-        lost (the model's verify pass runs eagerly anyway); else step by step.
-        subtle: the round graph is greedy only. One graph for both (the noise multiplied by 0 when
-        greedy) made greedy speculative decoding of the embedded model 15% slower (docs/benchmarks.md,
-        2026-12-03, sampling with shared noise), and a graph per rule would double the rounds' compiling."""
-        if not sampled and self.lookup(self.rounds, k + 1, True):
+        """A round whose graph is ready; any round where no compiled verify pass would be lost (the
+        model's verify pass runs eagerly anyway); else step by step.
+        subtle: greedy and sampled rounds are separate graphs. One graph for both (the noise multiplied
+        by 0 when greedy) made greedy speculative decoding of the embedded model 15% slower
+        (docs/benchmarks.md, 2026-12-03, sampling with shared noise)."""
+        if self.lookup(self.sampled_rounds if sampled else self.rounds, k + 1, True):
             return True
         verify = model.steps if type(model) is CompiledModel else None
         return self.lookup(verify, k + 1, True) is None
+
+
+@functools.cache
+def own_methods(cls):
+    """{name: function} of the methods cls and its bases define above nn.Module (whose machinery,
+    parameters() and the like, stays the module's own), the nearest definition winning."""
+    methods = {}
+    for klass in reversed(cls.__mro__[:cls.__mro__.index(nn.Module)]):
+        methods.update({name: f for name, f in vars(klass).items() if inspect.isfunction(f)})
+    return methods
 
 
 def plain(module):

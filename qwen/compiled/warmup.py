@@ -26,6 +26,8 @@ from qwen.sample import generate
 
 log = logging.getLogger("qwen.compile")
 
+SAMPLED = dict(temperature=0.8, seed=0)      # how a sampled round graph is compiled, checked and timed
+
 
 def _time_both(a, b, repeats=15):
     """Median seconds of a() and of b(), run alternately so that a busy moment of the machine (these
@@ -46,10 +48,11 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
             only_greedy=False, on_ready=None):
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), check each against eager, time it against eager, and keep it only where it is faster.
-    A small model (hidden < FUSE_HIDDEN) with `select` also gets each greedy round as one graph; then
-    the decode step and the round graphs come first (all that plain and greedy speculative decoding
-    need), and the step graphs the trace, sampling and `recompute` use follow (unless only_greedy:
-    a caller that will not sample or trace skips them, and they run eagerly).
+    A small model (hidden < FUSE_HIDDEN) with `select` also gets each round as one graph, greedy and
+    sampled with shared noise; then the decode step and the greedy round graphs come first (all that
+    plain and greedy speculative decoding need), and the step graphs the trace, sampling and
+    `recompute` use follow, with the sampled rounds (unless only_greedy: a caller that will not sample
+    or trace skips them, and they run eagerly).
     model and head: modules, or the compiled views compile_model / compile_head made of them.
     on_ready(model view, head view): called once the first passes are ready (the app starts serving
     with the views then).
@@ -63,8 +66,9 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     if head is not None and head.rounds is None and "select" in rollbacks \
             and model.cfg.hidden_size < FUSE_HIDDEN:
         compile_round(model, head, ks, freeze)
-    steps = [model.steps] + ([head.steps] if head is not None else []) + \
-        ([head.rounds] if head is not None and head.rounds is not None else [])
+        compile_round(model, head, ks, freeze, sampled=True)
+    steps = [model.steps] + ([head.steps, head.rounds, head.sampled_rounds] if head is not None else [])
+    steps = [part for part in steps if part is not None]
     report = {"model": model, "head": head, "status": model.steps.status, "seconds": 0.0, "ready_seconds": None,
               "speedups": {}, "step_speedup": None}
     if not model.steps.enabled:
@@ -111,6 +115,8 @@ def _phases(model, head):
     for (the trace's, sampling's, `recompute`'s) after."""
     passes = [(model.steps, v) for v in sorted(model.steps.variants)]
     passes += [(head.steps, v) for v in sorted(head.steps.variants)] if head is not None else []
+    if head is not None and head.sampled_rounds is not None and head.sampled_rounds.enabled:
+        passes += [(head.sampled_rounds, v) for v in sorted(head.sampled_rounds.variants)]
     rounds = head.rounds if head is not None else None
     if rounds is None or not rounds.enabled:
         return [passes]
@@ -141,8 +147,9 @@ def _run_pass(model, head, part, variant, ids):
         cache = AttentionState()
         head(model.embed_tokens(ids), hidden, 0, cache)
         head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
-    else:
-        generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1)        # compiles round k
+    else:                                                                          # compiles round k
+        generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1,
+                     **(SAMPLED if part.kind == "sampled_round" else {}))
 
 
 def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later=()):
@@ -177,10 +184,11 @@ def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later=
         for compiled in steps:
             compiled.disable(Why.WRONG, f"the {wrong} disagrees with eager")
         return False
-    rounds = [(part, v) for part, v in passes if part.kind == "round"]
-    wrong = _round_disagreement(model, head, ids[:, :8], [v for _, v in rounds])
-    if wrong:                                   # rounds then run step by step, through the checked steps
-        rounds[0][0].disable(Why.WRONG, f"the {wrong} disagrees with plain decoding")
+    for kind in ("round", "sampled_round"):
+        rounds = [(part, v) for part, v in passes if part.kind == kind]
+        wrong = _round_disagreement(model, head, ids[:, :8], rounds)
+        if wrong:                               # rounds then run step by step, through the checked steps
+            rounds[0][0].disable(Why.WRONG, f"the {wrong} disagrees with plain decoding")
     speedups = _time_passes(model, head, ids, [(part, v) for part, v in passes if part.enabled])
     report["speedups"].update({_pass_name(part, v): x for (part, v), x in speedups.items()})
     if (model.steps, (1, False)) in speedups:
@@ -201,8 +209,8 @@ def _pass_name(part, variant):
     T, keep = variant
     if part.kind == "head":
         return f"head pass of {T} token{'s' if T > 1 else ''}"
-    if part.kind == "round":
-        return f"greedy round with k={T - 1}"
+    if part.kind in ("round", "sampled_round"):
+        return f"{'greedy' if part.kind == 'round' else 'sampled'} round with k={T - 1}"
     return "decode step" if T == 1 else f"verify of {T} tokens{' (keeping step states)' if keep else ''}"
 
 
@@ -227,7 +235,8 @@ def _time_passes(model, head, ids, passes):
             cache.truncate(context)
             h.draft(m, hidden[:, :T], ids[:, :T], context, cache)
         else:                                   # eager twin: the same greedy_round, uncompiled
-            generate_mtp(m, h, ids[:, :8], max_new_tokens=2 * T, k=T - 1)
+            generate_mtp(m, h, ids[:, :8], max_new_tokens=2 * T, k=T - 1,
+                         **(SAMPLED if part.kind == "sampled_round" else {}))
     try:
         for part, (T, keep) in passes:
             eager, compiled = _time_both(lambda: run(part, T, keep, False), lambda: run(part, T, keep, True))
@@ -277,14 +286,16 @@ def _disagreement(model, head, ids, passes):
     return None
 
 
-def _round_disagreement(model, head, prompt, variants):
-    """The first round of greedy decoding through each of these compiled round graphs (T, keep) against plain decoding
-    (its steps checked above); -> which round gives other tokens, or None.
+def _round_disagreement(model, head, prompt, rounds):
+    """The first round of decoding (greedy, or sampled: SAMPLED) through each of these compiled round
+    graphs [(CompiledSteps, (T, keep))] against plain decoding (its steps checked above); -> which round
+    gives other tokens, or None.
     subtle: only the first round's tokens. In bfloat16, compiled and eager round differently, and a
     near-tie between two tokens may later be decided either way; a miscompiled graph is wrong at once."""
-    for T, _ in variants:
-        want = generate(model, prompt, max_new_tokens=T + 1)
-        got = generate_mtp(model, head, prompt, max_new_tokens=T + 1, k=T - 1)[0]
+    for part, (T, _) in rounds:
+        sampling = SAMPLED if part.kind == "sampled_round" else {}
+        want = generate(model, prompt, max_new_tokens=T + 1, **sampling)
+        got = generate_mtp(model, head, prompt, max_new_tokens=T + 1, k=T - 1, **sampling)[0]
         if got != want:
-            return f"greedy round with k={T - 1} (tokens {got[:8]}… instead of {want[:8]}…)"
+            return f"{_pass_name(part, (T, True))} (tokens {got[:8]}… instead of {want[:8]}…)"
     return None
