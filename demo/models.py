@@ -3,7 +3,7 @@ the process's torch threads (configure_threads).
 
 The page offers three kinds of model, by key (the model dropdown's value):
 
-    "Embedded demo checkpoint"      assets/ (tiny, loads instantly; the default)
+    "Embedded demo checkpoint"      assets/ (tiny, loads instantly; the default unless the next is cached)
     "Qwen/Qwen3.5-0.8B", -2B, -4B   downloaded from the Hugging Face hub on first use, then cached
     "local: <folder name>"          folders named on the command line (`python app.py --model-dir PATH`,
                                     repeatable) or in $QWEN_MODEL_DIRS (os.pathsep-separated); $QWEN_MODEL
@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 EMBEDDED_KEY = "Embedded demo checkpoint"
 HUB_MODELS = ("Qwen/Qwen3.5-0.8B", "Qwen/Qwen3.5-2B", "Qwen/Qwen3.5-4B")
+PRELOADED = "Qwen/Qwen3.5-0.8B"      # the Space preloads it into its hub cache (README.md, preload_from_hub)
 BIG_CHECKPOINT_BYTES = 3e9      # above this on disk, load in bfloat16 (a 4B model in float32 is 16 GB)
 
 
@@ -131,9 +132,13 @@ class ModelStore:
     @classmethod
     def from_environment(cls, model_dirs=(), environ=None):
         """Offered models from the command line's folders, $QWEN_MODEL_DIRS and $QWEN_MODEL; as many kept
-        in memory as $QWEN_KEEP_MODELS says (demo.settings; `environ`: a mapping to read them from instead)."""
+        in memory as $QWEN_KEEP_MODELS says (demo.settings; `environ`: a mapping to read them from instead).
+        Without $QWEN_MODEL the page opens with PRELOADED where the hub cache already holds it (no network
+        asked), else with the embedded checkpoint."""
         dirs = list(model_dirs) + settings.model_dirs(environ)
         default = settings.default_model(environ)
+        if default is None and cached_hub_folder(PRELOADED, settings.hub_cache(environ)):
+            default = PRELOADED
         if default and (os.path.isdir(os.path.expanduser(default)) or default.startswith((".", "/", "~"))):
             dirs.append(default)
         store = cls(dirs, None, settings.keep_models(environ))
@@ -223,13 +228,19 @@ class ModelStore:
         return chat and {"has_template": chat.has_template, "supports_thinking": chat.supports_thinking}
 
 
-def cached_hub_folder(repo_id):
-    """The hub model's folder if it is already in the local cache, else None (no network)."""
+def cached_hub_folder(repo_id, cache_dir=None):
+    """The hub model's folder if the local hub cache (cache_dir, or huggingface_hub's) already holds it
+    with its config and weights, else None (no network)."""
     try:
         from huggingface_hub import snapshot_download
-        return snapshot_download(repo_id, local_files_only=True)
+        folder = snapshot_download(repo_id, local_files_only=True, cache_dir=cache_dir)
     except Exception:
         return None
+    try:
+        weight_files(folder)
+    except Exception:                          # a snapshot without weights (an interrupted download)
+        return None
+    return folder if os.path.isfile(os.path.join(folder, "config.json")) else None
 
 
 def checkpoint_dtype(path, environ=None):
@@ -273,8 +284,8 @@ def load_model(key, source, progress=None, compile=None):
     t0 = time.perf_counter()
     if progress is not None and not os.path.isdir(source):
         progress(0, desc=f"Downloading {key} from the Hugging Face hub…")
-    try:
-        path = find_model(source)
+    try:                                                    # a hub model already cached needs no network
+        path = (not os.path.isdir(source) and cached_hub_folder(source, settings.hub_cache())) or find_model(source)
     except ModelNotFound as e:                              # its message names the folder or hub id
         raise ModelError(str(e) if key == source else f"{key}: {e}") from e
     if progress is not None:

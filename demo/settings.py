@@ -19,7 +19,10 @@ class Setting:
 
 
 SETTINGS = (
-    Setting("QWEN_MODEL", "the embedded checkpoint", "the model the page opens with: a folder or a hub id"),
+    Setting("QWEN_MODEL", "Qwen/Qwen3.5-0.8B where the hub cache holds it (a Space preloads it), else the embedded "
+                          "checkpoint", "the model the page opens with: a folder or a hub id"),
+    Setting("HF_HUB_CACHE", "huggingface_hub's (~/.cache/huggingface/hub)", "the hub cache: hub models are looked up "
+                                                                            "there before any download"),
     Setting("QWEN_MODEL_DIRS", "none", "more local model folders to offer (os.pathsep-separated); the page "
                                        "itself can never name a server path"),
     Setting("QWEN_KEEP_MODELS", "2", "hub and local models kept in memory at once (the embedded one always is)"),
@@ -64,6 +67,11 @@ def _number(name, default, cast=float, environ=None, least=None):
 def default_model(environ=None):
     """$QWEN_MODEL: a folder or hub id, or None for the embedded checkpoint."""
     return _get("QWEN_MODEL", environ).strip() or None
+
+
+def hub_cache(environ=None):
+    """$HF_HUB_CACHE (huggingface_hub reads it too, once, at import), or None for huggingface_hub's default."""
+    return _get("HF_HUB_CACHE", environ).strip() or None
 
 
 def model_dirs(environ=None):

@@ -479,3 +479,27 @@ def test_the_model_line_follows_the_compile_status_by_its_kind(status, note, set
     loaded = type("Loaded", (), {"compile_status": lambda self: current})()
     assert frame.compile_note(loaded, "English") == note
     assert frame.compile_settled(loaded) == settled
+
+
+def test_the_page_opens_with_the_preloaded_hub_model_only_where_the_hub_cache_holds_it(tmp_path, monkeypatch):
+    """A Space preloads Qwen/Qwen3.5-0.8B into its hub cache; there the page opens with it (loaded from the
+    cache, no network). Elsewhere (a laptop, these machines) the embedded checkpoint stays the default."""
+    monkeypatch.setenv("QWEN_COMPILE", "0")
+    assert models.ModelStore.from_environment([], {"HF_HUB_CACHE": str(tmp_path)}).default == models.EMBEDDED_KEY
+    repo = tmp_path / "models--Qwen--Qwen3.5-0.8B"                      # the hub cache's layout
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    shutil.copy(os.path.join(models.EMBEDDED, "config.json"), snapshot / "config.json")
+    assert models.ModelStore.from_environment([], {"HF_HUB_CACHE": str(tmp_path)}).default == models.EMBEDDED_KEY
+    for name in os.listdir(models.EMBEDDED):                            # weights too: now it counts as cached
+        if not (snapshot / name).exists() and os.path.isfile(os.path.join(models.EMBEDDED, name)):
+            shutil.copy(os.path.join(models.EMBEDDED, name), snapshot / name)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    store = models.ModelStore.from_environment([], {"HF_HUB_CACHE": str(tmp_path)})
+    assert store.default == models.PRELOADED
+    loaded = store.get(store.default)
+    assert loaded.path == str(snapshot) and loaded.mtp is not None
+    assert models.ModelStore.from_environment([], {"HF_HUB_CACHE": str(tmp_path), "QWEN_MODEL": models.EMBEDDED}
+                                              ).default == models.EMBEDDED_KEY    # $QWEN_MODEL still decides
