@@ -9,6 +9,7 @@ settings it reads are listed, with their defaults, in demo/settings.py.
 """
 import sys
 
+from demo import gpu  # noqa: F401  first: on ZeroGPU the `spaces` package must come before anything uses CUDA
 from demo import models, page
 
 ARGS = models.parse_args(sys.argv[1:] if __name__ == "__main__" else [])

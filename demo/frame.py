@@ -48,6 +48,7 @@ def model_status(loaded, lang=i18n.DEFAULT_LANG):
     if loaded is None:
         return ""
     plan = str(loaded.plan) if loaded.plan is not None else str(loaded.dtype).replace("torch.", "")
+    plan = ("ZeroGPU · " + plan) if settings.zero_gpu() else plan
     return t("model_ready", lang, model=model_label(loaded.key, lang), plan=plan, context=loaded.context,
              mtp="" if loaded.mtp is not None else t("model_no_mtp", lang)) + compile_note(loaded, lang)
 

@@ -243,14 +243,14 @@ def cached_hub_folder(repo_id, cache_dir=None):
     return folder if os.path.isfile(os.path.join(folder, "config.json")) else None
 
 
-def checkpoint_dtype(path, environ=None):
-    """-> (dtype, reason). $QWEN_DTYPE ("float32" / "bfloat16") decides when set; else bfloat16 where
-    this host multiplies it natively and the model is not small (qwen.compiled.default_dtype), or for a
-    checkpoint too big to hold in float32; float32 otherwise."""
+def checkpoint_dtype(path, environ=None, device="cpu"):
+    """-> (dtype, reason). $QWEN_DTYPE ("float32" / "bfloat16") decides when set; else bfloat16 on a GPU,
+    or where this CPU multiplies it natively and the model is not small (qwen.compiled.default_dtype), or
+    for a checkpoint too big to hold in float32; float32 otherwise."""
     name = settings.dtype_name(environ)
     if name:
         return getattr(torch, name), "QWEN_DTYPE"
-    dtype, reason = default_dtype("cpu", read_config(path).hidden_size)
+    dtype, reason = default_dtype(device, read_config(path).hidden_size)
     size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".safetensors"))
     if dtype == torch.float32 and size > BIG_CHECKPOINT_BYTES:
         return torch.bfloat16, f"checkpoint of {size / 1e9:.1f} GB: too big for float32 ({reason})"
@@ -292,12 +292,14 @@ def load_model(key, source, progress=None, compile=None):
         progress(0.95, desc=f"Loading {key}…")
     folder = os.path.basename(path.rstrip("/"))
     try:
-        dtype, reason = checkpoint_dtype(path)
-        log.info("%s: %s (%s)", key, str(dtype).replace("torch.", ""), reason)
-        model = Model.from_pretrained(path, dtype=dtype)
+        device = settings.device()
+        dtype, reason = checkpoint_dtype(path, device=device)
+        log.info("%s: %s on %s (%s)", key, str(dtype).replace("torch.", ""), device, reason)
+        model = Model.from_pretrained(path, dtype=dtype, device=device)
         chat = Chat(model, path)
         has_head = any(name.startswith("mtp.") for name in list_tensors(path))
-        mtp = MTP.from_pretrained(model.cfg, path, dtype=dtype, lm_head=model.lm_head) if has_head else None
+        mtp = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=device,
+                                  lm_head=model.lm_head) if has_head else None
         check_finite(path, model, mtp)
     except Exception as e:      # corrupt or mismatched files raise many kinds of error; all end here
         log.exception("loading %s failed", key)
@@ -309,7 +311,8 @@ def load_model(key, source, progress=None, compile=None):
     if mtp is None:
         log.warning("%s: the checkpoint has no mtp.* tensors (no draft head)", key)
     wanted = compile_wanted() if compile is None else compile
-    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", wanted)
+    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", wanted,
+                     eager_why="ZeroGPU has no torch.compile" if settings.zero_gpu() else "QWEN_COMPILE=0")
     log.info("%s: %s (%s)", key, plan, plan.why)
     loaded = Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0, plan)
     if wanted:

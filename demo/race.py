@@ -29,6 +29,7 @@ from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
 
 from demo import costs
+from demo.gpu import device_clock
 from demo.prompts import sampling
 from demo.validate import lane_rollbacks
 
@@ -212,6 +213,7 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     rollback (demo.costs), and "done" with the verdict and those costs."""
     rollbacks = lane_rollbacks(settings.rollback)
     runs = [Run("plain")] + [Run("speculative", k=settings.k, rollback=r) for r in rollbacks]
+    clock = device_clock(loaded.model, clock)          # on a GPU: seconds of finished work, not of launches
 
     def update(phase, **more):
         return RaceUpdate(phase, runs[0], runs[1], select=runs[2] if len(runs) > 2 else None, **more)

@@ -20,6 +20,7 @@ from gradio.context import Context
 
 from demo import models, serving, settings
 from demo.frame import model_error_text, words
+from demo.gpu import on_gpu, race_seconds
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.prompts import DEFAULT_EXAMPLE, EXAMPLES, example_samples, pick_example, prepare, rollback_choices
 from demo.race import race, summary
@@ -188,6 +189,7 @@ def build_race_tab(shared):
     examples.click(pick_example, [examples], [prompt, raw, max_new], api_name="race_example", queue=False,
                    show_progress="hidden")
 
+    @on_gpu(race_seconds)              # ZeroGPU: a GPU for the race's lanes, its seconds asked from its length
     def run_race(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
                  thinking=False, model=store.default, lang=DEFAULT_LANG, rule="shared",
                  progress=gr.Progress(track_tqdm=True)):

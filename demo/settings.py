@@ -29,7 +29,11 @@ SETTINGS = (
     Setting("QWEN_DTYPE", "bfloat16 where the CPU multiplies it natively and the model is not small "
                           "(hidden size >= 1024), else float32",
             "float32 or bfloat16 for every model loaded"),
-    Setting("QWEN_COMPILE", "1", "compile the decoding steps in the background after loading (0: stay eager)"),
+    Setting("QWEN_COMPILE", "1 (0 on ZeroGPU)", "compile the decoding steps in the background after loading (0: stay "
+                                                "eager)"),
+    Setting("QWEN_DEVICE", "cuda where torch sees a GPU, else cpu", "where models run: cpu or cuda"),
+    Setting("SPACES_ZERO_GPU", "set by Hugging Face on ZeroGPU hardware", "ZeroGPU: a GPU only inside spaces.GPU "
+                                                                          "functions, and no torch.compile"),
     Setting("CPU_CORES", "the machine's cores less one", "torch threads (one core is left to the web server)"),
     Setting("QWEN_CONCURRENCY", "one per 8 of CPU_CORES, at least 1", "generations that may run at once"),
     Setting("QWEN_QUEUE_SIZE", "16", "visitors waiting in the queue; more are told to come back"),
@@ -91,8 +95,26 @@ def dtype_name(environ=None):
 
 
 def compile_wanted(environ=None):
-    """$QWEN_COMPILE (default 1): compile the decoding steps in the background after loading; 0 = eager."""
-    return _get("QWEN_COMPILE", environ).strip().lower() not in ("0", "false", "no", "off")
+    """$QWEN_COMPILE: compile the decoding steps in the background after loading; 0 = eager. Default: yes,
+    except on ZeroGPU, which does not support torch.compile."""
+    value = _get("QWEN_COMPILE", environ).strip().lower()
+    if not value:
+        return not zero_gpu(environ)
+    return value not in ("0", "false", "no", "off")
+
+
+def zero_gpu(environ=None):
+    """Whether this is ZeroGPU hardware ($SPACES_ZERO_GPU, set by Hugging Face, as the `spaces` package reads it)."""
+    return _get("SPACES_ZERO_GPU", environ).strip().lower() in ("1", "t", "true")
+
+
+def device(environ=None):
+    """$QWEN_DEVICE ("cpu" or "cuda"), else cuda where torch sees a GPU (on ZeroGPU it does, from start-up)."""
+    name = _get("QWEN_DEVICE", environ).strip().lower()
+    if name in ("cpu", "cuda"):
+        return name
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # --- compute ---------------------------------------------------------------------------------------------

@@ -401,9 +401,8 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     assert app[1] == (Status(Phase.COMPILING_MORE), False, " · compiled (the stepper's and sampling's steps still compiling…)")
     assert loaded.compile_status().phase is Phase.COMPILED and frame.compile_settled(loaded)
     assert [names for names, _ in seen] == [
-        ["decode step", "greedy round with k=2"],
-        ["verify of 3 tokens (keeping step states)", "head pass of 1 token", "head pass of 3 tokens",
-         "sampled round with k=2"]]
+        ["decode step", "greedy round with k=2", "sampled round with k=2"],
+        ["verify of 3 tokens (keeping step states)", "head pass of 1 token", "head pass of 3 tokens"]]
     assert seen[0][1] == dict(decode=False, verify=False, head=False, round=False)
     assert seen[1][1] == dict(decode=True, verify=False, head=False, round=True)
     assert report["status"].phase is Phase.COMPILED and report["ready_seconds"] is not None

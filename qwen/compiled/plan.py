@@ -82,15 +82,18 @@ class HostPlan:
                 f"{self.threads} thread{'s' if self.threads != 1 else ''}")
 
 
-def host_plan(model, dtype_reason="", compile=True, ks=(2,)):
+def host_plan(model, dtype_reason="", compile=True, ks=(2,), eager_why="compiling not asked for"):
     """The HostPlan for this model (loaded in the dtype it runs in) on this host, with compiling or
-    without; its strategy is the one compile_model picks for these k (the same choose_strategy call)."""
+    without (then eager_why says why); its strategy is the one compile_model picks for these k (the same
+    choose_strategy call). On a GPU the device names it: "cuda (NVIDIA H200)"."""
     weight = model.embed_tokens.weight
     device = weight.device.type
     missing = compiler_missing(device)
     if not compile or missing:
-        strategy, why = None, missing or "compiling not asked for"
+        strategy, why = None, (eager_why if not compile else missing)
     else:
         strategy, why = choose_strategy([model], None, len(variants_for(ks)[0]))
+    if device == "cuda":
+        device = f"cuda ({torch.cuda.get_device_name(weight.device)})"
     return HostPlan(device, weight.dtype, strategy, torch.get_num_threads(),
                     "; ".join(part for part in (dtype_reason, why) if part))

@@ -49,10 +49,10 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), check each against eager, time it against eager, and keep it only where it is faster.
     A small model (hidden < FUSE_HIDDEN) with `select` also gets each round as one graph, greedy and
-    sampled with shared noise; then the decode step and the greedy round graphs come first (all that
-    plain and greedy speculative decoding need), and the step graphs the trace, sampling and
-    `recompute` use follow, with the sampled rounds (unless only_greedy: a caller that will not sample
-    or trace skips them, and they run eagerly).
+    sampled with shared noise; then the decode step and the round graphs come first (all that plain
+    decoding and speculative decoding without top-k / top-p need; the sampled rounds unless
+    only_greedy), and the step graphs the trace, top-k / top-p and `recompute` use follow (unless
+    only_greedy: a caller that will not sample or trace skips them, and they run eagerly).
     model and head: modules, or the compiled views compile_model / compile_head made of them.
     on_ready(model view, head view): called once the first passes are ready (the app starts serving
     with the views then).
@@ -77,9 +77,11 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         compiled.status, compiled.warming_thread = Status(Phase.COMPILING), threading.get_ident()
     t0 = time.perf_counter()
     try:
-        phases = _phases(model, head)
-        skipped = [p for phase in phases[1:] for p in phase] if only_greedy else []
-        phases = phases[:1] if only_greedy else phases
+        phases, skipped = _phases(model, head), []
+        if only_greedy:                         # the first phase's greedy passes only
+            greedy = [p for p in phases[0] if p[0].kind != "sampled_round"]
+            skipped = [p for phase in phases for p in phase if p not in greedy]
+            phases = [greedy]
         for i, passes in enumerate(phases):
             later = phases[i + 1] if i + 1 < len(phases) else []
             if not _warm_up(model, head, steps, passes, report, context, keep_if_faster, later):
@@ -111,17 +113,17 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
 
 def _phases(model, head):
     """The passes to warm up, in order, as lists of (CompiledSteps, (T, keep)). When round graphs serve
-    greedy `select` decoding, they and the decode step come first; the step graphs they stand in
-    for (the trace's, sampling's, `recompute`'s) after."""
+    `select` decoding, they and the decode step come first, greedy rounds, then sampled ones (the race
+    page starts sampled, demo.validate.PAGE_TEMPERATURE); the step graphs they stand in for (the
+    trace's, top-k / top-p's, `recompute`'s) after."""
     passes = [(model.steps, v) for v in sorted(model.steps.variants)]
     passes += [(head.steps, v) for v in sorted(head.steps.variants)] if head is not None else []
-    if head is not None and head.sampled_rounds is not None and head.sampled_rounds.enabled:
-        passes += [(head.sampled_rounds, v) for v in sorted(head.sampled_rounds.variants)]
-    rounds = head.rounds if head is not None else None
-    if rounds is None or not rounds.enabled:
+    rounds = [part for part in (head.rounds, head.sampled_rounds) if part is not None and part.enabled] \
+        if head is not None else []
+    if not rounds or rounds[0] is not head.rounds:
         return [passes]
     first = [(model.steps, v) for v in sorted(model.steps.variants) if v == (1, False)]
-    first += [(rounds, v) for v in sorted(rounds.variants)]
+    first += [(part, v) for part in rounds for v in sorted(part.variants)]
     return [first, [p for p in passes if p not in first]]
 
 
