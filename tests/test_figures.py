@@ -1,7 +1,11 @@
 """The plotly figures, built from traces recorded with the embedded checkpoint (assets/) and with tiny
 models of known behaviour: the right panels, labels and values, and exact zeros where nothing changed."""
+from dataclasses import replace
+
 import pytest
 import torch
+
+from demo import costs
 
 from demo.stepper import figures, recording as stepper_run
 from demo.stepper.figures import Look
@@ -172,30 +176,62 @@ def test_layer_map_names_every_layer_and_the_head_with_its_status(runs, embedded
 
 
 def test_cost_and_acceptance_cover_every_round(runs):
-    records = runs["recompute"].records
-    cost = figures.cost_stack(records, current=2)
-    assert [t.name for t in cost.data] == ["draft", "verify", "snapshot", "restore", "re-run"]
+    run = runs["recompute"]
+    records = run.records
+    cost = figures.cost_stack(run, current=2)
+    assert [t.name for t in cost.data] == ["draft (head passes)", "snapshot", "verify",
+                                           "accept + restore the snapshot", "re-run the accepted tokens"]
     assert all(len(t.x) == len(records) - 1 for t in cost.data)
     assert sum(cost.data[3].y) + sum(cost.data[4].y) > 0                       # recompute restored and re-ran
+    assert "this recording, with snapshots for the views: slower than the race" in cost.layout.title.text
     acc = figures.acceptance_over_run(records, current=2)
     assert list(acc.data[0].y) == [r["accepted"] for r in records[1:]]
     assert all(0 <= v <= 1 for v in acc.data[1].y)
 
 
-def test_what_if_formula_break_even_and_measured_point(runs):
+def test_the_cost_chart_names_what_each_mode_does(runs):
+    select = figures.cost_stack(runs["select"], current=1, look=Look(lang="中文"))
+    names = [t.name for t in select.data]
+    assert names == ["草稿（草稿头前向）", "为每个词元准备槽位", "验证", "接受 + 选取保存的槽位"]
+    english = [t.name for t in figures.cost_stack(runs["select"]).data]
+    assert not any("restore" in n or "re-run" in n for n in english)         # select restores nothing
+    assert "accept + select a kept slot" in english
+
+
+def test_what_if_predicts_with_the_races_cost_model_and_measurement(runs):
     assert figures.tokens_per_round(0.0, 3) == 1 and figures.tokens_per_round(1.0, 3) == 4
     assert figures.tokens_per_round(0.5, 1) == pytest.approx(1.5)
-    cheap = {"draft": 0.0, "verify": 1.0, "snapshot": 0.0, "rollback": 0.0}
-    assert figures.break_even(1, cheap, 1.0) == 0.0                            # verify costs one plain step
-    assert figures.break_even(1, {**cheap, "verify": 1.5}, 1.0) == pytest.approx(0.5)
-    assert figures.break_even(1, {**cheap, "verify": 3.0}, 1.0) is None        # even a = 1 gives only 2 tokens
-    run = runs["select"]
-    fig = figures.what_if(run.records, run.plain_step_seconds)
-    curve = fig.data[0]
-    assert curve.x[0] == 0 and curve.x[-1] == 1 and curve.y[-1] > curve.y[0]
-    assert "median of 5" in fig.layout.title.text
-    assert any(t.name.startswith("this run: a = ") for t in fig.data)
-    assert "verify time stands in" in figures.whatif_caption(run.records, None)
+    cheap = costs.Costs(k=1, rollback="select", step=1.0, draft=0.0, verify=1.0)
+    assert figures.break_even(1, cheap) == 0.0                                 # verify costs one plain step
+    assert figures.break_even(1, replace(cheap, verify=1.5)) == pytest.approx(0.5)
+    assert figures.break_even(1, replace(cheap, verify=3.0)) is None          # even a = 1 gives only 2 tokens
+    whole = replace(cheap, k=3, whole=2.0)                                     # one call: the same cost at every a
+    assert figures.speedup_at(1.0, 3, whole) == pytest.approx(2.0) and figures.break_even(3, whole) > 0
+    for rollback in ("select", "recompute"):
+        run = runs[rollback]
+        measured = costs.Costs(**run.costs)
+        assert measured.step == pytest.approx(run.plain_step_seconds, abs=1e-6) and (measured.rollback, measured.k) == (rollback, 3)
+        fig = figures.what_if(run)
+        curve = fig.data[0]
+        assert curve.x[0] == 0 and curve.x[-1] == 1 and curve.y[-1] > curve.y[0]
+        for a, y in zip(curve.x[::25], curve.y[::25]):                        # the race's formula, point by point
+            assert y == pytest.approx(costs.predict(measured, figures.tokens_per_round(a, 3), 1 - a ** 3))
+        rounds = run.records[1:]
+        per_round = sum(len(r["emitted"]) for r in rounds) / len(rounds)
+        back = sum(any(e["origin"] == "correction" for e in r["emitted"]) for r in rounds) / len(rounds)
+        marker = next(t for t in fig.data if t.name.startswith("this run: a = "))
+        assert marker.y[0] == pytest.approx(costs.predict(measured, per_round, back))
+        assert f"predicted {marker.y[0]:.2f}×" in marker.name
+        assert "the race's costs on this machine" in fig.layout.title.text
+        assert "as the race measures them" in figures.whatif_caption(run)
+
+
+def test_a_trace_without_the_races_measurement_falls_back_to_its_own_times(runs):
+    run = replace(runs["select"], costs=None, plain_step_seconds=None)
+    fallback = figures.run_costs(run)
+    assert fallback == costs.from_records(run.records, 3, "select", fallback.step) and fallback.whole == 0
+    assert "this recording's own times" in figures.what_if(run).layout.title.text
+    assert "slower than the race" in figures.whatif_caption(run, "English")
 
 
 def test_figures_use_an_explicit_light_or_dark_template(runs):

@@ -39,6 +39,7 @@ def test_export_then_import_gives_the_same_run_with_no_model(run, tmp_path):
     assert back.replay and not run.replay
     assert back.records == run.records and back.output_ids == run.output_ids and back.pieces == run.pieces
     assert back.labels == run.labels and back.settings == run.settings and back.model_name == "tiny"
+    assert back.costs == run.costs and run.costs["verify"] > 0      # the race's measurement travels with the trace
     saved = json.loads(open(path, encoding="utf-8").read())
     assert saved["format"] == "qwen-mtp-trace" and saved["version"] == 1 and saved["prompt"] == "a prompt 中文"
     assert saved["output_text"] == "".join(run.pieces)
@@ -124,6 +125,9 @@ def edit(exported, path, value):
     (("settings", "k"), 99, "outside"),
     (("settings", "rollback"), "eval", "expected one of"),
     (("pieces",), ["only one"], "one text per output token"),
+    (("costs", "verify"), "fast", "costs.verify: expected a number"),
+    (("costs", "k"), 3, "another k or rollback"),
+    (("costs",), {"k": 2}, "missing"),
 ])
 def test_a_trace_with_a_bad_field_is_rejected_naming_the_field(exported, path, value, words):
     assert words in rejected(edit(exported, path, value))

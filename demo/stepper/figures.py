@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly import colors
 from plotly.colors import make_colorscale
 
+from demo.costs import Costs, from_records, predict
 from demo.stepper import steps
 from demo.i18n import t
 from demo.theme import OKABE_ITO, plotly_template
@@ -398,21 +399,58 @@ def _mark_round(fig, current):
         fig.add_vrect(x0=current - 0.5, x1=current + 0.5, fillcolor="#999999", opacity=0.25, line_width=0)
 
 
-def cost_stack(records, current=None, look=Look()):
-    """Per round, stacked milliseconds: draft, verify, snapshot, restore, re-run."""
+def cost_segments(rollback):
+    """The cost chart's segments for a rollback mode: [(key in a record's seconds, i18n key of its name)],
+    each named after the work its time covers in that mode (select restores nothing: its "restore" time
+    is the accept decision and the pick of a kept slot)."""
+    if rollback == "select":
+        return [("draft", "cost_draft"), ("snapshot", "cost_select_snapshot"), ("verify", "cost_verify"),
+                ("restore", "cost_select_restore")]
+    if rollback == "recompute":
+        return [("draft", "cost_draft"), ("snapshot", "cost_snapshot"), ("verify", "cost_verify"),
+                ("restore", "cost_recompute_restore"), ("rerun", "cost_rerun")]
+    return [("draft", "cost_draft"), ("verify", "cost_verify"), ("restore", "cost_none_restore")]
+
+
+def cost_stack(run, current=None, look=Look()):
+    """Per round, stacked milliseconds of the instrumented recording (its per-phase times, copies of the
+    watched states for the views included), one segment per kind of work done in the run's rollback mode.
+    The subtitle says these are the recording's times, not the race's; where the recording's mean round
+    differs from the round cost the race's measurement gives (run.costs) by more than 20%, a sentence
+    says by how much and why."""
+    records = run.records
     rounds = _rounds(records)
     x = [r["round"] for r in rounds]
     fig = _figure()
-    for key, colour in COST_COLOURS.items():
-        fig.add_bar(x=x, y=[r["seconds"].get(key, 0.0) * 1000 for r in rounds], name=t(f"cost_{key}", look.lang),
-                    marker_color=colour)
+    for key, name in cost_segments(run.settings.rollback):
+        fig.add_bar(x=x, y=[r["seconds"].get(key, 0.0) * 1000 for r in rounds], name=t(name, look.lang),
+                    marker_color=COST_COLOURS[key])
     _mark_round(fig, current)
     prefill = records[0]["seconds"].get("prefill", 0.0) * 1000 if records else 0.0
     fig.update_layout(barmode="stack", legend_traceorder="normal")
     fig.update_xaxes(title=t("round", look.lang))
     fig.update_yaxes(title=t("ms", look.lang))
-    title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>"
-    return _frame(fig, look, title, 330)
+    title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>" \
+        f"<br><sub>{t('cost_recording', look.lang)}</sub>"
+    why = recording_vs_race(run, look.lang)
+    if why:
+        title += f"<br><sub>{why}</sub>"
+    return _frame(fig, look, title, 380 if why else 350)
+
+
+def recording_vs_race(run, lang="English"):
+    """One sentence when the recording's mean round and the race's measured round cost differ by more
+    than 20% (else ""): how much, and why."""
+    race = run_costs(run)
+    rounds = _rounds(run.records)
+    if race is None or not run.costs or not rounds:
+        return ""
+    recorded = sum(sum(r["seconds"].values()) for r in rounds) / len(rounds)
+    predicted = race.round_seconds(run_yield(run.records)[1])
+    if predicted <= 0 or abs(recorded / predicted - 1) <= 0.2:
+        return ""
+    key = "cost_slower_whole" if race.whole else "cost_slower" if recorded > predicted else "cost_faster"
+    return t(key, lang, rec=recorded * 1000, race=predicted * 1000, x=recorded / predicted)
 
 
 def acceptance_over_run(records, current=None, look=Look()):
@@ -440,85 +478,112 @@ def tokens_per_round(a, k):
     return k + 1.0 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
 
 
-def round_costs(records):
-    """Mean seconds per round of draft, verify and snapshot, and of restore + re-run over the rounds
-    that rolled back (0 when none did). -> dict"""
+def run_yield(records):
+    """This run's tokens per round and share of rounds that rolled back, counted as the race counts them
+    (demo.race: new tokens after the prefill's ÷ rounds; rounds that emitted a correction)."""
     rounds = _rounds(records)
     if not rounds:
-        return {"draft": 0.0, "verify": 0.0, "snapshot": 0.0, "rollback": 0.0}
-    mean = {key: sum(r["seconds"].get(key, 0.0) for r in rounds) / len(rounds)
-            for key in ("draft", "verify", "snapshot")}
-    back = [r["seconds"].get("restore", 0.0) + r["seconds"].get("rerun", 0.0) for r in rounds if r["rolled_back"]]
-    mean["rollback"] = sum(back) / len(back) if back else 0.0
-    return mean
+        return 0.0, 0.0
+    tokens = sum(len(r["emitted"]) for r in rounds)
+    back = sum(any(e["origin"] == "correction" for e in r["emitted"]) for r in rounds)
+    return tokens / len(rounds), back / len(rounds)
+
+
+def run_costs(run):
+    """The costs the what-if uses, a demo.costs.Costs: the race's measurement of this host (run.costs,
+    taken right after the recording, the way the race takes it), or for a trace without one, the
+    recording's own times (demo.costs.from_records), which are slower than the race's path."""
+    if run.costs:
+        return Costs(**run.costs)
+    rounds = _rounds(run.records)
+    if not rounds:
+        return None
+    step, _ = plain_step(run.records, run.plain_step_seconds)
+    return from_records(run.records, rounds[0]["k"], run.settings.rollback, step)
 
 
 def plain_step(records, plain_step_seconds=None):
-    """-> (seconds of one plain step, whether it was measured); the mean verify time is the fallback."""
+    """-> (seconds of one plain step, whether it was measured); the median verify time is the fallback."""
     if plain_step_seconds and plain_step_seconds > 0:
         return plain_step_seconds, True
-    return round_costs(records)["verify"] or 1e-3, False
+    verify = sorted(r["seconds"].get("verify", 0.0) for r in _rounds(records))
+    return (verify[len(verify) // 2] if verify else 0.0) or 1e-3, False
 
 
-def speedup_at(a, k, costs, plain):
-    """Predicted speed-up over plain decoding at acceptance a (see whatif_caption)."""
-    cost = costs["draft"] + costs["verify"] + costs["snapshot"] + (1 - a ** k) * costs["rollback"]
-    return tokens_per_round(a, k) / (max(cost, 1e-12) / plain)
+def speedup_at(a, k, costs):
+    """Predicted speed-up over plain decoding at acceptance a, by demo.costs.predict: tokens a round
+    yields at a ÷ the round's cost in plain steps, the share of rounds that roll back being 1 − a^k."""
+    return predict(costs, tokens_per_round(a, k), 1 - a ** k)
 
 
-def break_even(k, costs, plain, steps=1000):
+def break_even(k, costs, steps=1000):
     """Smallest acceptance rate at which speculative decoding is no slower than plain; None if never."""
     for i in range(steps + 1):
-        if speedup_at(i / steps, k, costs, plain) >= 1.0:
+        if speedup_at(i / steps, k, costs) >= 1.0:
             return i / steps
     return None
 
 
-def what_if(records, plain_step_seconds=None, look=Look()):
-    """Speed-up against the acceptance rate a (0..1) for this run's k and measured costs, with the
-    break-even point and this run's measured acceptance (model and measured speed-up) marked."""
+def this_run_speedup(run):
+    """The speed-up the what-if's "this run" marker shows: demo.costs.predict with this run's tokens per
+    round and rolled-back share, the race's prediction for the same prompt, k and rollback. None: no rounds."""
+    costs = run_costs(run)
+    if costs is None:
+        return None
+    per_round, back = run_yield(run.records)
+    return predict(costs, per_round, back)
+
+
+def what_if(run, look=Look()):
+    """Speed-up against the acceptance rate a (0..1) for this run's k, from the race's cost model and its
+    measurement of this host (run_costs), with the break-even point and this run marked at its measured
+    acceptance, at the speed-up the race predicts for its tokens per round."""
+    records = run.records
     rounds = _rounds(records)
     fig = _figure()
-    if not rounds:                                       # a one-token run: nothing was speculated
+    costs = run_costs(run)
+    if not rounds or costs is None:                      # a one-token run: nothing was speculated
         fig.add_annotation(text="—", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
         return _frame(fig, look, t("fig_whatif", look.lang), 380)
     k = rounds[0]["k"]
-    costs = round_costs(records)
-    plain, timed = plain_step(records, plain_step_seconds)
     xs = [i / 100 for i in range(101)]
-    fig.add_scatter(x=xs, y=[speedup_at(a, k, costs, plain) for a in xs], mode="lines", name=f"k = {k}",
+    fig.add_scatter(x=xs, y=[speedup_at(a, k, costs) for a in xs], mode="lines", name=f"k = {k}",
                     line={"color": OKABE_ITO["blue"], "width": 3})
     fig.add_hline(y=1.0, line_dash="dot", line_color="#999999")
-    even = break_even(k, costs, plain)
+    even = break_even(k, costs)
     if even is not None:
         fig.add_vline(x=even, line_dash="dash", line_color=OKABE_ITO["vermillion"],
                       annotation_text=t("break_even", look.lang, a=even), annotation_position="top left")
     a, hits, n = steps.acceptance(records)
     if n:
-        fig.add_scatter(x=[a], y=[speedup_at(a, k, costs, plain)], mode="markers", name=t("this_run", look.lang, a=a),
+        s = this_run_speedup(run)
+        fig.add_scatter(x=[a], y=[s], mode="markers", name=t("this_run", look.lang, a=a, s=s),
                         marker={"size": 14, "color": OKABE_ITO["orange"], "symbol": "diamond",
                                 "line": {"width": 1, "color": "#000"}})
-        emitted = sum(len(r["emitted"]) for r in rounds)
-        spent = sum(sum(r["seconds"].values()) for r in rounds)
-        if spent > 0:
-            measured = emitted / spent * plain
-            fig.add_scatter(x=[a], y=[measured], mode="markers", name=t("measured", look.lang, s=measured),
-                            marker={"size": 12, "color": OKABE_ITO["bluish_green"], "symbol": "circle-open",
-                                    "line": {"width": 3}})
-    how = t("plain_timed" if timed else "plain_bound", look.lang)
     fig.update_xaxes(title=t("rate_a", look.lang), range=[0, 1])
     fig.update_yaxes(title=t("axis_speedup", look.lang), rangemode="tozero")
     fig.update_layout(legend={"yanchor": "bottom", "y": 0.02, "xanchor": "right", "x": 0.99, "orientation": "v"})
-    title = f"{t('fig_whatif', look.lang)}<br><sub>{t('plain_step_ms', look.lang, ms=plain * 1000, how=how)}</sub>"
+    title = f"{t('fig_whatif', look.lang)}<br><sub>{_costs_line(run, costs, look.lang)}</sub>"
     if even is None:
         fig.add_annotation(text=t("no_break_even", look.lang), showarrow=False, xref="paper", yref="paper",
                            x=0.02, y=0.95, xanchor="left")
     return _frame(fig, look, title, 380)
 
 
-def whatif_caption(records, plain_step_seconds=None, lang="English"):
-    plain, timed = plain_step(records, plain_step_seconds)
-    return t("whatif_caption", lang, plain=plain * 1000, how=t("plain_timed" if timed else "plain_bound", lang))
+def _costs_line(run, costs, lang):
+    r = costs.ratios()
+    key = "whatif_costs_race" if run.costs else "whatif_costs_recording"
+    key += "_whole" if costs.whole else ""
+    return t(key, lang, verify=r["verify"], draft=r["draft"], round=r["round"], ms=costs.step * 1000)
+
+
+def whatif_caption(run, lang="English"):
+    costs = run_costs(run)
+    if costs is None:
+        return ""
+    key = "whatif_caption_whole" if costs.whole else "whatif_caption"
+    how = t("whatif_from_race" if run.costs else "whatif_from_recording", lang)
+    return t(key, lang, plain=costs.step * 1000, how=how)
 
 
 def drift(proof_drift, first_diff_round=None, look=Look()):

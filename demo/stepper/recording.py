@@ -9,7 +9,7 @@ runs plain greedy decoding and, once more, rollback="none" (KV truncated, DeltaN
 import time
 from dataclasses import dataclass, field
 
-from demo.costs import time_plain_step
+from demo import costs as cost_model
 from demo.prompts import sampling
 from demo.tokens import token_pieces
 from demo.stepper.steps import MAX_ROUNDS, Run
@@ -69,7 +69,9 @@ def record_ids(records):
 def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None, progress=None,
                clock=time.perf_counter):
     """Run speculative decoding once with a trace and keep everything the stepper shows. ids: (1, T).
-    progress(done, total) hears about each round; max_seconds caps the wall-clock time."""
+    progress(done, total) hears about each round; max_seconds caps the wall-clock time. Then this host's
+    costs are measured as the race measures them (demo.costs.measure: plain steps, untraced rounds), so
+    the what-if predicts what the race predicts, not from the recording's slower instrumented times."""
     trace = Trace(watch_layer=settings.watch_layer, watch_head=settings.watch_head, max_rounds=MAX_ROUNDS)
     stop = tuple(chat.stop)
     out, ended, t0 = [], "", clock()
@@ -94,9 +96,14 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         ended = "stop" if out and out[-1] in stop else "length"
     prompt_ids = ids[0].tolist()
     labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
+    step = cost_model.time_plain_step(model, ids)
+    costs = None
+    if len(records) > 1:            # rounds were speculated: time them as the race does
+        costs = cost_model.measure(model, mtp, ids, settings.k, settings.rollback, step=step,
+                                   sampling=sampling(settings)).as_dict()
     return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
                pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
-               plain_step_seconds=time_plain_step(model, ids), ended=ended)
+               plain_step_seconds=step, costs=costs, ended=ended)
 
 
 # --- the skip-the-restore proof -----------------------------------------------------------------------

@@ -102,10 +102,10 @@ def _parts(session, look):
         "memory": (here, lambda: figures.memory_heatmaps(rec, phase, look, scales, run.settings.rollback)),
         "conv": (here, conv),
         "kv": (here, lambda: figures.kv_lengths(rec, phase, look)),
-        "cost": ((run_key, r), lambda: figures.cost_stack(run.records, r or None, look)),
+        "cost": ((run_key, r), lambda: figures.cost_stack(run, r or None, look)),
         "acceptance": ((run_key, r), lambda: figures.acceptance_over_run(run.records, r or None, look)),
-        "whatif": (run_key, lambda: figures.what_if(run.records, run.plain_step_seconds, look)),
-        "caption": (run_key, lambda: figures.whatif_caption(run.records, run.plain_step_seconds, lang)),
+        "whatif": (run_key, lambda: figures.what_if(run, look)),
+        "caption": (run_key, lambda: figures.whatif_caption(run, lang)),
     }
 
 
