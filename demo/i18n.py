@@ -469,19 +469,24 @@ STRINGS = {
                               "of the race's path): slower than the race",
                               "耗时取自本次录制自身的插桩时间（轨迹里没有比赛路径的测量）：比赛跑中的慢"),
     "prefill_ms": ("(prefill {ms:.1f} ms)", "（预填充 {ms:.1f} 毫秒）"),
-    "cost_recording": ("this recording, with snapshots for the views: slower than the race",
-                       "本次录制，含为各视图拍下的状态：比赛跑中的慢"),
-    "cost_slower": ("Its rounds took {rec:.1f} ms on average, {x:.1f}× the {race:.1f} ms the race's measurement "
-                    "gives a round: the recording times each phase apart and copies the watched states for the views.",
+    "cost_recording": ("this recording, with snapshots for the views:<br>slower than the race",
+                       "本次录制，含为各视图拍下的状态：<br>比赛跑中的慢"),
+    "whatif_sub_race": ("from the race's costs on this machine (below)", "依据比赛在本机测得的耗时（见下）"),
+    "whatif_sub_recording": ("from this recording's own times (below)", "依据本次录制自身的耗时（见下）"),
+    "cost_slower": ("The recording's rounds took {rec:.1f} ms on average, {x:.1f}× the {race:.1f} ms the race's measurement "
+                    "gives a round (the chart of each round's cost shows the recording's times): the recording "
+                    "times each phase apart and copies the watched states for the views.",
                     "录制的每轮平均 {rec:.1f} 毫秒，是比赛测得一轮 {race:.1f} 毫秒的 {x:.1f} 倍：录制分阶段计时，"
                     "并为各视图复制所观察的状态。"),
-    "cost_slower_whole": ("Its rounds took {rec:.1f} ms on average, {x:.1f}× the {race:.1f} ms the race's "
-                          "measurement gives a round: the race runs a round as one call, the recording runs each "
-                          "phase apart and copies the watched states for the views.",
+    "cost_slower_whole": ("The recording's rounds took {rec:.1f} ms on average, {x:.1f}× the {race:.1f} ms the race's "
+                          "measurement gives a round (the chart of each round's cost shows the recording's times): the race "
+                          "runs a round as one call, the recording runs each phase apart and copies the watched "
+                          "states for the views.",
                           "录制的每轮平均 {rec:.1f} 毫秒，是比赛测得一轮 {race:.1f} 毫秒的 {x:.1f} 倍：比赛把一轮合为"
                           "一次调用，录制则分阶段运行，并为各视图复制所观察的状态。"),
-    "cost_faster": ("Its rounds took {rec:.1f} ms on average, {x:.2f}× the {race:.1f} ms the race's measurement "
-                    "gives a round: timings on a shared machine vary from moment to moment.",
+    "cost_faster": ("The recording's rounds took {rec:.1f} ms on average, {x:.2f}× the {race:.1f} ms the race's measurement "
+                    "gives a round (the chart of each round's cost shows the recording's times): timings on a shared "
+                    "machine vary from moment to moment.",
                     "录制的每轮平均 {rec:.1f} 毫秒，是比赛测得一轮 {race:.1f} 毫秒的 {x:.2f} 倍：共享机器上的计时"
                     "时快时慢。"),
     "cost_draft": ("draft (head passes)", "草稿（草稿头前向）"), "cost_verify": ("verify", "验证"),

@@ -183,7 +183,7 @@ def test_cost_and_acceptance_cover_every_round(runs):
                                            "accept + restore the snapshot", "re-run the accepted tokens"]
     assert all(len(t.x) == len(records) - 1 for t in cost.data)
     assert sum(cost.data[3].y) + sum(cost.data[4].y) > 0                       # recompute restored and re-ran
-    assert "this recording, with snapshots for the views: slower than the race" in cost.layout.title.text
+    assert "this recording, with snapshots for the views:<br>slower than the race" in cost.layout.title.text
     acc = figures.acceptance_over_run(records, current=2)
     assert list(acc.data[0].y) == [r["accepted"] for r in records[1:]]
     assert all(0 <= v <= 1 for v in acc.data[1].y)
@@ -223,7 +223,15 @@ def test_what_if_predicts_with_the_races_cost_model_and_measurement(runs):
         assert marker.y[0] == pytest.approx(costs.predict(measured, per_round, back))
         assert f"predicted {marker.y[0]:.2f}×" in marker.name
         assert "the race's costs on this machine" in fig.layout.title.text
-        assert "as the race measures them" in figures.whatif_caption(run)
+        caption = figures.whatif_caption(run)
+        assert "as the race measures them" in caption and "the race's costs on this machine:" in caption
+        ratios = measured.ratios()
+        assert f"verify {ratios['verify']:.2f}" in caption and f"{ratios['round']:.2f} plain steps" in caption
+        rec = sum(sum(r["seconds"].values()) for r in rounds) / len(rounds)
+        race = measured.round_seconds(back)
+        assert ("The recording's rounds took" in caption) == (abs(rec / race - 1) > 0.2)
+        if abs(rec / race - 1) > 0.2:
+            assert f"{rec * 1000:.1f} ms on average" in caption and f"the {race * 1000:.1f} ms" in caption
 
 
 def test_a_trace_without_the_races_measurement_falls_back_to_its_own_times(runs):
@@ -231,6 +239,7 @@ def test_a_trace_without_the_races_measurement_falls_back_to_its_own_times(runs)
     fallback = figures.run_costs(run)
     assert fallback == costs.from_records(run.records, 3, "select", fallback.step) and fallback.whole == 0
     assert "this recording's own times" in figures.what_if(run).layout.title.text
+    assert "this recording's own times (no measurement" in figures.whatif_caption(run)
     assert "slower than the race" in figures.whatif_caption(run, "English")
 
 

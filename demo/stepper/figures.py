@@ -96,33 +96,36 @@ def subtract(a, b):
 
 def layer_map(record, phase, look=Look()):
     """One bar per layer (bottom: layer 0, top: the MTP head), length = bytes of its state at this phase,
-    colour and text = what happened to it in this phase."""
+    colour = what happened to it in this phase, said in words beside the bar: each row's label (left of
+    the axis, at the page's text size) names the layer and, on a second line after a square of the bar's
+    colour, its status. Nothing is written inside a bar, however short it is."""
     state = record["states"][steps.state_for_phase(phase)]
     status = steps.layer_status(record, phase)
-    names, sizes, kinds = [], [], []
+    names, sizes = [], []
     kv = iter(state["kv"])
     for layer in state["layers"]:
         kind = layer["kind"]
         extra = f" · KV {next(kv)}" if kind == "attention" else ""
         names.append(f"L{layer['index']} {t(kind, look.lang)}{extra}")
         sizes.append(layer["bytes"])
-        kinds.append(kind)
     names.append(f"{t('mtp_head', look.lang)} · KV {state['head_kv']}")
     sizes.append(steps.head_bytes(state))
+    labels = [f"{name}<br><span style='color:{STATUS_COLOURS[key]}'>■</span> {t(f'status_{key}', look.lang)}"
+              for name, key in zip(names, status)]
     fig = _figure()
-    for key in steps.STATUSES:                    # one trace per status: the legend names them
+    for key in steps.STATUSES:                    # one trace per status: hover and tests name them
         rows = [i for i, s in enumerate(status) if s == key]
         if not rows:
             continue
         label = t(f"status_{key}", look.lang)
         fig.add_bar(y=[names[i] for i in rows], x=[sizes[i] / 1024 for i in rows], orientation="h",
-                    name=label, marker_color=STATUS_COLOURS[key], text=[label] * len(rows),
-                    textposition="inside", insidetextanchor="start",
+                    name=label, marker_color=STATUS_COLOURS[key],
                     hovertemplate="%{y}: %{x:.1f} KB — " + label + "<extra></extra>")
-    fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
+    fig.update_yaxes(categoryorder="array", categoryarray=names, tickvals=names, ticktext=labels, title=None,
+                     tickfont={"size": look.font})
     fig.update_xaxes(title=t("bytes", look.lang).replace("bytes", "KB").replace("字节", "KB"))
-    fig.update_layout(barmode="stack", bargap=0.25, showlegend=False)
-    return _frame(fig, look, t("fig_layers", look.lang), 120 + 30 * len(names))
+    fig.update_layout(barmode="stack", bargap=0.3, showlegend=False)
+    return _frame(fig, look, t("fig_layers", look.lang), 120 + 48 * len(names))
 
 
 # --- the recurrent memory and the conv window -----------------------------------------------------------
@@ -432,10 +435,8 @@ def cost_stack(run, current=None, look=Look()):
     fig.update_yaxes(title=t("ms", look.lang))
     title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>" \
         f"<br><sub>{t('cost_recording', look.lang)}</sub>"
-    why = recording_vs_race(run, look.lang)
-    if why:
-        title += f"<br><sub>{why}</sub>"
-    return _frame(fig, look, title, 380 if why else 350)
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.28, "xanchor": "left", "x": 0.0})
+    return _frame(fig, look, title, 420)
 
 
 def recording_vs_race(run, lang="English"):
@@ -449,7 +450,7 @@ def recording_vs_race(run, lang="English"):
     predicted = race.round_seconds(run_yield(run.records)[1])
     if predicted <= 0 or abs(recorded / predicted - 1) <= 0.2:
         return ""
-    key = "cost_slower_whole" if race.whole else "cost_slower" if recorded > predicted else "cost_faster"
+    key = "cost_faster" if recorded < predicted else "cost_slower_whole" if race.whole else "cost_slower"
     return t(key, lang, rec=recorded * 1000, race=predicted * 1000, x=recorded / predicted)
 
 
@@ -563,27 +564,33 @@ def what_if(run, look=Look()):
     fig.update_xaxes(title=t("rate_a", look.lang), range=[0, 1])
     fig.update_yaxes(title=t("axis_speedup", look.lang), rangemode="tozero")
     fig.update_layout(legend={"yanchor": "bottom", "y": 0.02, "xanchor": "right", "x": 0.99, "orientation": "v"})
-    title = f"{t('fig_whatif', look.lang)}<br><sub>{_costs_line(run, costs, look.lang)}</sub>"
+    title = f"{t('fig_whatif', look.lang)}<br><sub>{t('whatif_sub_race' if run.costs else 'whatif_sub_recording', look.lang)}</sub>"
     if even is None:
         fig.add_annotation(text=t("no_break_even", look.lang), showarrow=False, xref="paper", yref="paper",
                            x=0.02, y=0.95, xanchor="left")
     return _frame(fig, look, title, 380)
 
 
-def _costs_line(run, costs, lang):
+def costs_line(run, lang="English"):
+    """The costs the what-if predicts from, in plain steps, and where they come from (one sentence)."""
+    costs = run_costs(run)
+    if costs is None:
+        return ""
     r = costs.ratios()
-    key = "whatif_costs_race" if run.costs else "whatif_costs_recording"
-    key += "_whole" if costs.whole else ""
+    key = ("whatif_costs_race" if run.costs else "whatif_costs_recording") + ("_whole" if costs.whole else "")
     return t(key, lang, verify=r["verify"], draft=r["draft"], round=r["round"], ms=costs.step * 1000)
 
 
 def whatif_caption(run, lang="English"):
+    """Under the what-if: its formula, the costs it uses, and where the recording's own round times (the
+    cost chart) differ from them by more than 20%, one sentence saying why."""
     costs = run_costs(run)
     if costs is None:
         return ""
     key = "whatif_caption_whole" if costs.whole else "whatif_caption"
     how = t("whatif_from_race" if run.costs else "whatif_from_recording", lang)
-    return t(key, lang, plain=costs.step * 1000, how=how)
+    parts = [t(key, lang, plain=costs.step * 1000, how=how), costs_line(run, lang), recording_vs_race(run, lang)]
+    return "\n\n".join(p for p in parts if p)
 
 
 def drift(proof_drift, first_diff_round=None, look=Look()):
