@@ -2,6 +2,7 @@
 models of known behaviour: the right panels, labels and values, and exact zeros where nothing changed."""
 from dataclasses import replace
 
+import numpy
 import pytest
 import torch
 
@@ -107,8 +108,11 @@ def test_the_colour_scales_are_fixed_for_the_whole_run(runs):
     ranges = {(figures.memory_heatmaps(rec, "accept", scales=scales).layout.coloraxis.cmax,
                figures.memory_heatmaps(rec, "accept", scales=scales).layout.coloraxis2.cmax) for rec in run.records[1:]}
     assert ranges == {(scales["memory"], scales["diff"])}
-    top = max(abs(v) for rec in run.records for st in rec["states"].values() for row in st["memory"] for v in row)
-    assert scales["memory"] == top
+    cells = [abs(v) for rec in run.records for st in rec["states"].values() if st for row in st["memory"] for v in row]
+    assert scales["memory"] == pytest.approx(numpy.quantile(cells, 0.99))         # clipped at the 99th percentile
+    assert scales["memory"] < max(cells)
+    bar = figures.memory_heatmaps(run.records[2], "accept", scales=scales).layout.coloraxis.colorbar.title.text
+    assert f"clipped at the<br>99th percentile,<br>±{scales['memory']:.2g}" in bar
     own = {figures.memory_heatmaps(rec, "accept").layout.coloraxis.cmax for rec in run.records[1:]}
     assert len(own) > 1                                 # without the run's scale each round would rescale
 
@@ -249,3 +253,67 @@ def test_figures_use_an_explicit_light_or_dark_template(runs):
     dark = figures.kv_lengths(rec, "accept", Look(dark=True, presenter=True))
     assert light.layout.template.layout.paper_bgcolor != dark.layout.template.layout.paper_bgcolor
     assert dark.layout.font.size > light.layout.font.size
+
+
+@pytest.fixture(scope="module")
+def default_run(embedded):
+    """The stepper's defaults on the embedded model's default prompt: k = 2, select, 48 tokens, the
+    watched layer and head left to the recording (-1)."""
+    from demo.prompts import DEFAULT_EXAMPLE
+    model, mtp, chat = embedded
+    _, prompt, raw, _ = DEFAULT_EXAMPLE
+    settings = Settings(prompt, k=2, rollback="select", max_new_tokens=48, raw=raw)
+    assert (settings.watch_layer, settings.watch_head) == (-1, -1)
+    assert raw
+    ids = chat.encode(prompt)                                                  # raw text, as the example says
+    return stepper_run.record_run(model, mtp, chat, ids, settings, "embedded"), ids
+
+
+def test_the_memory_views_watch_the_head_verify_changes_most_and_equal_a_run_watching_it(default_run, embedded):
+    from demo.stepper import steps
+    run, ids = default_run
+    model, mtp, chat = embedded
+    layer, head = steps.watched(run)
+    # every (layer, head) watched in turn: the chosen one's memory moves most from before to after verify
+    totals = {}
+    for lw in range(sum(kind == "linear_attention" for kind in model.cfg.layer_types)):
+        for hw in range(model.cfg.linear_num_value_heads):
+            other = stepper_run.record_run(model, mtp, chat, ids, replace(run.settings, watch_layer=lw, watch_head=hw,
+                                                                           max_new_tokens=12), "embedded")
+            totals[(lw, hw)] = sum(sum((a - b) ** 2 for ra, rb in zip(r["states"]["after_verify"]["memory"],
+                                                                       r["states"]["before"]["memory"])
+                                       for a, b in zip(ra, rb)) for r in other.records[1:])
+            if (lw, hw) == (layer, head):
+                kept = run.records[:len(other.records)]
+                for mine, theirs in zip(kept[1:], other.records[1:]):       # rewritten grids = a run watching it
+                    for name in ("before", "after_verify", "after"):
+                        assert mine["states"][name]["watch"] == theirs["states"][name]["watch"]
+                        assert numpy.allclose(mine["states"][name]["memory"], theirs["states"][name]["memory"],
+                                              atol=2e-5)
+    assert totals[(layer, head)] >= 0.5 * max(totals.values())
+
+
+def test_a_heatmap_cell_changes_by_half_the_colour_scale_in_some_round(default_run):
+    run, _ = default_run
+    scales = figures.run_scales(run.records)
+    reach = 0.0
+    for rec in run.records[1:]:
+        fig = figures.memory_heatmaps(rec, "verify", scales=scales)
+        low, high = fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax
+        clip = lambda v: max(low, min(high, v))                                # noqa: E731
+        before, verify = by_name(fig, "before").z, by_name(fig, "after_verify").z
+        reach = max([reach] + [abs(clip(a) - clip(b)) / (high - low) for ra, rb in zip(verify, before)
+                               for a, b in zip(ra, rb)])
+    print(f"largest change of one cell's colour in a round: {reach:.2f} of the colour scale")
+    assert reach >= 0.5
+
+
+def test_the_change_chart_shows_where_verify_wrote_and_what_the_rollback_took_back(default_run):
+    run, _ = default_run
+    rejected, accepted = rejected_round(run), next(r for r in run.records[1:] if not r["rolled_back"])
+    fig = figures.memory_change(rejected, "accept")
+    verify, removed = fig.data
+    assert len(verify.x) == sum(la["kind"] == "deltanet" for la in rejected["states"]["after"]["layers"])
+    assert any(x.startswith("▶ ") for x in verify.x) and all(v > 0 for v in verify.y) and max(removed.y) > 0
+    assert max(figures.memory_change(accepted, "accept").data[1].y) == 0       # select, all accepted: nothing taken back
+    assert [t.visible for t in figures.memory_change(rejected, "verify").data] == [True, "legendonly"]

@@ -60,13 +60,14 @@ def test_a_loaded_trace_sets_the_controls_to_its_settings(tmp_path):
 
 def test_a_step_sends_only_the_figures_that_changed(run):
     session, first = stepper_ui.render_changes(stepper_ui.new_session(run), stepper_ui.Look())
-    assert all(x is not None and not isinstance(x, dict) for x in first[4:11])      # everything at the start
+    assert all(x is not None and not isinstance(x, dict) for x in first[4:12])      # everything at the start
     session, guess = stepper_ui.render_changes(stepper_ui.moved(session, "next"), stepper_ui.Look())
     sent = [name for name, x in zip(stepper_ui.VIEW, guess) if not isinstance(x, dict)]
-    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "conv", "kv", "cost", "acceptance"]
+    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "change", "conv", "kv", "cost",
+                    "acceptance"]
     session, verify = stepper_ui.render_changes(stepper_ui.moved(session, "next"), stepper_ui.Look())
     sent = [name for name, x in zip(stepper_ui.VIEW, verify) if not isinstance(x, dict)]
-    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "conv", "kv"]     # same round
+    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "change", "conv", "kv"]     # same round
     _, dark = stepper_ui.render_changes(session, stepper_ui.Look(dark=True))
     assert not any(isinstance(x, dict) for x in dark)                                  # a new look: all again
 

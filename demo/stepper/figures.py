@@ -130,22 +130,37 @@ def layer_map(record, phase, look=Look()):
 
 # --- the recurrent memory and the conv window -----------------------------------------------------------
 
-def run_scales(records):
-    """One colour scale per run: the largest |S| over every recorded memory, a difference scale (the
-    95th percentile of each round's largest change, so one outlier does not wash out the rest) and the
-    largest |conv window| value. -> {"memory", "diff", "conv"}"""
-    top, changes, conv = 0.0, [], 0.0
+CLIP = 0.99             # the memory figure's colour scales end at this quantile of |value| over the run
+
+
+def quantile(values, q=CLIP):
+    """The q-quantile of a list of numbers, linearly interpolated between the two nearest ranks (numpy's
+    default), or 0.0 for an empty list."""
+    values = sorted(values)
+    if not values:
+        return 0.0
+    at = q * (len(values) - 1)
+    low = int(at)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (at - low)
+
+
+def run_scales(records, q=CLIP):
+    """One colour scale per run, symmetric, for each kind of heatmap: the memory S (the q-quantile of |S|
+    over every recorded memory of the run), the differences (the q-quantile of |Δ| over the nonzero cells
+    of what verify wrote and what the rollback took back, every round) and the conv window (its largest
+    |value|). Clipping at a quantile keeps one outlier column from washing out every other cell. -> {"memory",
+    "diff", "conv"}"""
+    cells, changes, conv = [], [], 0.0
     for rec in records:
-        conv = max([conv] + [abs(v) for st in rec["states"].values() for row in st.get("conv") or [] for v in row])
-        grids = {name: st["memory"] for name, st in rec["states"].items() if st.get("memory")}
-        top = max([top] + [abs(v) for g in grids.values() for row in g for v in row])
-        for a, b in (("after_verify", "before"), ("after_verify", "after"), ("after", "before")):
+        conv = max([conv] + [abs(v) for st in rec["states"].values() if st for row in st.get("conv") or []
+                             for v in row])
+        grids = {name: st["memory"] for name, st in rec["states"].items() if st and st.get("memory")}
+        cells += [abs(v) for g in grids.values() for row in g for v in row]
+        for a, b in (("after_verify", "before"), ("after_verify", "after")):
             if a in grids and b in grids:
-                changes.append(max((abs(x - y) for ra, rb in zip(grids[a], grids[b]) for x, y in zip(ra, rb)),
-                                   default=0.0))
-    changes = sorted(c for c in changes if c > 0)
-    diff = changes[min(len(changes) - 1, int(0.95 * len(changes)))] if changes else 0.0
-    return {"memory": top or 1e-9, "diff": diff or 1e-9, "conv": conv or 1e-9}
+                changes += [abs(x - y) for ra, rb in zip(grids[a], grids[b]) for x, y in zip(ra, rb) if x != y]
+    return {"memory": quantile(cells, q) or 1e-9, "diff": quantile(changes, q) or 1e-9, "conv": conv or 1e-9}
 
 
 def _max_abs(grid):
@@ -277,12 +292,21 @@ def memory_heatmaps(record, phase, look=None, scales=None, mode=None):
     bar = {"thickness": 12, "len": 0.4, "x": 1.01}
     layout = {**axes, "annotations": notes,
               "coloraxis": {"colorscale": DIVERGING, "cmin": -s_top, "cmax": s_top, "cmid": 0,
-                            "colorbar": {**bar, "y": 0.78, "title": {"text": "S"}}},
+                            "colorbar": {**bar, "y": 0.78, "title": {"text": _bar_title("S", s_top, scales, look),
+                                                                      "side": "top", "font": {"size": look.font - 3}}}},
               "coloraxis2": {"colorscale": DIVERGING, "cmin": -d_top, "cmax": d_top, "cmid": 0,
-                             "colorbar": {**bar, "y": 0.22, "title": {"text": "Δ"}}}}
+                             "colorbar": {**bar, "y": 0.22, "title": {"text": _bar_title("Δ", d_top, scales, look),
+                                                                       "side": "top", "font": {"size": look.font - 3}}}}}
     title = t("fig_memory", look.lang, layer=watch["layer"], head=watch["head"]) + \
         f"<br><sub>{t('fig_memory_sub', look.lang)}</sub>"
     return _frame(_figure(data, layout), look, title, height, fixed=True)
+
+
+def _bar_title(name, top, scales, look):
+    """A colour bar's title: what it colours, and with the run's scale, where it is clipped."""
+    if not scales:
+        return name
+    return f"{name}<br>{t('clipped', look.lang, q=round(CLIP * 100), x=top)}"
 
 
 def _axis_key(letter, ref):
@@ -363,6 +387,35 @@ def conv_strip(record, phase, labels=None, look=None, scale=None):
                             "colorbar": {"thickness": 12, "x": 1.01}}}
     title = t("fig_conv", look.lang, layer=any_state["watch"]["layer"], n=columns)
     return _frame(_figure(data, layout), look, title, height, fixed=True)
+
+
+def memory_change(record, phase, look=Look()):
+    """‖ΔS‖ per DeltaNet layer in this round (all its value heads): what verify wrote (after verify −
+    before) and what the rollback took back (after verify − after: the rejected drafts' writes), the
+    watched layer marked ▶. Shown as the phase reaches them; a trace without these norms gets a dash."""
+    states = record["states"]
+    any_state = states.get("after") or states["before"]
+    deltanet = [la["index"] for la in any_state["layers"] if la["kind"] == "deltanet"]
+    watched = any_state.get("watch", {}).get("layer")
+    names = [f"{'▶ ' if i == watched else ''}L{i}" for i in deltanet]
+    fig = _figure()
+    series = (("after_verify", "change_verify", OKABE_ITO["orange"]), ("after", "change_removed", OKABE_ITO["blue"]))
+    shown = SHOWN.get(phase, ()) if record.get("kind") == "round" else ()
+    drawn = False
+    for state, key, colour in series:
+        change = (states.get(state) or {}).get("change")
+        if change is None or len(change) != len(names):
+            continue
+        drawn = True
+        fig.add_bar(x=names, y=change, name=t(key, look.lang), marker_color=colour,
+                    visible=True if state in shown else "legendonly",
+                    hovertemplate="%{x}: ‖ΔS‖ = %{y:.3g}<extra></extra>")
+    if not drawn:
+        fig.add_annotation(text="—" if record.get("kind") == "round" else t("not_yet", look.lang), showarrow=False,
+                           xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_yaxes(title=t("change_norm", look.lang), rangemode="tozero")
+    fig.update_layout(barmode="group")
+    return _frame(fig, look, t("fig_change", look.lang), 330)
 
 
 # --- KV caches -------------------------------------------------------------------------------------------

@@ -236,6 +236,9 @@ def _state(s, where):
     _dict(s["watch"], f"{where}.watch", ("layer", "head"))
     _int(s["watch"]["layer"], f"{where}.watch.layer", 0, MAX_LAYERS)
     _int(s["watch"]["head"], f"{where}.watch.head", 0, 4096)
+    if "change" in s:
+        for i, v in enumerate(_list(s["change"], f"{where}.change", MAX_LAYERS)):
+            _num(v, f"{where}.change[{i}]", 0)
 
 
 def _seconds(x, where):
@@ -315,8 +318,8 @@ def from_dict(obj):
         max_new_tokens=_int(st["max_new_tokens"], "settings.max_new_tokens", 1, MAX_NEW_TOKENS),
         temperature=_num(st.get("temperature", 0.0), "settings.temperature", 0, 10),
         seed=_int(st.get("seed", 0), "settings.seed"),
-        watch_layer=_int(st.get("watch_layer", 0), "settings.watch_layer", 0, MAX_LAYERS),
-        watch_head=_int(st.get("watch_head", 0), "settings.watch_head", 0, 4096), raw=st.get("raw", False))
+        watch_layer=_int(st.get("watch_layer", 0), "settings.watch_layer", -1, MAX_LAYERS),
+        watch_head=_int(st.get("watch_head", 0), "settings.watch_head", -1, 4096), raw=st.get("raw", False))
     if not isinstance(settings.raw, bool):
         _fail("settings.raw", "expected true or false")
     prompt_ids = [_int(t, f"prompt_ids[{i}]") for i, t in
