@@ -252,8 +252,10 @@ STRINGS = {
     "step_rollback": ("Rollback", "回滚方式"),
     "max_new": ("Max new tokens", "最多生成词元数"),
     "step_seed": ("Seed", "随机种子"),
-    "watch_layer": ("Watched DeltaNet layer", "观察的 DeltaNet 层"),
-    "watch_head": ("Watched value head", "观察的 value 头"),
+    "watch_layer": ("Watched DeltaNet layer (−1: the one whose memory changes most)",
+                    "观察的 DeltaNet 层（−1：记忆变化最大的那层）"),
+    "watch_head": ("Watched value head (−1: the one whose memory changes most)",
+                   "观察的 value 头（−1：记忆变化最大的那个）"),
     "no_run": ("Press **Start** to record a run, or load a trace file.", "按 **开始** 录制一次运行，或载入一个轨迹文件。"),
     "recording": ("Recording…", "正在录制…"),
     "recorded": ("Recorded {tokens} tokens in {rounds} rounds with {model} ({ended}).",
@@ -379,6 +381,10 @@ STRINGS = {
     "fig_memory": ("DeltaNet memory S, layer {layer}, value head {head}", "DeltaNet 记忆 S，第 {layer} 层，第 {head} 个 value 头"),
     "fig_conv": ("Conv window, layer {layer}<br><sub>columns = the last {n} tokens, newest right</sub>",
                  "卷积窗口，第 {layer} 层<br><sub>列 = 最近 {n} 个词元，最新在右</sub>"),
+    "fig_change": ("Where this round wrote: ‖ΔS‖ per DeltaNet layer", "本轮写在哪里：每个 DeltaNet 层的 ‖ΔS‖"),
+    "change_verify": ("written by verify (② − ①)", "验证写入的（② − ①）"),
+    "change_removed": ("taken back: the rejected drafts' writes", "撤回的：被拒草稿写入的"),
+    "change_norm": ("‖ΔS‖ (all value heads)", "‖ΔS‖（全部 value 头）"),
     "fig_kv": ("KV cache length", "KV 缓存长度"),
     "fig_cost": ("Cost of each round", "每轮耗时"),
     "fig_acceptance": ("Acceptance over the run", "全程接受情况"),
@@ -409,11 +415,13 @@ STRINGS = {
     "diff_not_removed": ("② − ③: nothing removed", "② − ③：没有撤销任何东西"),
     "diff_none_rejected": ("② − {last}: no draft rejected,<br>nothing to remove", "② − {last}：没有被拒草稿，<br>无需撤销"),
     "not_needed": ("not needed", "不需要"),
+    "clipped": ("clipped at the<br>{q}th percentile,<br>±{x:.2g}", "在第 {q} 百分位<br>处截断，<br>±{x:.2g}"),
     "max_change": ("max |Δ| {d:.2g}", "max |Δ| {d:.2g}"),
     "key_dim": ("key dim", "key 维"),
     "value_dim": ("value dim", "value 维"),
-    "fig_memory_sub": ("rows: key dimension, columns: value dimension; one colour scale for the whole run",
-                       "行：key 维，列：value 维；整次运行使用同一色阶"),
+    "fig_memory_sub": ("rows: key dimension, columns: value dimension; one colour scale for the whole run, clipped "
+                       "at the 99th percentile of |value|",
+                       "行：key 维，列：value 维；整次运行使用同一色阶，在 |值| 的第 99 百分位处截断"),
     "slots": ("Per-token states kept during verify (select picks one, no re-run):",
               "验证时每个词元之后保存的状态（select 直接选一个，不重算）："),
     "slot_after": ("after {token}", "{token} 之后"),
@@ -432,21 +440,70 @@ STRINGS = {
     "axis_speedup": ("speed-up over plain decoding", "相对普通解码的加速比"),
     "break_even": ("break-even a = {a:.2f}", "盈亏平衡 a = {a:.2f}"),
     "no_break_even": ("no break-even: slower at every a", "无盈亏平衡点：任何 a 下都更慢"),
-    "this_run": ("this run: a = {a:.2f}", "本次：a = {a:.2f}"),
-    "measured": ("measured: {s:.2f}×", "实测：{s:.2f}×"),
-    "whatif_caption": ("speed-up = tokens per round / round cost in plain steps; tokens per round = "
-                       "(1 − a^(k+1)) / (1 − a); round cost = draft + verify + snapshot + (1 − a^k) × rollback, "
-                       "this run's means; plain step = {plain:.2f} ms ({how})",
-                       "加速比 = 每轮词元数 / 以普通步计的每轮耗时；每轮词元数 = (1 − a^(k+1)) / (1 − a)；"
-                       "每轮耗时 = 草稿 + 验证 + 快照 + (1 − a^k) × 回滚，取本次均值；普通一步 = {plain:.2f} 毫秒（{how}）"),
-    "plain_timed": ("median of 5 one-token main-model steps after a warm-up, timed when the run was recorded",
-                    "录制时预热后实测 5 次单词元主模型前向的中位数"),
-    "plain_bound": ("not measured: the mean verify time stands in, an upper bound",
-                    "未实测：用验证耗时均值代替（上界）"),
-    "plain_step_ms": ("plain step {ms:.2f} ms — {how}", "普通一步 {ms:.2f} 毫秒 —— {how}"),
+    "this_run": ("this run: a = {a:.2f}, predicted {s:.2f}×", "本次：a = {a:.2f}，预测 {s:.2f}×"),
+    "whatif_costs_race": ("the race's costs on this machine: verify {verify:.2f}, head pass {draft:.2f}, round "
+                          "{round:.2f} plain steps (a plain step: {ms:.2f} ms)",
+                          "比赛在本机测得的耗时：验证 {verify:.2f}、草稿头一次 {draft:.2f}、一轮 {round:.2f} 个普通步"
+                          "（普通一步 {ms:.2f} 毫秒）"),
+    "whatif_costs_race_whole": ("the race's costs on this machine: a round, run as one call, {round:.2f} plain steps "
+                                "(verify {verify:.2f}, head pass {draft:.2f}; a plain step: {ms:.2f} ms)",
+                                "比赛在本机测得的耗时：一轮合为一次调用，{round:.2f} 个普通步（验证 {verify:.2f}、"
+                                "草稿头一次 {draft:.2f}；普通一步 {ms:.2f} 毫秒）"),
+    "whatif_costs_recording": ("this recording's own times (no measurement of the race's path in this trace): "
+                               "verify {verify:.2f}, head pass {draft:.2f}, round {round:.2f} plain steps "
+                               "(a plain step: {ms:.2f} ms)",
+                               "本次录制自身的耗时（此轨迹里没有比赛路径的测量）：验证 {verify:.2f}、草稿头一次 "
+                               "{draft:.2f}、一轮 {round:.2f} 个普通步（普通一步 {ms:.2f} 毫秒）"),
+    "whatif_costs_recording_whole": ("this recording's own times: a round {round:.2f} plain steps "
+                                     "(a plain step: {ms:.2f} ms)",
+                                     "本次录制自身的耗时：一轮 {round:.2f} 个普通步（普通一步 {ms:.2f} 毫秒）"),
+    "whatif_caption": ("speed-up = tokens per round / round cost in plain steps, the race's prediction "
+                       "(demo/costs.py); tokens per round = (1 − a^(k+1)) / (1 − a); round cost = draft + verify + "
+                       "snapshot + (1 − a^k) × rollback; plain step = {plain:.2f} ms; {how}",
+                       "加速比 = 每轮词元数 / 以普通步计的每轮耗时，即比赛的预测（demo/costs.py）；每轮词元数 = "
+                       "(1 − a^(k+1)) / (1 − a)；每轮耗时 = 草稿 + 验证 + 快照 + (1 − a^k) × 回滚；"
+                       "普通一步 = {plain:.2f} 毫秒；{how}"),
+    "whatif_caption_whole": ("speed-up = tokens per round / round cost in plain steps, the race's prediction "
+                             "(demo/costs.py); tokens per round = (1 − a^(k+1)) / (1 − a); round cost = one call "
+                             "that runs the whole round (greedy select), the same at every a; plain step = "
+                             "{plain:.2f} ms; {how}",
+                             "加速比 = 每轮词元数 / 以普通步计的每轮耗时，即比赛的预测（demo/costs.py）；每轮词元数 = "
+                             "(1 − a^(k+1)) / (1 − a)；每轮耗时 = 跑完整轮的一次调用（贪心 select），与 a 无关；"
+                             "普通一步 = {plain:.2f} 毫秒；{how}"),
+    "whatif_from_race": ("costs measured right after the recording, as the race measures them (untraced rounds "
+                         "and plain steps, medians), not the recording's own slower times",
+                         "耗时在录制之后按比赛的方式测得（不带记录的轮次与普通步，取中位数），而非录制自身较慢的耗时"),
+    "whatif_from_recording": ("costs from this recording's own instrumented times (the trace holds no measurement "
+                              "of the race's path): slower than the race",
+                              "耗时取自本次录制自身的插桩时间（轨迹里没有比赛路径的测量）：比赛跑中的慢"),
     "prefill_ms": ("(prefill {ms:.1f} ms)", "（预填充 {ms:.1f} 毫秒）"),
-    "cost_draft": ("draft", "草稿"), "cost_verify": ("verify", "验证"), "cost_snapshot": ("snapshot", "快照"),
-    "cost_restore": ("restore", "恢复"), "cost_rerun": ("re-run", "重算"),
+    "cost_recording": ("this recording, with snapshots for the views:<br>slower than the race",
+                       "本次录制，含为各视图拍下的状态：<br>比赛跑中的慢"),
+    "whatif_sub_race": ("from the race's costs on this machine (below)", "依据比赛在本机测得的耗时（见下）"),
+    "whatif_sub_recording": ("from this recording's own times (below)", "依据本次录制自身的耗时（见下）"),
+    "cost_slower": ("The recording's rounds took {rec:.1f} ms on average, {x:.1f}× the {race:.1f} ms the race's measurement "
+                    "gives a round (the chart of each round's cost shows the recording's times): the recording "
+                    "times each phase apart and copies the watched states for the views.",
+                    "录制的每轮平均 {rec:.1f} 毫秒，是比赛测得一轮 {race:.1f} 毫秒的 {x:.1f} 倍：录制分阶段计时，"
+                    "并为各视图复制所观察的状态。"),
+    "cost_slower_whole": ("The recording's rounds took {rec:.1f} ms on average, {x:.1f}× the {race:.1f} ms the race's "
+                          "measurement gives a round (the chart of each round's cost shows the recording's times): the race "
+                          "runs a round as one call, the recording runs each phase apart and copies the watched "
+                          "states for the views.",
+                          "录制的每轮平均 {rec:.1f} 毫秒，是比赛测得一轮 {race:.1f} 毫秒的 {x:.1f} 倍：比赛把一轮合为"
+                          "一次调用，录制则分阶段运行，并为各视图复制所观察的状态。"),
+    "cost_faster": ("The recording's rounds took {rec:.1f} ms on average, {x:.2f}× the {race:.1f} ms the race's measurement "
+                    "gives a round (the chart of each round's cost shows the recording's times): timings on a shared "
+                    "machine vary from moment to moment.",
+                    "录制的每轮平均 {rec:.1f} 毫秒，是比赛测得一轮 {race:.1f} 毫秒的 {x:.2f} 倍：共享机器上的计时"
+                    "时快时慢。"),
+    "cost_draft": ("draft (head passes)", "草稿（草稿头前向）"), "cost_verify": ("verify", "验证"),
+    "cost_snapshot": ("snapshot", "快照"),
+    "cost_select_snapshot": ("set up a slot per token", "为每个词元准备槽位"),
+    "cost_select_restore": ("accept + select a kept slot", "接受 + 选取保存的槽位"),
+    "cost_recompute_restore": ("accept + restore the snapshot", "接受 + 从快照恢复"),
+    "cost_none_restore": ("accept + cut the KV caches", "接受 + 截断 KV 缓存"),
+    "cost_rerun": ("re-run the accepted tokens", "重算被接受的词元"),
     "status_untouched": ("untouched", "未动"),
     "status_written": ("written", "写入"),
     "status_snapshot_written": ("snapshot, then written", "先快照再写入"),

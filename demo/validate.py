@@ -138,8 +138,8 @@ LIMITS = {
     "k": (1, 4, 2),
     "temperature": (0.0, 2.0, 0.0),
     "seed": (0, 2**31 - 1, 0),
-    "watch_layer": (0, 255, 0),         # the stepper's watched DeltaNet layer and head
-    "watch_head": (0, 255, 0),
+    "watch_layer": (-1, 255, -1),       # the stepper's watched DeltaNet layer and head (-1: the one whose
+    "watch_head": (-1, 255, -1),        # memory changes most in the recorded run)
 }
 SKIP_RESTORE = "none"                   # the engine's deliberately wrong rollback (the stepper's proof only)
 # how the engine may roll a DeltaNet memory back after a rejected draft, as a visitor chooses it

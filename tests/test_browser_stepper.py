@@ -91,3 +91,71 @@ def test_step_three_rounds_with_the_keyboard(page_url):
             assert os.path.getsize(ARTIFACT) > 10_000
         finally:
             browser.close()
+
+
+# the left column's boxes and the figures beside and below it: none may overlap another, and none may
+# reach past the page's right edge. A box's extent is what its content needs (scroll size), so text that
+# runs out of its box counts where it is drawn.
+BOXES = ("() => { const out = {}; for (const s of ['#stepper-text', '#stepper-legend', '#stepper-table',"
+         " '#stepper-explain', '#stepper-layers', '#stepper-memory']) { const e = document.querySelector(s);"
+         " if (!e) continue; const r = e.getBoundingClientRect();"
+         " out[s] = [r.left, r.top, Math.max(r.width, e.scrollWidth), Math.max(r.height, e.scrollHeight)]; }"
+         " const t = document.querySelector('#stepper-table table'); if (t) { const r = t.getBoundingClientRect();"
+         " out['table'] = [r.left, r.top, r.width, r.height]; }"
+         " out.page = document.documentElement.clientWidth; return out; }")
+
+
+def overlaps(a, b):
+    return a[0] < b[0] + b[2] - 1 and b[0] < a[0] + a[2] - 1 and a[1] < b[1] + b[3] - 1 and b[1] < a[1] + a[3] - 1
+
+
+def test_the_phase_table_and_explanation_never_overlap_at_any_width_in_either_language(page_url):
+    """Every phase of a short run, both rollbacks, both languages; at each step the page is laid out at
+    1400, 1024 and 390 px and the boxes compared."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        checked = set()
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(page_url, wait_until="domcontentloaded")
+            page.wait_for_selector("#stepper-start", timeout=60_000)
+            page.locator("#stepper-settings > button.label-wrap").click()
+            page.fill("#stepper-max-new input[type=number]", "5")
+            page.check("#stepper-raw input")
+            for rollback in ("select", "recompute"):
+                page.set_viewport_size({"width": 1400, "height": 1000})
+                page.locator("#stepper-rollback label").filter(has_text=rollback).first.click()
+                page.click("#stepper-start")
+                wait_phase(page, "prefill", "0")
+                for lang in ("English", "中文"):
+                    page.locator("label").filter(has_text=lang).first.click()
+                    page.click("#stepper-reset")
+                    page.wait_for_function(f"() => {PHASE}.dataset.step === '0'", timeout=60_000)
+                    page.wait_for_timeout(2000)                    # the relabelled view
+                    step = 0
+                    while True:
+                        page.wait_for_timeout(500)                 # this step's table, explanation and figures
+                        phase = page.evaluate(f"{PHASE}.dataset.phase")
+                        for width in (1400, 1024, 390):
+                            page.set_viewport_size({"width": width, "height": 1000})
+                            page.wait_for_timeout(300)
+                            boxes = page.evaluate(BOXES)
+                            where = f"{rollback}, {lang}, {width} px, step {step} ({phase})"
+                            names = [n for n in boxes if n != "page"]
+                            for i, a in enumerate(names):
+                                assert boxes[a][0] + boxes[a][2] <= boxes["page"] + 1, f"{a} too wide at {where}"
+                                for b in names[i + 1:]:
+                                    if {a, b} != {"table", "#stepper-table"}:     # the table sits in its own box
+                                        assert not overlaps(boxes[a], boxes[b]), f"{a} / {b} at {where}"
+                            checked.add((rollback, lang, width, phase))
+                        page.set_viewport_size({"width": 1400, "height": 1000})
+                        if page.evaluate(f"{PHASE}.dataset.done") == "true":
+                            break
+                        page.click("#stepper-next")
+                        step += 1
+                        page.wait_for_function(f"() => {PHASE}.dataset.step === '{step}'", timeout=60_000)
+                page.locator("label").filter(has_text="English").first.click()
+                page.wait_for_timeout(1000)
+        finally:
+            browser.close()
+        assert len(checked) == 2 * 2 * 3 * 4           # every phase, rollback, language and width

@@ -1,7 +1,12 @@
 """The plotly figures, built from traces recorded with the embedded checkpoint (assets/) and with tiny
 models of known behaviour: the right panels, labels and values, and exact zeros where nothing changed."""
+from dataclasses import replace
+
+import numpy
 import pytest
 import torch
+
+from demo import costs
 
 from demo.stepper import figures, recording as stepper_run
 from demo.stepper.figures import Look
@@ -103,8 +108,11 @@ def test_the_colour_scales_are_fixed_for_the_whole_run(runs):
     ranges = {(figures.memory_heatmaps(rec, "accept", scales=scales).layout.coloraxis.cmax,
                figures.memory_heatmaps(rec, "accept", scales=scales).layout.coloraxis2.cmax) for rec in run.records[1:]}
     assert ranges == {(scales["memory"], scales["diff"])}
-    top = max(abs(v) for rec in run.records for st in rec["states"].values() for row in st["memory"] for v in row)
-    assert scales["memory"] == top
+    cells = [abs(v) for rec in run.records for st in rec["states"].values() if st for row in st["memory"] for v in row]
+    assert scales["memory"] == pytest.approx(numpy.quantile(cells, 0.99))         # clipped at the 99th percentile
+    assert scales["memory"] < max(cells)
+    bar = figures.memory_heatmaps(run.records[2], "accept", scales=scales).layout.coloraxis.colorbar.title.text
+    assert f"clipped at the<br>99th percentile,<br>±{scales['memory']:.2g}" in bar
     own = {figures.memory_heatmaps(rec, "accept").layout.coloraxis.cmax for rec in run.records[1:]}
     assert len(own) > 1                                 # without the run's scale each round would rescale
 
@@ -172,30 +180,71 @@ def test_layer_map_names_every_layer_and_the_head_with_its_status(runs, embedded
 
 
 def test_cost_and_acceptance_cover_every_round(runs):
-    records = runs["recompute"].records
-    cost = figures.cost_stack(records, current=2)
-    assert [t.name for t in cost.data] == ["draft", "verify", "snapshot", "restore", "re-run"]
+    run = runs["recompute"]
+    records = run.records
+    cost = figures.cost_stack(run, current=2)
+    assert [t.name for t in cost.data] == ["draft (head passes)", "snapshot", "verify",
+                                           "accept + restore the snapshot", "re-run the accepted tokens"]
     assert all(len(t.x) == len(records) - 1 for t in cost.data)
     assert sum(cost.data[3].y) + sum(cost.data[4].y) > 0                       # recompute restored and re-ran
+    assert "this recording, with snapshots for the views:<br>slower than the race" in cost.layout.title.text
     acc = figures.acceptance_over_run(records, current=2)
     assert list(acc.data[0].y) == [r["accepted"] for r in records[1:]]
     assert all(0 <= v <= 1 for v in acc.data[1].y)
 
 
-def test_what_if_formula_break_even_and_measured_point(runs):
+def test_the_cost_chart_names_what_each_mode_does(runs):
+    select = figures.cost_stack(runs["select"], current=1, look=Look(lang="中文"))
+    names = [t.name for t in select.data]
+    assert names == ["草稿（草稿头前向）", "为每个词元准备槽位", "验证", "接受 + 选取保存的槽位"]
+    english = [t.name for t in figures.cost_stack(runs["select"]).data]
+    assert not any("restore" in n or "re-run" in n for n in english)         # select restores nothing
+    assert "accept + select a kept slot" in english
+
+
+def test_what_if_predicts_with_the_races_cost_model_and_measurement(runs):
     assert figures.tokens_per_round(0.0, 3) == 1 and figures.tokens_per_round(1.0, 3) == 4
     assert figures.tokens_per_round(0.5, 1) == pytest.approx(1.5)
-    cheap = {"draft": 0.0, "verify": 1.0, "snapshot": 0.0, "rollback": 0.0}
-    assert figures.break_even(1, cheap, 1.0) == 0.0                            # verify costs one plain step
-    assert figures.break_even(1, {**cheap, "verify": 1.5}, 1.0) == pytest.approx(0.5)
-    assert figures.break_even(1, {**cheap, "verify": 3.0}, 1.0) is None        # even a = 1 gives only 2 tokens
-    run = runs["select"]
-    fig = figures.what_if(run.records, run.plain_step_seconds)
-    curve = fig.data[0]
-    assert curve.x[0] == 0 and curve.x[-1] == 1 and curve.y[-1] > curve.y[0]
-    assert "median of 5" in fig.layout.title.text
-    assert any(t.name.startswith("this run: a = ") for t in fig.data)
-    assert "verify time stands in" in figures.whatif_caption(run.records, None)
+    cheap = costs.Costs(k=1, rollback="select", step=1.0, draft=0.0, verify=1.0)
+    assert figures.break_even(1, cheap) == 0.0                                 # verify costs one plain step
+    assert figures.break_even(1, replace(cheap, verify=1.5)) == pytest.approx(0.5)
+    assert figures.break_even(1, replace(cheap, verify=3.0)) is None          # even a = 1 gives only 2 tokens
+    whole = replace(cheap, k=3, whole=2.0)                                     # one call: the same cost at every a
+    assert figures.speedup_at(1.0, 3, whole) == pytest.approx(2.0) and figures.break_even(3, whole) > 0
+    for rollback in ("select", "recompute"):
+        run = runs[rollback]
+        measured = costs.Costs(**run.costs)
+        assert measured.step == pytest.approx(run.plain_step_seconds, abs=1e-6) and (measured.rollback, measured.k) == (rollback, 3)
+        fig = figures.what_if(run)
+        curve = fig.data[0]
+        assert curve.x[0] == 0 and curve.x[-1] == 1 and curve.y[-1] > curve.y[0]
+        for a, y in zip(curve.x[::25], curve.y[::25]):                        # the race's formula, point by point
+            assert y == pytest.approx(costs.predict(measured, figures.tokens_per_round(a, 3), 1 - a ** 3))
+        rounds = run.records[1:]
+        per_round = sum(len(r["emitted"]) for r in rounds) / len(rounds)
+        back = sum(any(e["origin"] == "correction" for e in r["emitted"]) for r in rounds) / len(rounds)
+        marker = next(t for t in fig.data if t.name.startswith("this run: a = "))
+        assert marker.y[0] == pytest.approx(costs.predict(measured, per_round, back))
+        assert f"predicted {marker.y[0]:.2f}×" in marker.name
+        assert "the race's costs on this machine" in fig.layout.title.text
+        caption = figures.whatif_caption(run)
+        assert "as the race measures them" in caption and "the race's costs on this machine:" in caption
+        ratios = measured.ratios()
+        assert f"verify {ratios['verify']:.2f}" in caption and f"{ratios['round']:.2f} plain steps" in caption
+        rec = sum(sum(r["seconds"].values()) for r in rounds) / len(rounds)
+        race = measured.round_seconds(back)
+        assert ("The recording's rounds took" in caption) == (abs(rec / race - 1) > 0.2)
+        if abs(rec / race - 1) > 0.2:
+            assert f"{rec * 1000:.1f} ms on average" in caption and f"the {race * 1000:.1f} ms" in caption
+
+
+def test_a_trace_without_the_races_measurement_falls_back_to_its_own_times(runs):
+    run = replace(runs["select"], costs=None, plain_step_seconds=None)
+    fallback = figures.run_costs(run)
+    assert fallback == costs.from_records(run.records, 3, "select", fallback.step) and fallback.whole == 0
+    assert "this recording's own times" in figures.what_if(run).layout.title.text
+    assert "this recording's own times (no measurement" in figures.whatif_caption(run)
+    assert "slower than the race" in figures.whatif_caption(run, "English")
 
 
 def test_figures_use_an_explicit_light_or_dark_template(runs):
@@ -204,3 +253,67 @@ def test_figures_use_an_explicit_light_or_dark_template(runs):
     dark = figures.kv_lengths(rec, "accept", Look(dark=True, presenter=True))
     assert light.layout.template.layout.paper_bgcolor != dark.layout.template.layout.paper_bgcolor
     assert dark.layout.font.size > light.layout.font.size
+
+
+@pytest.fixture(scope="module")
+def default_run(embedded):
+    """The stepper's defaults on the embedded model's default prompt: k = 2, select, 48 tokens, the
+    watched layer and head left to the recording (-1)."""
+    from demo.prompts import DEFAULT_EXAMPLE
+    model, mtp, chat = embedded
+    _, prompt, raw, _ = DEFAULT_EXAMPLE
+    settings = Settings(prompt, k=2, rollback="select", max_new_tokens=48, raw=raw)
+    assert (settings.watch_layer, settings.watch_head) == (-1, -1)
+    assert raw
+    ids = chat.encode(prompt)                                                  # raw text, as the example says
+    return stepper_run.record_run(model, mtp, chat, ids, settings, "embedded"), ids
+
+
+def test_the_memory_views_watch_the_head_verify_changes_most_and_equal_a_run_watching_it(default_run, embedded):
+    from demo.stepper import steps
+    run, ids = default_run
+    model, mtp, chat = embedded
+    layer, head = steps.watched(run)
+    # every (layer, head) watched in turn: the chosen one's memory moves most from before to after verify
+    totals = {}
+    for lw in range(sum(kind == "linear_attention" for kind in model.cfg.layer_types)):
+        for hw in range(model.cfg.linear_num_value_heads):
+            other = stepper_run.record_run(model, mtp, chat, ids, replace(run.settings, watch_layer=lw, watch_head=hw,
+                                                                           max_new_tokens=12), "embedded")
+            totals[(lw, hw)] = sum(sum((a - b) ** 2 for ra, rb in zip(r["states"]["after_verify"]["memory"],
+                                                                       r["states"]["before"]["memory"])
+                                       for a, b in zip(ra, rb)) for r in other.records[1:])
+            if (lw, hw) == (layer, head):
+                kept = run.records[:len(other.records)]
+                for mine, theirs in zip(kept[1:], other.records[1:]):       # rewritten grids = a run watching it
+                    for name in ("before", "after_verify", "after"):
+                        assert mine["states"][name]["watch"] == theirs["states"][name]["watch"]
+                        assert numpy.allclose(mine["states"][name]["memory"], theirs["states"][name]["memory"],
+                                              atol=2e-5)
+    assert totals[(layer, head)] >= 0.5 * max(totals.values())
+
+
+def test_a_heatmap_cell_changes_by_half_the_colour_scale_in_some_round(default_run):
+    run, _ = default_run
+    scales = figures.run_scales(run.records)
+    reach = 0.0
+    for rec in run.records[1:]:
+        fig = figures.memory_heatmaps(rec, "verify", scales=scales)
+        low, high = fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax
+        clip = lambda v: max(low, min(high, v))                                # noqa: E731
+        before, verify = by_name(fig, "before").z, by_name(fig, "after_verify").z
+        reach = max([reach] + [abs(clip(a) - clip(b)) / (high - low) for ra, rb in zip(verify, before)
+                               for a, b in zip(ra, rb)])
+    print(f"largest change of one cell's colour in a round: {reach:.2f} of the colour scale")
+    assert reach >= 0.5
+
+
+def test_the_change_chart_shows_where_verify_wrote_and_what_the_rollback_took_back(default_run):
+    run, _ = default_run
+    rejected, accepted = rejected_round(run), next(r for r in run.records[1:] if not r["rolled_back"])
+    fig = figures.memory_change(rejected, "accept")
+    verify, removed = fig.data
+    assert len(verify.x) == sum(la["kind"] == "deltanet" for la in rejected["states"]["after"]["layers"])
+    assert any(x.startswith("▶ ") for x in verify.x) and all(v > 0 for v in verify.y) and max(removed.y) > 0
+    assert max(figures.memory_change(accepted, "accept").data[1].y) == 0       # select, all accepted: nothing taken back
+    assert [t.visible for t in figures.memory_change(rejected, "verify").data] == [True, "legendonly"]

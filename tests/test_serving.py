@@ -138,7 +138,7 @@ def test_nan_and_infinity_sent_as_raw_json_are_replaced_with_a_notice(app, app_u
     assert event == "complete" and "Recorded" in data[1] and "is not a number" in data[1]     # [0]: the gr.State
     settings = stepper_run_of(app, client).settings
     assert (settings.k, settings.max_new_tokens, settings.temperature, settings.seed) == (1, 48, 0.0, 0)
-    assert (settings.watch_layer, settings.watch_head) == (0, 0)
+    assert (settings.watch_layer, settings.watch_head) == (-1, -1)           # the default: the most changed
     still_serving(client)
 
 

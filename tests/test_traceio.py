@@ -39,6 +39,7 @@ def test_export_then_import_gives_the_same_run_with_no_model(run, tmp_path):
     assert back.replay and not run.replay
     assert back.records == run.records and back.output_ids == run.output_ids and back.pieces == run.pieces
     assert back.labels == run.labels and back.settings == run.settings and back.model_name == "tiny"
+    assert back.costs == run.costs and run.costs["verify"] > 0      # the race's measurement travels with the trace
     saved = json.loads(open(path, encoding="utf-8").read())
     assert saved["format"] == "qwen-mtp-trace" and saved["version"] == 1 and saved["prompt"] == "a prompt 中文"
     assert saved["output_text"] == "".join(run.pieces)
@@ -59,13 +60,14 @@ def test_a_loaded_trace_sets_the_controls_to_its_settings(tmp_path):
 
 def test_a_step_sends_only_the_figures_that_changed(run):
     session, first = stepper_ui.render_changes(stepper_ui.new_session(run), stepper_ui.Look())
-    assert all(x is not None and not isinstance(x, dict) for x in first[4:11])      # everything at the start
+    assert all(x is not None and not isinstance(x, dict) for x in first[4:12])      # everything at the start
     session, guess = stepper_ui.render_changes(stepper_ui.moved(session, "next"), stepper_ui.Look())
     sent = [name for name, x in zip(stepper_ui.VIEW, guess) if not isinstance(x, dict)]
-    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "conv", "kv", "cost", "acceptance"]
+    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "change", "conv", "kv", "cost",
+                    "acceptance"]
     session, verify = stepper_ui.render_changes(stepper_ui.moved(session, "next"), stepper_ui.Look())
     sent = [name for name, x in zip(stepper_ui.VIEW, verify) if not isinstance(x, dict)]
-    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "conv", "kv"]     # same round
+    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "change", "conv", "kv"]     # same round
     _, dark = stepper_ui.render_changes(session, stepper_ui.Look(dark=True))
     assert not any(isinstance(x, dict) for x in dark)                                  # a new look: all again
 
@@ -124,6 +126,9 @@ def edit(exported, path, value):
     (("settings", "k"), 99, "outside"),
     (("settings", "rollback"), "eval", "expected one of"),
     (("pieces",), ["only one"], "one text per output token"),
+    (("costs", "verify"), "fast", "costs.verify: expected a number"),
+    (("costs", "k"), 3, "another k or rollback"),
+    (("costs",), {"k": 2}, "missing"),
 ])
 def test_a_trace_with_a_bad_field_is_rejected_naming_the_field(exported, path, value, words):
     assert words in rejected(edit(exported, path, value))

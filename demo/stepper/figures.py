@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly import colors
 from plotly.colors import make_colorscale
 
+from demo.costs import Costs, from_records, predict
 from demo.stepper import steps
 from demo.i18n import t
 from demo.theme import OKABE_ITO, plotly_template
@@ -95,53 +96,71 @@ def subtract(a, b):
 
 def layer_map(record, phase, look=Look()):
     """One bar per layer (bottom: layer 0, top: the MTP head), length = bytes of its state at this phase,
-    colour and text = what happened to it in this phase."""
+    colour = what happened to it in this phase, said in words beside the bar: each row's label (left of
+    the axis, at the page's text size) names the layer and, on a second line after a square of the bar's
+    colour, its status. Nothing is written inside a bar, however short it is."""
     state = record["states"][steps.state_for_phase(phase)]
     status = steps.layer_status(record, phase)
-    names, sizes, kinds = [], [], []
+    names, sizes = [], []
     kv = iter(state["kv"])
     for layer in state["layers"]:
         kind = layer["kind"]
         extra = f" · KV {next(kv)}" if kind == "attention" else ""
         names.append(f"L{layer['index']} {t(kind, look.lang)}{extra}")
         sizes.append(layer["bytes"])
-        kinds.append(kind)
     names.append(f"{t('mtp_head', look.lang)} · KV {state['head_kv']}")
     sizes.append(steps.head_bytes(state))
+    labels = [f"{name}<br><span style='color:{STATUS_COLOURS[key]}'>■</span> {t(f'status_{key}', look.lang)}"
+              for name, key in zip(names, status)]
     fig = _figure()
-    for key in steps.STATUSES:                    # one trace per status: the legend names them
+    for key in steps.STATUSES:                    # one trace per status: hover and tests name them
         rows = [i for i, s in enumerate(status) if s == key]
         if not rows:
             continue
         label = t(f"status_{key}", look.lang)
         fig.add_bar(y=[names[i] for i in rows], x=[sizes[i] / 1024 for i in rows], orientation="h",
-                    name=label, marker_color=STATUS_COLOURS[key], text=[label] * len(rows),
-                    textposition="inside", insidetextanchor="start",
+                    name=label, marker_color=STATUS_COLOURS[key],
                     hovertemplate="%{y}: %{x:.1f} KB — " + label + "<extra></extra>")
-    fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
+    fig.update_yaxes(categoryorder="array", categoryarray=names, tickvals=names, ticktext=labels, title=None,
+                     tickfont={"size": look.font})
     fig.update_xaxes(title=t("bytes", look.lang).replace("bytes", "KB").replace("字节", "KB"))
-    fig.update_layout(barmode="stack", bargap=0.25, showlegend=False)
-    return _frame(fig, look, t("fig_layers", look.lang), 120 + 30 * len(names))
+    fig.update_layout(barmode="stack", bargap=0.3, showlegend=False)
+    return _frame(fig, look, t("fig_layers", look.lang), 120 + 48 * len(names))
 
 
 # --- the recurrent memory and the conv window -----------------------------------------------------------
 
-def run_scales(records):
-    """One colour scale per run: the largest |S| over every recorded memory, a difference scale (the
-    95th percentile of each round's largest change, so one outlier does not wash out the rest) and the
-    largest |conv window| value. -> {"memory", "diff", "conv"}"""
-    top, changes, conv = 0.0, [], 0.0
+CLIP = 0.99             # the memory figure's colour scales end at this quantile of |value| over the run
+
+
+def quantile(values, q=CLIP):
+    """The q-quantile of a list of numbers, linearly interpolated between the two nearest ranks (numpy's
+    default), or 0.0 for an empty list."""
+    values = sorted(values)
+    if not values:
+        return 0.0
+    at = q * (len(values) - 1)
+    low = int(at)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (at - low)
+
+
+def run_scales(records, q=CLIP):
+    """One colour scale per run, symmetric, for each kind of heatmap: the memory S (the q-quantile of |S|
+    over every recorded memory of the run), the differences (the q-quantile of |Δ| over the nonzero cells
+    of what verify wrote and what the rollback took back, every round) and the conv window (its largest
+    |value|). Clipping at a quantile keeps one outlier column from washing out every other cell. -> {"memory",
+    "diff", "conv"}"""
+    cells, changes, conv = [], [], 0.0
     for rec in records:
-        conv = max([conv] + [abs(v) for st in rec["states"].values() for row in st.get("conv") or [] for v in row])
-        grids = {name: st["memory"] for name, st in rec["states"].items() if st.get("memory")}
-        top = max([top] + [abs(v) for g in grids.values() for row in g for v in row])
-        for a, b in (("after_verify", "before"), ("after_verify", "after"), ("after", "before")):
+        conv = max([conv] + [abs(v) for st in rec["states"].values() if st for row in st.get("conv") or []
+                             for v in row])
+        grids = {name: st["memory"] for name, st in rec["states"].items() if st and st.get("memory")}
+        cells += [abs(v) for g in grids.values() for row in g for v in row]
+        for a, b in (("after_verify", "before"), ("after_verify", "after")):
             if a in grids and b in grids:
-                changes.append(max((abs(x - y) for ra, rb in zip(grids[a], grids[b]) for x, y in zip(ra, rb)),
-                                   default=0.0))
-    changes = sorted(c for c in changes if c > 0)
-    diff = changes[min(len(changes) - 1, int(0.95 * len(changes)))] if changes else 0.0
-    return {"memory": top or 1e-9, "diff": diff or 1e-9, "conv": conv or 1e-9}
+                changes += [abs(x - y) for ra, rb in zip(grids[a], grids[b]) for x, y in zip(ra, rb) if x != y]
+    return {"memory": quantile(cells, q) or 1e-9, "diff": quantile(changes, q) or 1e-9, "conv": conv or 1e-9}
 
 
 def _max_abs(grid):
@@ -273,12 +292,21 @@ def memory_heatmaps(record, phase, look=None, scales=None, mode=None):
     bar = {"thickness": 12, "len": 0.4, "x": 1.01}
     layout = {**axes, "annotations": notes,
               "coloraxis": {"colorscale": DIVERGING, "cmin": -s_top, "cmax": s_top, "cmid": 0,
-                            "colorbar": {**bar, "y": 0.78, "title": {"text": "S"}}},
+                            "colorbar": {**bar, "y": 0.78, "title": {"text": _bar_title("S", s_top, scales, look),
+                                                                      "side": "top", "font": {"size": look.font - 3}}}},
               "coloraxis2": {"colorscale": DIVERGING, "cmin": -d_top, "cmax": d_top, "cmid": 0,
-                             "colorbar": {**bar, "y": 0.22, "title": {"text": "Δ"}}}}
+                             "colorbar": {**bar, "y": 0.22, "title": {"text": _bar_title("Δ", d_top, scales, look),
+                                                                       "side": "top", "font": {"size": look.font - 3}}}}}
     title = t("fig_memory", look.lang, layer=watch["layer"], head=watch["head"]) + \
         f"<br><sub>{t('fig_memory_sub', look.lang)}</sub>"
     return _frame(_figure(data, layout), look, title, height, fixed=True)
+
+
+def _bar_title(name, top, scales, look):
+    """A colour bar's title: what it colours, and with the run's scale, where it is clipped."""
+    if not scales:
+        return name
+    return f"{name}<br>{t('clipped', look.lang, q=round(CLIP * 100), x=top)}"
 
 
 def _axis_key(letter, ref):
@@ -361,6 +389,35 @@ def conv_strip(record, phase, labels=None, look=None, scale=None):
     return _frame(_figure(data, layout), look, title, height, fixed=True)
 
 
+def memory_change(record, phase, look=Look()):
+    """‖ΔS‖ per DeltaNet layer in this round (all its value heads): what verify wrote (after verify −
+    before) and what the rollback took back (after verify − after: the rejected drafts' writes), the
+    watched layer marked ▶. Shown as the phase reaches them; a trace without these norms gets a dash."""
+    states = record["states"]
+    any_state = states.get("after") or states["before"]
+    deltanet = [la["index"] for la in any_state["layers"] if la["kind"] == "deltanet"]
+    watched = any_state.get("watch", {}).get("layer")
+    names = [f"{'▶ ' if i == watched else ''}L{i}" for i in deltanet]
+    fig = _figure()
+    series = (("after_verify", "change_verify", OKABE_ITO["orange"]), ("after", "change_removed", OKABE_ITO["blue"]))
+    shown = SHOWN.get(phase, ()) if record.get("kind") == "round" else ()
+    drawn = False
+    for state, key, colour in series:
+        change = (states.get(state) or {}).get("change")
+        if change is None or len(change) != len(names):
+            continue
+        drawn = True
+        fig.add_bar(x=names, y=change, name=t(key, look.lang), marker_color=colour,
+                    visible=True if state in shown else "legendonly",
+                    hovertemplate="%{x}: ‖ΔS‖ = %{y:.3g}<extra></extra>")
+    if not drawn:
+        fig.add_annotation(text="—" if record.get("kind") == "round" else t("not_yet", look.lang), showarrow=False,
+                           xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_yaxes(title=t("change_norm", look.lang), rangemode="tozero")
+    fig.update_layout(barmode="group")
+    return _frame(fig, look, t("fig_change", look.lang), 330)
+
+
 # --- KV caches -------------------------------------------------------------------------------------------
 
 def kv_lengths(record, phase, look=Look()):
@@ -398,21 +455,56 @@ def _mark_round(fig, current):
         fig.add_vrect(x0=current - 0.5, x1=current + 0.5, fillcolor="#999999", opacity=0.25, line_width=0)
 
 
-def cost_stack(records, current=None, look=Look()):
-    """Per round, stacked milliseconds: draft, verify, snapshot, restore, re-run."""
+def cost_segments(rollback):
+    """The cost chart's segments for a rollback mode: [(key in a record's seconds, i18n key of its name)],
+    each named after the work its time covers in that mode (select restores nothing: its "restore" time
+    is the accept decision and the pick of a kept slot)."""
+    if rollback == "select":
+        return [("draft", "cost_draft"), ("snapshot", "cost_select_snapshot"), ("verify", "cost_verify"),
+                ("restore", "cost_select_restore")]
+    if rollback == "recompute":
+        return [("draft", "cost_draft"), ("snapshot", "cost_snapshot"), ("verify", "cost_verify"),
+                ("restore", "cost_recompute_restore"), ("rerun", "cost_rerun")]
+    return [("draft", "cost_draft"), ("verify", "cost_verify"), ("restore", "cost_none_restore")]
+
+
+def cost_stack(run, current=None, look=Look()):
+    """Per round, stacked milliseconds of the instrumented recording (its per-phase times, copies of the
+    watched states for the views included), one segment per kind of work done in the run's rollback mode.
+    The subtitle says these are the recording's times, not the race's; where the recording's mean round
+    differs from the round cost the race's measurement gives (run.costs) by more than 20%, a sentence
+    says by how much and why."""
+    records = run.records
     rounds = _rounds(records)
     x = [r["round"] for r in rounds]
     fig = _figure()
-    for key, colour in COST_COLOURS.items():
-        fig.add_bar(x=x, y=[r["seconds"].get(key, 0.0) * 1000 for r in rounds], name=t(f"cost_{key}", look.lang),
-                    marker_color=colour)
+    for key, name in cost_segments(run.settings.rollback):
+        fig.add_bar(x=x, y=[r["seconds"].get(key, 0.0) * 1000 for r in rounds], name=t(name, look.lang),
+                    marker_color=COST_COLOURS[key])
     _mark_round(fig, current)
     prefill = records[0]["seconds"].get("prefill", 0.0) * 1000 if records else 0.0
     fig.update_layout(barmode="stack", legend_traceorder="normal")
     fig.update_xaxes(title=t("round", look.lang))
     fig.update_yaxes(title=t("ms", look.lang))
-    title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>"
-    return _frame(fig, look, title, 330)
+    title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>" \
+        f"<br><sub>{t('cost_recording', look.lang)}</sub>"
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.28, "xanchor": "left", "x": 0.0})
+    return _frame(fig, look, title, 420)
+
+
+def recording_vs_race(run, lang="English"):
+    """One sentence when the recording's mean round and the race's measured round cost differ by more
+    than 20% (else ""): how much, and why."""
+    race = run_costs(run)
+    rounds = _rounds(run.records)
+    if race is None or not run.costs or not rounds:
+        return ""
+    recorded = sum(sum(r["seconds"].values()) for r in rounds) / len(rounds)
+    predicted = race.round_seconds(run_yield(run.records)[1])
+    if predicted <= 0 or abs(recorded / predicted - 1) <= 0.2:
+        return ""
+    key = "cost_faster" if recorded < predicted else "cost_slower_whole" if race.whole else "cost_slower"
+    return t(key, lang, rec=recorded * 1000, race=predicted * 1000, x=recorded / predicted)
 
 
 def acceptance_over_run(records, current=None, look=Look()):
@@ -440,85 +532,118 @@ def tokens_per_round(a, k):
     return k + 1.0 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
 
 
-def round_costs(records):
-    """Mean seconds per round of draft, verify and snapshot, and of restore + re-run over the rounds
-    that rolled back (0 when none did). -> dict"""
+def run_yield(records):
+    """This run's tokens per round and share of rounds that rolled back, counted as the race counts them
+    (demo.race: new tokens after the prefill's ÷ rounds; rounds that emitted a correction)."""
     rounds = _rounds(records)
     if not rounds:
-        return {"draft": 0.0, "verify": 0.0, "snapshot": 0.0, "rollback": 0.0}
-    mean = {key: sum(r["seconds"].get(key, 0.0) for r in rounds) / len(rounds)
-            for key in ("draft", "verify", "snapshot")}
-    back = [r["seconds"].get("restore", 0.0) + r["seconds"].get("rerun", 0.0) for r in rounds if r["rolled_back"]]
-    mean["rollback"] = sum(back) / len(back) if back else 0.0
-    return mean
+        return 0.0, 0.0
+    tokens = sum(len(r["emitted"]) for r in rounds)
+    back = sum(any(e["origin"] == "correction" for e in r["emitted"]) for r in rounds)
+    return tokens / len(rounds), back / len(rounds)
+
+
+def run_costs(run):
+    """The costs the what-if uses, a demo.costs.Costs: the race's measurement of this host (run.costs,
+    taken right after the recording, the way the race takes it), or for a trace without one, the
+    recording's own times (demo.costs.from_records), which are slower than the race's path."""
+    if run.costs:
+        return Costs(**run.costs)
+    rounds = _rounds(run.records)
+    if not rounds:
+        return None
+    step, _ = plain_step(run.records, run.plain_step_seconds)
+    return from_records(run.records, rounds[0]["k"], run.settings.rollback, step)
 
 
 def plain_step(records, plain_step_seconds=None):
-    """-> (seconds of one plain step, whether it was measured); the mean verify time is the fallback."""
+    """-> (seconds of one plain step, whether it was measured); the median verify time is the fallback."""
     if plain_step_seconds and plain_step_seconds > 0:
         return plain_step_seconds, True
-    return round_costs(records)["verify"] or 1e-3, False
+    verify = sorted(r["seconds"].get("verify", 0.0) for r in _rounds(records))
+    return (verify[len(verify) // 2] if verify else 0.0) or 1e-3, False
 
 
-def speedup_at(a, k, costs, plain):
-    """Predicted speed-up over plain decoding at acceptance a (see whatif_caption)."""
-    cost = costs["draft"] + costs["verify"] + costs["snapshot"] + (1 - a ** k) * costs["rollback"]
-    return tokens_per_round(a, k) / (max(cost, 1e-12) / plain)
+def speedup_at(a, k, costs):
+    """Predicted speed-up over plain decoding at acceptance a, by demo.costs.predict: tokens a round
+    yields at a ÷ the round's cost in plain steps, the share of rounds that roll back being 1 − a^k."""
+    return predict(costs, tokens_per_round(a, k), 1 - a ** k)
 
 
-def break_even(k, costs, plain, steps=1000):
+def break_even(k, costs, steps=1000):
     """Smallest acceptance rate at which speculative decoding is no slower than plain; None if never."""
     for i in range(steps + 1):
-        if speedup_at(i / steps, k, costs, plain) >= 1.0:
+        if speedup_at(i / steps, k, costs) >= 1.0:
             return i / steps
     return None
 
 
-def what_if(records, plain_step_seconds=None, look=Look()):
-    """Speed-up against the acceptance rate a (0..1) for this run's k and measured costs, with the
-    break-even point and this run's measured acceptance (model and measured speed-up) marked."""
+def this_run_speedup(run):
+    """The speed-up the what-if's "this run" marker shows: demo.costs.predict with this run's tokens per
+    round and rolled-back share, the race's prediction for the same prompt, k and rollback. None: no rounds."""
+    costs = run_costs(run)
+    if costs is None:
+        return None
+    per_round, back = run_yield(run.records)
+    return predict(costs, per_round, back)
+
+
+def what_if(run, look=Look()):
+    """Speed-up against the acceptance rate a (0..1) for this run's k, from the race's cost model and its
+    measurement of this host (run_costs), with the break-even point and this run marked at its measured
+    acceptance, at the speed-up the race predicts for its tokens per round."""
+    records = run.records
     rounds = _rounds(records)
     fig = _figure()
-    if not rounds:                                       # a one-token run: nothing was speculated
+    costs = run_costs(run)
+    if not rounds or costs is None:                      # a one-token run: nothing was speculated
         fig.add_annotation(text="—", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
         return _frame(fig, look, t("fig_whatif", look.lang), 380)
     k = rounds[0]["k"]
-    costs = round_costs(records)
-    plain, timed = plain_step(records, plain_step_seconds)
     xs = [i / 100 for i in range(101)]
-    fig.add_scatter(x=xs, y=[speedup_at(a, k, costs, plain) for a in xs], mode="lines", name=f"k = {k}",
+    fig.add_scatter(x=xs, y=[speedup_at(a, k, costs) for a in xs], mode="lines", name=f"k = {k}",
                     line={"color": OKABE_ITO["blue"], "width": 3})
     fig.add_hline(y=1.0, line_dash="dot", line_color="#999999")
-    even = break_even(k, costs, plain)
+    even = break_even(k, costs)
     if even is not None:
         fig.add_vline(x=even, line_dash="dash", line_color=OKABE_ITO["vermillion"],
                       annotation_text=t("break_even", look.lang, a=even), annotation_position="top left")
     a, hits, n = steps.acceptance(records)
     if n:
-        fig.add_scatter(x=[a], y=[speedup_at(a, k, costs, plain)], mode="markers", name=t("this_run", look.lang, a=a),
+        s = this_run_speedup(run)
+        fig.add_scatter(x=[a], y=[s], mode="markers", name=t("this_run", look.lang, a=a, s=s),
                         marker={"size": 14, "color": OKABE_ITO["orange"], "symbol": "diamond",
                                 "line": {"width": 1, "color": "#000"}})
-        emitted = sum(len(r["emitted"]) for r in rounds)
-        spent = sum(sum(r["seconds"].values()) for r in rounds)
-        if spent > 0:
-            measured = emitted / spent * plain
-            fig.add_scatter(x=[a], y=[measured], mode="markers", name=t("measured", look.lang, s=measured),
-                            marker={"size": 12, "color": OKABE_ITO["bluish_green"], "symbol": "circle-open",
-                                    "line": {"width": 3}})
-    how = t("plain_timed" if timed else "plain_bound", look.lang)
     fig.update_xaxes(title=t("rate_a", look.lang), range=[0, 1])
     fig.update_yaxes(title=t("axis_speedup", look.lang), rangemode="tozero")
     fig.update_layout(legend={"yanchor": "bottom", "y": 0.02, "xanchor": "right", "x": 0.99, "orientation": "v"})
-    title = f"{t('fig_whatif', look.lang)}<br><sub>{t('plain_step_ms', look.lang, ms=plain * 1000, how=how)}</sub>"
+    title = f"{t('fig_whatif', look.lang)}<br><sub>{t('whatif_sub_race' if run.costs else 'whatif_sub_recording', look.lang)}</sub>"
     if even is None:
         fig.add_annotation(text=t("no_break_even", look.lang), showarrow=False, xref="paper", yref="paper",
                            x=0.02, y=0.95, xanchor="left")
     return _frame(fig, look, title, 380)
 
 
-def whatif_caption(records, plain_step_seconds=None, lang="English"):
-    plain, timed = plain_step(records, plain_step_seconds)
-    return t("whatif_caption", lang, plain=plain * 1000, how=t("plain_timed" if timed else "plain_bound", lang))
+def costs_line(run, lang="English"):
+    """The costs the what-if predicts from, in plain steps, and where they come from (one sentence)."""
+    costs = run_costs(run)
+    if costs is None:
+        return ""
+    r = costs.ratios()
+    key = ("whatif_costs_race" if run.costs else "whatif_costs_recording") + ("_whole" if costs.whole else "")
+    return t(key, lang, verify=r["verify"], draft=r["draft"], round=r["round"], ms=costs.step * 1000)
+
+
+def whatif_caption(run, lang="English"):
+    """Under the what-if: its formula, the costs it uses, and where the recording's own round times (the
+    cost chart) differ from them by more than 20%, one sentence saying why."""
+    costs = run_costs(run)
+    if costs is None:
+        return ""
+    key = "whatif_caption_whole" if costs.whole else "whatif_caption"
+    how = t("whatif_from_race" if run.costs else "whatif_from_recording", lang)
+    parts = [t(key, lang, plain=costs.step * 1000, how=how), costs_line(run, lang), recording_vs_race(run, lang)]
+    return "\n\n".join(p for p in parts if p)
 
 
 def drift(proof_drift, first_diff_round=None, look=Look()):

@@ -7,16 +7,20 @@ Both run speculative decoding (qwen.mtp.generate_mtp_stream) with a qwen.trace.T
 runs plain greedy decoding and, once more, rollback="none" (KV truncated, DeltaNet memory left dirty).
 """
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from demo.costs import time_plain_step
+import torch
+import torch.nn.functional as F
+
+from demo import costs as cost_model
 from demo.prompts import sampling
 from demo.tokens import token_pieces
 from demo.stepper.steps import MAX_ROUNDS, Run
 from demo.validate import SKIP_RESTORE
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
-from qwen.trace import Trace
+from qwen.cache import AttentionState
+from qwen.trace import GRID, Trace
 
 PROOF_TOKENS = 128          # the proof runs at least this long, so a dirty memory has time to show
 
@@ -66,11 +70,94 @@ def record_ids(records):
     return ids
 
 
+GRIDS_BUDGET = 64 * 2**20      # bytes of every layer's and head's memory grids kept while recording (auto watch)
+
+
+def _pooled(x):
+    """(N, R, C) -> (N, min(GRID, R), min(GRID, C)): qwen.trace's averaging of a grid, for N at once."""
+    return F.adaptive_avg_pool2d(x.float(), (min(GRID, x.shape[-2]), min(GRID, x.shape[-1])))
+
+
+def _as_grid(x):
+    return [[round(float(v), 5) for v in row] for row in x]
+
+
+class WatchingTrace(Trace):
+    """A qwen.trace.Trace that also looks at every DeltaNet layer and value head: each view after verify
+    and after the round gets `change`, per DeltaNet layer the norm ‖ΔS‖ (all heads) of the memory since the
+    view before it (after verify: what verify wrote; after: what the rollback took back). It keeps each
+    view's memory and conv grids of every layer and head (while they fit GRIDS_BUDGET), so that the watched
+    layer and head can be chosen once the run is over (watch_most_changed)."""
+
+    def __init__(self, watch_layer=0, watch_head=0, max_rounds=None):
+        super().__init__(watch_layer, watch_head, max_rounds)
+        self.kept, self.bytes, self.overflow = [], 0, False
+        self.head_change = None             # (layers, heads): summed ‖ΔS‖ of verify's writes over the run
+        self._last, self._calls = None, 0
+
+    def view(self, state, head_cache):
+        v = super().view(state, head_cache)
+        memories = [s for s in state.layers if not isinstance(s, AttentionState)]
+        if not memories:
+            return v
+        S = torch.stack([s.S[0] for s in memories]).float()                    # (layers, heads, Dk, Dv)
+        phase = "after" if self._calls == 0 else ("before", "after_verify", "after")[(self._calls - 1) % 3]
+        self._calls += 1
+        if phase != "before" and self._last is not None:
+            per_head = (S - self._last).flatten(2).norm(dim=-1)                  # (layers, heads)
+            v["change"] = [round(float(x), 5) for x in per_head.norm(dim=-1)]
+            if phase == "after_verify":
+                self.head_change = per_head if self.head_change is None else self.head_change + per_head
+        self._last = S
+        if not self.overflow:
+            grids = _pooled(S.flatten(0, 1)).view(S.shape[0], S.shape[1], -1, min(GRID, S.shape[-1]))
+            conv = _pooled(torch.stack([s.conv[0] for s in memories]))
+            self.bytes += grids.nbytes + conv.nbytes
+            if self.bytes > GRIDS_BUDGET:
+                self.overflow, self.kept = True, []
+            else:
+                self.kept.append((v, grids, conv, [state.layers.index(s) for s in memories]))
+        return v
+
+    def most_changed(self, layer=None, head=None):
+        """(DeltaNet layer, value head) whose memory verify changed most over the run (given a layer or a
+        head: the best head of that layer, the best layer for that head), or None when nothing was seen."""
+        change = self.head_change
+        if change is None:
+            return None
+        layer = None if layer is None else min(layer, change.shape[0] - 1)
+        head = None if head is None else min(head, change.shape[1] - 1)
+        if layer is None and head is None:
+            return divmod(int(change.flatten().argmax()), change.shape[1])
+        if layer is None:
+            return int(change[:, head].argmax()), head
+        return layer, (int(change[layer].argmax()) if head is None else head)
+
+    def watch(self, layer, head):
+        """Rewrite every kept view's memory, conv and watch as if this layer and head had been watched.
+        -> False when the grids were not kept (over budget): record again with them instead."""
+        if self.overflow:
+            return False
+        for v, grids, conv, index in self.kept:
+            v["memory"], v["conv"] = _as_grid(grids[layer, head]), _as_grid(conv[layer])
+            v["watch"] = {"layer": index[layer], "head": head}
+        self.watch_layer, self.watch_head = layer, head
+        return True
+
+
+def auto_watch(settings):
+    """Whether the settings leave the watched layer or head to the recording (-1: the one that changes most)."""
+    return settings.watch_layer < 0 or settings.watch_head < 0
+
+
 def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None, progress=None,
                clock=time.perf_counter):
     """Run speculative decoding once with a trace and keep everything the stepper shows. ids: (1, T).
-    progress(done, total) hears about each round; max_seconds caps the wall-clock time."""
-    trace = Trace(watch_layer=settings.watch_layer, watch_head=settings.watch_head, max_rounds=MAX_ROUNDS)
+    progress(done, total) hears about each round; max_seconds caps the wall-clock time. Then this host's
+    costs are measured as the race measures them (demo.costs.measure: plain steps, untraced rounds), so
+    the what-if predicts what the race predicts, not from the recording's slower instrumented times."""
+    trace = WatchingTrace(watch_layer=max(0, settings.watch_layer), watch_head=max(0, settings.watch_head),
+                          max_rounds=MAX_ROUNDS)
     stop = tuple(chat.stop)
     out, ended, t0 = [], "", clock()
     stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, settings.k, settings.rollback,
@@ -90,13 +177,26 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         stream.close()              # ends the engine's generator now, also when progress() or the engine raised
     records = list(trace)[:MAX_ROUNDS + 1]
     out = [e["token"] for rec in records for e in rec["emitted"]]
+    best = trace.most_changed(*(None if x < 0 else x for x in (settings.watch_layer, settings.watch_head))) \
+        if auto_watch(settings) else None
+    if best is not None:
+        layer, head = best
+        if not trace.watch(layer, head):          # too big to keep every head's grids: record again, watching it
+            again = replace(settings, watch_layer=layer, watch_head=head)
+            run = record_run(model, mtp, chat, ids, again, model_name, max_seconds, progress, clock)
+            return replace(run, settings=settings)
     if not ended:
         ended = "stop" if out and out[-1] in stop else "length"
     prompt_ids = ids[0].tolist()
     labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
+    step = cost_model.time_plain_step(model, ids)
+    costs = None
+    if len(records) > 1:            # rounds were speculated: time them as the race does
+        costs = cost_model.measure(model, mtp, ids, settings.k, settings.rollback, step=step,
+                                   sampling=sampling(settings)).as_dict()
     return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
                pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
-               plain_step_seconds=time_plain_step(model, ids), ended=ended)
+               plain_step_seconds=step, costs=costs, ended=ended)
 
 
 # --- the skip-the-restore proof -----------------------------------------------------------------------
@@ -170,8 +270,8 @@ def skip_restore_proof(model, mtp, chat, ids, settings, min_tokens=PROOF_TOKENS,
     n = max(settings.max_new_tokens, min_tokens)
     n = min(n, model.cfg.max_position_embeddings - ids.shape[1] - settings.k - 1)
     stop, share = tuple(chat.stop), max_seconds / 3 if max_seconds else None
-    watch = dict(watch_layer=settings.watch_layer,
-                 watch_head=settings.watch_head, max_rounds=MAX_ROUNDS)
+    watch = dict(watch_layer=max(0, settings.watch_layer),
+                 watch_head=max(0, settings.watch_head), max_rounds=MAX_ROUNDS)
     runs, traces = {}, {}
     for name, rollback in (("restored", settings.rollback), ("skipped", SKIP_RESTORE)):
         traces[name] = Trace(**watch)

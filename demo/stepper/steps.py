@@ -32,8 +32,8 @@ class Settings:
     max_new_tokens: int = 48
     temperature: float = 0.0
     seed: int = 0
-    watch_layer: int = 0              # index among the DeltaNet layers
-    watch_head: int = 0
+    watch_layer: int = -1             # index among the DeltaNet layers; -1: the one whose memory changes most
+    watch_head: int = -1              # value head; -1: the one whose memory changes most
     raw: bool = False                 # True: the prompt as raw text, no chat template
 
 
@@ -49,6 +49,8 @@ class Run:
     records: list                     # qwen.trace records; records[0] is the prefill
     stop_ids: list = field(default_factory=list)
     plain_step_seconds: float = None  # one plain decoding step, timed when the run was recorded
+    costs: dict = None                # the race's measurement of this host (demo.costs.Costs.as_dict()), taken
+                                      # right after the recording: what the what-if predicts from
     ended: str = ""                   # "stop" | "length" | "time" | "rounds"
     replay: bool = False              # loaded from a file: no model behind it
 
@@ -164,6 +166,16 @@ def layer_status(record, phase):
 def state_for_phase(phase):
     """Which recorded state a phase shows: the state as it stands at the end of that phase."""
     return {"prefill": "after", "guess": "before", "verify": "after_verify", "accept": "after"}[phase]
+
+
+def watched(run):
+    """(index among the DeltaNet layers, value head) whose memory the run's views show (the one chosen
+    after the run where its settings said -1), or (0, 0) for a model without DeltaNet layers."""
+    state = run.records[0]["states"]["after"]
+    watch = state.get("watch")
+    if not watch:
+        return 0, 0
+    return sum(la["kind"] == "deltanet" for la in state["layers"][:watch["layer"]]), watch["head"]
 
 
 def head_bytes(state):

@@ -43,7 +43,8 @@ def to_dict(run):
             "settings": asdict(run.settings), "prompt_ids": run.prompt_ids, "output_ids": run.output_ids,
             "pieces": run.pieces, "output_text": "".join(run.pieces),
             "labels": {str(i): text for i, text in sorted(run.labels.items())}, "stop_ids": run.stop_ids,
-            "plain_step_seconds": run.plain_step_seconds, "ended": run.ended, "records": run.records}
+            "plain_step_seconds": run.plain_step_seconds, "costs": run.costs, "ended": run.ended,
+            "records": run.records}
 
 
 def dumps(run):
@@ -235,6 +236,9 @@ def _state(s, where):
     _dict(s["watch"], f"{where}.watch", ("layer", "head"))
     _int(s["watch"]["layer"], f"{where}.watch.layer", 0, MAX_LAYERS)
     _int(s["watch"]["head"], f"{where}.watch.head", 0, 4096)
+    if "change" in s:
+        for i, v in enumerate(_list(s["change"], f"{where}.change", MAX_LAYERS)):
+            _num(v, f"{where}.change[{i}]", 0)
 
 
 def _seconds(x, where):
@@ -282,6 +286,23 @@ def _record(r, i):
         _state(states[name], f"{where}.states.{name}")
 
 
+COSTS = ("step", "draft", "verify", "snapshot", "back", "keep", "whole")
+
+
+def _costs(x, settings):
+    """The race's measurement of the recording host (demo.costs.Costs as a dict), or None when absent."""
+    if x is None:
+        return None
+    _dict(x, "costs", ("k", "rollback", "step", "draft", "verify"))
+    out = {"k": _int(x["k"], "costs.k", 1, MAX_K), "rollback": _choice(x["rollback"], "costs.rollback",
+                                                                           ENGINE_ROLLBACKS)}
+    for key in COSTS:
+        out[key] = _num(x.get(key, 0.0), f"costs.{key}", 0, 1e4)
+    if out["k"] != settings.k or out["rollback"] != settings.rollback:
+        _fail("costs", "measured for another k or rollback than the run's")
+    return out
+
+
 def from_dict(obj):
     """A checked dict (the exported shape) -> stepper.Run with replay=True. Raises TraceError."""
     _dict(obj, "file", ("format", "version", "settings", "prompt_ids", "output_ids", "pieces", "labels",
@@ -297,8 +318,8 @@ def from_dict(obj):
         max_new_tokens=_int(st["max_new_tokens"], "settings.max_new_tokens", 1, MAX_NEW_TOKENS),
         temperature=_num(st.get("temperature", 0.0), "settings.temperature", 0, 10),
         seed=_int(st.get("seed", 0), "settings.seed"),
-        watch_layer=_int(st.get("watch_layer", 0), "settings.watch_layer", 0, MAX_LAYERS),
-        watch_head=_int(st.get("watch_head", 0), "settings.watch_head", 0, 4096), raw=st.get("raw", False))
+        watch_layer=_int(st.get("watch_layer", 0), "settings.watch_layer", -1, MAX_LAYERS),
+        watch_head=_int(st.get("watch_head", 0), "settings.watch_head", -1, 4096), raw=st.get("raw", False))
     if not isinstance(settings.raw, bool):
         _fail("settings.raw", "expected true or false")
     prompt_ids = [_int(t, f"prompt_ids[{i}]") for i, t in
@@ -324,8 +345,9 @@ def from_dict(obj):
     stop_ids = [_int(t, f"stop_ids[{i}]") for i, t in enumerate(_list(obj.get("stop_ids", []), "stop_ids", 64))]
     plain = obj.get("plain_step_seconds")
     plain = None if plain is None else _num(plain, "plain_step_seconds", 0, 1e4)
+    costs = _costs(obj.get("costs"), settings)
     ended = _choice(obj.get("ended", "length"), "ended", ("stop", "length", "time", "rounds", ""))
     model = _str(obj.get("model", ""), "model", 200)
     return Run(settings=settings, model_name=model, prompt_ids=prompt_ids, output_ids=output_ids, pieces=pieces,
-               labels=labels, records=records, stop_ids=stop_ids, plain_step_seconds=plain, ended=ended,
+               labels=labels, records=records, stop_ids=stop_ids, plain_step_seconds=plain, costs=costs, ended=ended,
                replay=True)

@@ -75,8 +75,8 @@ def encode(loaded, settings):
     return ids, notices
 
 
-VIEW = ("heading", "text", "panel", "explain", "layers", "memory", "conv", "kv", "cost", "acceptance", "whatif",
-        "caption")
+VIEW = ("heading", "text", "panel", "explain", "layers", "memory", "change", "conv", "kv", "cost", "acceptance",
+        "whatif", "caption")
 
 
 def _parts(session, look):
@@ -100,18 +100,19 @@ def _parts(session, look):
         "explain": (None, lambda: H.explanation(run, step, lang)),
         "layers": (here, lambda: figures.layer_map(rec, phase, look)),
         "memory": (here, lambda: figures.memory_heatmaps(rec, phase, look, scales, run.settings.rollback)),
+        "change": (here, lambda: figures.memory_change(rec, phase, look)),
         "conv": (here, conv),
         "kv": (here, lambda: figures.kv_lengths(rec, phase, look)),
-        "cost": ((run_key, r), lambda: figures.cost_stack(run.records, r or None, look)),
+        "cost": ((run_key, r), lambda: figures.cost_stack(run, r or None, look)),
         "acceptance": ((run_key, r), lambda: figures.acceptance_over_run(run.records, r or None, look)),
-        "whatif": (run_key, lambda: figures.what_if(run.records, run.plain_step_seconds, look)),
-        "caption": (run_key, lambda: figures.whatif_caption(run.records, run.plain_step_seconds, lang)),
+        "whatif": (run_key, lambda: figures.what_if(run, look)),
+        "caption": (run_key, lambda: figures.whatif_caption(run, lang)),
     }
 
 
 def _empty_view(lang):
     return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", t("no_run", lang),
-            None, None, None, None, None, None, None, "")
+            None, None, None, None, None, None, None, None, "")
 
 
 def render(session, lang, dark=False, presenter=False, narrow=False):
@@ -232,9 +233,9 @@ def build_stepper_tab(shared):
                 temperature = say(gr.Slider(*LIMITS["temperature"], step=0.05, label=t("temperature", L),
                                             elem_id="stepper-temperature"), label="temperature")
             with gr.Row():
-                layer = say(gr.Number(0, precision=0, minimum=0, maximum=255, label=t("watch_layer", L),
+                layer = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_layer", L),
                                       elem_id="stepper-layer"), label="watch_layer")
-                head = say(gr.Number(0, precision=0, minimum=0, maximum=255, label=t("watch_head", L),
+                head = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_head", L),
                                      elem_id="stepper-head"), label="watch_head")
                 seed = say(gr.Number(0, precision=0, minimum=0, label=t("step_seed", L), elem_id="stepper-seed"),
                            label="step_seed")
@@ -261,8 +262,9 @@ def build_stepper_tab(shared):
                 layer_fig = gr.Plot(label="layers", elem_id="stepper-layers", show_label=False)
         memory_fig = gr.Plot(label="memory", elem_id="stepper-memory", show_label=False)
         with gr.Row(equal_height=False):
+            change_fig = gr.Plot(label="change", elem_id="stepper-change", show_label=False)
             conv_fig = gr.Plot(label="conv", elem_id="stepper-conv", show_label=False)
-            kv_fig = gr.Plot(label="kv", elem_id="stepper-kv", show_label=False)
+        kv_fig = gr.Plot(label="kv", elem_id="stepper-kv", show_label=False)
         with gr.Row(equal_height=False):
             cost_fig = gr.Plot(label="cost", elem_id="stepper-cost", show_label=False)
             acc_fig = gr.Plot(label="acceptance", elem_id="stepper-acceptance", show_label=False)
@@ -286,7 +288,7 @@ def build_stepper_tab(shared):
     # a visitor's recorded run is dropped this long after its last change ($QWEN_SESSION_TTL)
     session, playing = gr.State(None, time_to_live=session_ttl()), gr.State(False)
     timer = gr.Timer(1.5, active=False)
-    view = [heading, text, panel, explain, layer_fig, memory_fig, conv_fig, kv_fig, cost_fig, acc_fig,
+    view = [heading, text, panel, explain, layer_fig, memory_fig, change_fig, conv_fig, kv_fig, cost_fig, acc_fig,
             whatif_fig, whatif_caption]
     controls = [prompt, k, rollback, max_new, temperature, seed, layer, head, raw]
     nav = dict(show_progress="hidden", js=LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
@@ -366,7 +368,9 @@ def build_stepper_tab(shared):
             return t("no_run", language), gr.update(visible=False), state
         try:
             loaded = store.get(model_key or store.default)
-            settings = steps.Settings(**{**run.settings.__dict__, "temperature": 0.0})
+            layer_w, head_w = steps.watched(run)         # the run's watched layer and head, also when chosen after it
+            settings = steps.Settings(**{**run.settings.__dict__, "temperature": 0.0, "watch_layer": layer_w,
+                                         "watch_head": head_w})
             ids, _ = encode(loaded, settings)
             proof = recording.skip_restore_proof(*loaded.engine(), loaded.chat, ids, settings,
                                                    max_seconds=max_seconds())
