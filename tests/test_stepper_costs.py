@@ -20,6 +20,7 @@ def compiled():
     loaded = models.load_model(models.EMBEDDED_KEY, EMBEDDED, compile=False)
     report = warmup.warm_up(loaded.model, loaded.mtp, ks=(2,))        # what models.start_compiling runs
     assert report["status"].phase is Phase.COMPILED, report
+    loaded.views = loaded.serving = report["model"], report["head"]   # and how it leaves the model served
     return loaded
 
 
@@ -34,7 +35,7 @@ def test_the_stepper_predicts_the_speedup_the_race_predicts(compiled, rollback):
     # the stepper, as its Start button runs it: read the controls, encode, record, draw
     step_settings, _ = ui.read_settings(prompt, 2, rollback, 48, 0.0, 0, 0, 0, raw)
     step_ids, _ = ui.encode(compiled, step_settings)
-    run = recording.record_run(compiled.model, compiled.mtp, compiled.chat, step_ids, step_settings, compiled.key)
+    run = recording.record_run(*compiled.engine(), compiled.chat, step_ids, step_settings, compiled.key)
     view = dict(zip(ui.VIEW, ui.render(ui.Session(run), "English")))
     marker = next(t for t in view["whatif"].data if t.name.startswith("this run: a = "))
     assert run.output_ids == raced["speculative"]["ids"]                   # the same tokens in the same rounds
