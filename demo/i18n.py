@@ -15,11 +15,11 @@ STRINGS = {
     # the frame
     "title": ("Speculative decoding, live: Qwen3.5 with its own draft head",
               "投机解码现场演示：Qwen3.5 与它自带的草稿头"),
-    "subtitle": ("The same prompt twice, side by side, taking turns on the CPU: plain greedy decoding and MTP "
-                 "speculative decoding. Same tokens, fewer passes of the main model; faster where a pass over a "
-                 "few tokens costs about one step.",
-                 "同一个提示词跑两遍，并排轮流使用 CPU：普通贪心解码与 MTP 投机解码。输出相同，主模型前向更少；"
-                 "在一次处理几个词元的前向约等于一步的机器上才更快。"),
+    "subtitle": ("The same prompt twice, side by side, taking turns on the CPU: plain decoding and MTP "
+                 "speculative decoding, sampled with the same seed. Same tokens, fewer passes of the main model; "
+                 "faster where a pass over a few tokens costs about one step.",
+                 "同一个提示词跑两遍，并排轮流使用 CPU：普通解码与 MTP 投机解码，用同一个种子采样。输出相同，"
+                 "主模型前向更少；在一次处理几个词元的前向约等于一步的机器上才更快。"),
     "language": ("Language", "语言"),
     "presenter": ("Presenter mode", "演示模式"),
     "presenter_info": ("Bigger type, higher contrast", "更大字号，更高对比度"),
