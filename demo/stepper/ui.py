@@ -25,6 +25,7 @@ from demo.stepper import figures, recording, steps, traceio
 from demo.stepper import panels as H
 from demo.stepper.figures import Look
 from demo.frame import model_error_text, model_label, words
+from demo.gpu import generation_seconds, on_gpu
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.prompts import EXAMPLES, example_samples, pick_example, prepare, rollback_choices
 from demo.tokens import legend_html
@@ -296,6 +297,9 @@ def build_stepper_tab(shared):
     def failed(message):
         return (gr.skip(), message, *(gr.skip(),) * len(view), False, gr.Timer(active=False))
 
+    # ZeroGPU: a GPU while recording (one traced run, then the race's cost measurement: about three runs)
+    @on_gpu(lambda model_key=None, text_in=None, k_in=2, rollback_in=None, max_in=48, *rest, **kw:
+            generation_seconds(max_in, lanes=3))
     def on_start(model_key, text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in, raw_in, language,
                  presenter_on, client, progress=gr.Progress()):
         try:
@@ -360,6 +364,7 @@ def build_stepper_tab(shared):
                api_name="step_tick", **nav)
     speed.change(lambda s: gr.Timer(value=_seconds(s)), [speed], [timer], api_name="step_speed", queue=False)
 
+    @on_gpu(lambda *args, **kw: generation_seconds(recording.PROOF_TOKENS, lanes=2))   # plain and the dirty run
     def on_skip(on, state, model_key, language, presenter_on, client):
         if not on:
             return "", gr.update(visible=False), state
