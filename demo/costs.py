@@ -2,6 +2,7 @@
 
     costs = measure(model, mtp, ids, k=2, rollback="select")    # a short traced run + timed plain steps
     each = measure_each(model, mtp, ids, 2, ("recompute", "select"))   # {rollback: Costs}, one plain step timing
+    shared(model, mtp, ids, 2, "select")                          # the page's last measurement of these, or None
     costs.ratios()        -> {"verify": 1.17, "draft": 0.11, ...}   each ÷ one plain step
     predict(costs, tokens_per_round=2.4, rolled_back=0.4)         -> 2.4 / (1.17 + 2 × 0.11 + ...) = 1.7
 
@@ -18,6 +19,7 @@ compiled on small models), that call is timed as a whole too (`whole`), and it i
 """
 import statistics
 import time
+import weakref
 from dataclasses import asdict, dataclass
 
 from qwen.mtp import generate_mtp_stream, rounds_in_one_call
@@ -25,6 +27,8 @@ from qwen.sample import generate_stream
 from qwen.trace import Trace
 
 ROUNDS = 6                  # rounds timed by measure() (after one warm-up round)
+KEEP = 32                   # measurements the page keeps (shared)
+_last = {}                  # key() -> (weak refs to the model and head, Costs): the latest measurement of each
 
 
 @dataclass
@@ -150,4 +154,32 @@ def measure_each(model, mtp, ids, k, rollbacks, rounds=ROUNDS, sampling=None):
     -> {rollback: Costs}. Each rollback adds only its `rounds` + 1 traced rounds (and as many untraced
     ones where rounds run as one call)."""
     step = time_plain_step(model, ids)
-    return {rollback: measure(model, mtp, ids, k, rollback, rounds, step, sampling) for rollback in rollbacks}
+    each = {rollback: measure(model, mtp, ids, k, rollback, rounds, step, sampling) for rollback in rollbacks}
+    for rollback, c in each.items():
+        remember(model, mtp, ids, k, rollback, c, sampling)
+    return each
+
+
+def key(model, mtp, ids, k, rollback, sampling=None):
+    """What a measurement depends on: the engine serving (these very modules), the prompt, k, the
+    rollback and the sampling arguments (greedy whatever its spelling; a generator by its seed)."""
+    how = dict(sampling or {})
+    if not how.get("temperature"):
+        how = {}                                    # greedy, however it is spelled
+    if how.get("generator") is not None:            # rejection sampling: a fresh generator per run, from its seed
+        how["generator"] = how["generator"].initial_seed()
+    return (id(model), id(mtp), tuple(ids[0].tolist()), int(k), rollback, tuple(sorted(how.items())))
+
+
+def remember(model, mtp, ids, k, rollback, costs, sampling=None):
+    """Keep `costs` as the page's measurement of these settings (the race's lanes measure, the stepper
+    reads it: one cost model for the page, so both predict the same speed-up). The oldest go past KEEP."""
+    _last[key(model, mtp, ids, k, rollback, sampling)] = (weakref.ref(model), weakref.ref(mtp), costs)
+    while len(_last) > KEEP:
+        _last.pop(next(iter(_last)))
+
+
+def shared(model, mtp, ids, k, rollback, sampling=None):
+    """The page's latest measurement of these settings (remember), or None."""
+    model_ref, mtp_ref, costs = _last.get(key(model, mtp, ids, k, rollback, sampling), (None, None, None))
+    return costs if model_ref is not None and model_ref() is model and mtp_ref() is mtp else None

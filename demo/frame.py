@@ -43,14 +43,22 @@ class Shared:
 
 
 def model_status(loaded, lang=i18n.DEFAULT_LANG):
-    """One line about the model in use: its host plan ("cpu · float32 · streamed graphs · 1 thread"), context,
+    """One line about the model in use: its host plan ("CPU · float32 · streamed graphs · 1 thread"), context,
     and how compiling stands."""
     if loaded is None:
         return ""
-    plan = str(loaded.plan) if loaded.plan is not None else str(loaded.dtype).replace("torch.", "")
+    plan = plan_text(loaded.plan, lang) if loaded.plan is not None else str(loaded.dtype).replace("torch.", "")
     plan = ("ZeroGPU · " + plan) if settings.zero_gpu() else plan
     return t("model_ready", lang, model=model_label(loaded.key, lang), plan=plan, context=loaded.context,
              mtp="" if loaded.mtp is not None else t("model_no_mtp", lang)) + compile_note(loaded, lang)
+
+
+def plan_text(plan, lang=i18n.DEFAULT_LANG):
+    """A qwen.compiled.HostPlan in the page's language: "CPU · float32 · streamed graphs · 2 threads"."""
+    how = t(f"plan_{plan.strategy.name}" if plan.strategy is not None else "plan_eager", lang)
+    threads = t("plan_threads" if plan.threads == 1 else "plan_threads_many", lang, n=plan.threads)
+    device = "CPU" if plan.device == "cpu" else plan.device
+    return f"{device} · {str(plan.dtype).replace('torch.', '')} · {how} · {threads}"
 
 
 def compile_note(loaded, lang):
@@ -60,7 +68,8 @@ def compile_note(loaded, lang):
     if status.why is Why.NOT_ASKED:
         return ""
     if status.phase is Phase.EAGER:
-        return t("model_eager", lang, reason=status.reason)
+        why = t(f"why_{status.why.name}", lang) + (f" ({status.detail})" if status.detail else "")
+        return t("model_eager", lang, reason=why)
     return t({Phase.COMPILED: "model_compiled", Phase.COMPILING_MORE: "model_compiled_more"}.get(
         status.phase, "model_compiling"), lang)
 

@@ -27,6 +27,17 @@ STRINGS = {
     "model_info": ("Hub models download on first use (0.8B ≈ 2 GB)", "Hub 模型首次使用时下载（0.8B 约 2 GB）"),
     "model_ready": ("**{model}** ready ({plan}, context {context} tokens{mtp})",
                     "**{model}** 已就绪（{plan}，上下文 {context} 个词元{mtp}）"),
+    "plan_threads": ("{n} thread", "{n} 个线程"),
+    "plan_threads_many": ("{n} threads", "{n} 个线程"),
+    "plan_eager": ("eager", "eager 模式"),
+    "plan_STREAMED": ("streamed graphs", "流式权重的编译图"),
+    "plan_FROZEN": ("frozen graphs", "冻结权重的编译图"),
+    "plan_CUDA": ("CUDA graphs", "CUDA 图"),
+    "why_NO_COMPILER": ("no C++ compiler (install g++)", "没有 C++ 编译器（请安装 g++）"),
+    "why_FAILED": ("compiling failed", "编译失败"),
+    "why_WRONG": ("the compiled pass computes something else", "编译后的前向算出的结果不同"),
+    "why_SLOWER": ("not faster than eager on this host", "在这台机器上不比 eager 模式快"),
+    "why_NOT_WARMED": ("not warmed up (only greedy decoding was asked for)", "未预热（只要求了贪心解码）"),
     "model_no_mtp": (", no draft head: the race needs one", "，没有草稿头：比赛需要它"),
     "model_compiling": (" · compiling the decoding steps… (eager meanwhile)", " · 正在编译解码步骤…（期间以 eager 模式运行）"),
     "model_compiled": (" · compiled", " · 已编译"),
@@ -460,19 +471,21 @@ STRINGS = {
     "whatif_caption": ("speed-up = tokens per round / round cost in plain steps, the race's prediction "
                        "(demo/costs.py); tokens per round = (1 − a^(k+1)) / (1 − a); round cost = draft + verify + "
                        "snapshot + (1 − a^k) × rollback; plain step = {plain:.2f} ms; {how}",
-                       "加速比 = 每轮词元数 / 以普通步计的每轮耗时，即比赛的预测（demo/costs.py）；每轮词元数 = "
+                       "加速比 = 每轮词元数 / 以普通步计的每轮耗时，即比赛的预测；每轮词元数 = "
                        "(1 − a^(k+1)) / (1 − a)；每轮耗时 = 草稿 + 验证 + 快照 + (1 − a^k) × 回滚；"
                        "普通一步 = {plain:.2f} 毫秒；{how}"),
     "whatif_caption_whole": ("speed-up = tokens per round / round cost in plain steps, the race's prediction "
                              "(demo/costs.py); tokens per round = (1 − a^(k+1)) / (1 − a); round cost = one call "
                              "that runs the whole round (greedy select), the same at every a; plain step = "
                              "{plain:.2f} ms; {how}",
-                             "加速比 = 每轮词元数 / 以普通步计的每轮耗时，即比赛的预测（demo/costs.py）；每轮词元数 = "
+                             "加速比 = 每轮词元数 / 以普通步计的每轮耗时，即比赛的预测；每轮词元数 = "
                              "(1 − a^(k+1)) / (1 − a)；每轮耗时 = 跑完整轮的一次调用（贪心 select），与 a 无关；"
                              "普通一步 = {plain:.2f} 毫秒；{how}"),
-    "whatif_from_race": ("costs measured right after the recording, as the race measures them (untraced rounds "
-                         "and plain steps, medians), not the recording's own slower times",
-                         "耗时在录制之后按比赛的方式测得（不带记录的轮次与普通步，取中位数），而非录制自身较慢的耗时"),
+    "whatif_from_race": ("this host's costs as the race measures them (its own measurement where it ran these "
+                         "settings, else measured after the recording: untraced rounds and plain steps, medians), "
+                         "not the recording's own slower times",
+                         "本机耗时按比赛的方式测得（比赛跑过同样设置时即用它的测量，否则在录制之后测：不带记录的轮次与"
+                         "普通步，取中位数），而非录制自身较慢的耗时"),
     "whatif_from_recording": ("costs from this recording's own instrumented times (the trace holds no measurement "
                               "of the race's path): slower than the race",
                               "耗时取自本次录制自身的插桩时间（轨迹里没有比赛路径的测量）：比赛跑中的慢"),

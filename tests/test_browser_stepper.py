@@ -105,6 +105,19 @@ BOXES = ("() => { const out = {}; for (const s of ['#stepper-text', '#stepper-le
          " out.page = document.documentElement.clientWidth; return out; }")
 
 
+def settled_boxes(page, tries=40):
+    """BOXES once the layout has settled (plotly redraws a figure for a new width a moment after the
+    resize, later on a slow host): two readings 250 ms apart that agree, or the last one."""
+    boxes = page.evaluate(BOXES)
+    for _ in range(tries):
+        page.wait_for_timeout(250)
+        again = page.evaluate(BOXES)
+        if again == boxes:
+            break
+        boxes = again
+    return boxes
+
+
 def overlaps(a, b):
     return a[0] < b[0] + b[2] - 1 and b[0] < a[0] + a[2] - 1 and a[1] < b[1] + b[3] - 1 and b[1] < a[1] + a[3] - 1
 
@@ -138,8 +151,7 @@ def test_the_phase_table_and_explanation_never_overlap_at_any_width_in_either_la
                         phase = page.evaluate(f"{PHASE}.dataset.phase")
                         for width in (1400, 1024, 390):
                             page.set_viewport_size({"width": width, "height": 1000})
-                            page.wait_for_timeout(300)
-                            boxes = page.evaluate(BOXES)
+                            boxes = settled_boxes(page)
                             where = f"{rollback}, {lang}, {width} px, step {step} ({phase})"
                             names = [n for n in boxes if n != "page"]
                             for i, a in enumerate(names):

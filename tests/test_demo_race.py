@@ -479,6 +479,23 @@ def test_the_model_line_follows_the_compile_status_by_its_kind(status, note, set
     loaded = type("Loaded", (), {"compile_status": lambda self: current})()
     assert frame.compile_note(loaded, "English") == note
     assert frame.compile_settled(loaded) == settled
+    if why and why != "NOT_ASKED":              # the Chinese line says why in Chinese (the detail stays as measured)
+        assert current.why.value not in frame.compile_note(loaded, "中文")
+
+
+def test_the_model_line_says_the_host_plan_in_the_page_language():
+    """English reads as the CLI prints the plan; Chinese leaves no English word but names (ENGLISH_JS's list)."""
+    import re
+
+    import torch
+
+    from demo import frame
+    from qwen.compiled.plan import HostPlan, Strategy
+    for strategy, threads in [(None, 1), (Strategy.STREAMED, 2), (Strategy.FROZEN, 1), (Strategy.CUDA, 1)]:
+        plan = HostPlan("cpu", torch.float32, strategy, threads, "why")
+        assert frame.plan_text(plan, "English") == str(plan).replace("cpu", "CPU", 1)
+        words = re.findall(r"[A-Za-z]{3,}", frame.plan_text(plan, "中文"))
+        assert set(words) <= {"CPU", "float", "eager", "CUDA"}, words
 
 
 def test_the_page_opens_with_the_preloaded_hub_model_only_where_the_hub_cache_holds_it(tmp_path, monkeypatch):

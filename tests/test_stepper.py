@@ -172,3 +172,22 @@ def test_deep_link_prefills_only_valid_values():
     assert values == {"prompt": "Hello", "k": 3, "rollback": "recompute", "max_new_tokens": 256,
                       "temperature": 0.0, "watch_layer": 2, "view": "step"}
     assert stepper_ui.apply_deep_link(None) == {}
+
+
+def test_the_stepper_reads_the_race_s_measurement_of_the_same_settings(rand):
+    """One cost model for the page: after the race measured a prompt, k and rollback on this engine
+    (demo.costs.measure_each remembers it), the stepper's recording predicts from those very costs; for
+    a prompt the race did not measure, or another engine, it measures its own and keeps them."""
+    from demo import costs
+    model, mtp = rand
+    raced = costs.measure_each(model, mtp, PROMPT, 2, ("recompute",), rounds=2)["recompute"]
+    run = record(rand, k=2, max_new_tokens=8, rollback="recompute")
+    assert run.costs == raced.as_dict() and run.plain_step_seconds == raced.step
+    other = torch.tensor([[5, 9, 11]])
+    assert costs.shared(model, mtp, other, 2, "recompute") is None
+    mine = stepper_run.record_run(model, mtp, FakeChat(), other, Settings(prompt="p", k=2, max_new_tokens=8,
+                                                                       rollback="recompute"), "tiny")
+    assert mine.costs == costs.shared(model, mtp, other, 2, "recompute").as_dict() != raced.as_dict()
+    another = random_model()
+    assert costs.shared(*another, PROMPT, 2, "recompute") is None      # another engine: not these costs
+    assert costs.shared(model, mtp, PROMPT, 1, "recompute") is None    # another k

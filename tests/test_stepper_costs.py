@@ -1,6 +1,7 @@
 """The stepper and the race tell one story: on the embedded model, compiled as the app compiles it, the
 speed-up the stepper's what-if marks for "this run" is the one the race predicts for the same prompt, k and
-rollback (both from demo.costs: this host's measured costs and the run's tokens per round)."""
+rollback (both from demo.costs: this host's costs, measured once by the race and read by the stepper, and
+each run's own tokens per round, which must agree)."""
 import pytest
 
 from demo import models, race

@@ -154,8 +154,9 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
                clock=time.perf_counter):
     """Run speculative decoding once with a trace and keep everything the stepper shows. ids: (1, T).
     progress(done, total) hears about each round; max_seconds caps the wall-clock time. Then this host's
-    costs are measured as the race measures them (demo.costs.measure: plain steps, untraced rounds), so
-    the what-if predicts what the race predicts, not from the recording's slower instrumented times."""
+    costs: the race's measurement of the same prompt and settings on this engine (demo.costs.shared), or
+    measured as the race measures them (plain steps, untraced rounds) and kept for it, so the what-if
+    predicts what the race predicts, not from the recording's slower instrumented times."""
     trace = WatchingTrace(watch_layer=max(0, settings.watch_layer), watch_head=max(0, settings.watch_head),
                           max_rounds=MAX_ROUNDS)
     stop = tuple(chat.stop)
@@ -189,11 +190,14 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         ended = "stop" if out and out[-1] in stop else "length"
     prompt_ids = ids[0].tolist()
     labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
-    step = cost_model.time_plain_step(model, ids)
-    costs = None
-    if len(records) > 1:            # rounds were speculated: time them as the race does
-        costs = cost_model.measure(model, mtp, ids, settings.k, settings.rollback, step=step,
-                                   sampling=sampling(settings)).as_dict()
+    costs, step = None, None
+    if len(records) > 1:            # rounds were speculated: the race's measurement of them, or time them as it does
+        found = cost_model.shared(model, mtp, ids, settings.k, settings.rollback, sampling(settings))
+        if found is None:
+            found = cost_model.measure(model, mtp, ids, settings.k, settings.rollback, sampling=sampling(settings))
+            cost_model.remember(model, mtp, ids, settings.k, settings.rollback, found, sampling(settings))
+        costs, step = found.as_dict(), found.step
+    step = step if step is not None else cost_model.time_plain_step(model, ids)
     return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
                pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
                plain_step_seconds=step, costs=costs, ended=ended)
