@@ -90,21 +90,32 @@ def test_a_quick_build_runs_the_compiler_at_o2_and_computes_the_same(monkeypatch
     # subtle: inductor's own patch, not monkeypatch (whose undo deletes a config key under pytest 9.2)
     with torch._inductor.config.patch({"cpp.cxx": (None, str(script))}), torch.no_grad():
         torch.testing.assert_close(graphs((1, False), x), scaled(owner, x))
-    builds = [line for line in log.read_text().splitlines() if ".so" in line and "-shared" in line]
+    builds = graph_builds(log)
     assert builds and all(" -O2 " in f" {b} " and " -O3 " not in f" {b} " for b in builds), builds
 
     # a later start loads the graph and builds nothing: the library is looked up under the same flags.
-    # subtle: a new process also builds inductor's vector-ISA probe (a tiny program) unless this cache
-    # holds it; whether this process built it there depends on the tests run before (they may have
-    # probed already, or trusted the ISA list). The later start trusts the list, as qwen.compile does
-    # once the probes passed (skip_proven_isa_probes), so every build it made would be the graph's.
+    # subtle: a new process also builds inductor's CPU probes (tiny programs: the vector-ISA one, which the
+    # later start skips as qwen.compiled does once they passed, and on an AVX-512 host the bfloat16 / AMX
+    # checks) unless this cache holds them; whether this process built them there depends on the tests
+    # run before, so graph_builds leaves them out.
     torch.save({"owner": owner.state_dict(), "x": x}, tmp_path / "inputs.pt")
     env = dict(os.environ, CXX=str(script), PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests'}", TORCHINDUCTOR_VEC_ISA_OK="1")
     later = subprocess.run([sys.executable, "-c", LATER_START, str(tmp_path), str(torch.get_num_threads())],
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert later.returncode == 0, later.stderr[-3000:]
     assert later.stdout.split()[-2:] == ["loaded", "1"], later.stdout
-    assert [line for line in log.read_text().splitlines() if ".so" in line and "-shared" in line] == builds
+    assert graph_builds(log) == builds
+
+
+def graph_builds(log):
+    """The compiler's command lines in `log` that build a shared library from a graph's C++ (not from one
+    of inductor's CPU probes, whose sources define a *_chk_kernel)."""
+    builds = []
+    for line in log.read_text().splitlines():
+        sources = [Path(word) for word in line.split() if word.endswith(".cpp")]
+        if ".so" in line and "-shared" in line and not any("_chk_kernel" in p.read_text() for p in sources if p.exists()):
+            builds.append(line)
+    return builds
 
 
 LATER_START = """
