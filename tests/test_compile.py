@@ -20,30 +20,58 @@ pytestmark = pytest.mark.compile               # the whole module: see pytest.in
 needs_compiler = pytest.mark.skipif(host.compiler_missing() is not None, reason="no C++ compiler")
 
 
-def crashing_compiler(message):
-    """A stand-in for steps._compile whose compiled functions raise on their first call, as a broken
-    compiler does."""
-    def compile_(fn, owners, kind, device, strategy):
-        def compiled(variant, *args):
+class Compiled:
+    """What a stand-in for torch.compile returns: a callable whose ahead-of-time compile (saved.py) is itself."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def __call__(self, *args):
+        return self.run(*args)
+
+    def aot_compile(self, example_inputs):
+        return self
+
+
+@pytest.fixture
+def compiler(monkeypatch, tmp_path):
+    """compiler(wrap): torch.compile(fn, ...) returns wrap(fn) from now on (to run as the compiled graph
+    would); a graph cache of this test's own, so that no real graph saved earlier is loaded instead.
+    -> the names of the functions torch.compile was asked for, in order"""
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+    asked = []
+
+    def use(wrap):
+        monkeypatch.setattr(torch, "compile", lambda fn, **options: asked.append(fn.__name__) or Compiled(wrap(fn)))
+        return asked
+    return use
+
+
+def crashing(message):
+    """A compiler whose compiled functions raise on their first call, as a broken compiler does."""
+    def wrap(fn):
+        def compiled(*args):
             raise RuntimeError(message)
         return compiled
-    return compile_
+    return wrap
 
 
-def corrupting_compiler(arity, corrupt):
-    """A stand-in for steps._compile whose compiled functions run eagerly but pass every result of
-    `arity` values through corrupt(*out): a compiler that runs and computes something wrong."""
-    def compile_(fn, owners, kind, device, strategy):
-        def compiled(variant, *args):
-            out = fn(*owners, *args)
+def corrupting(arity, corrupt):
+    """A compiler that runs and computes something wrong: every result of `arity` values goes through corrupt(*out)."""
+    def wrap(fn):
+        def compiled(*args):
+            out = fn(*args)
             return corrupt(*out) if isinstance(out, tuple) and len(out) == arity else out
         return compiled
-    return compile_
+    return wrap
 
 
-def eager_compiler(fn, owners, kind, device, strategy):
-    """A stand-in for steps._compile that runs every pass eagerly."""
-    return lambda variant, *args: fn(*owners, *args)
+def eager(fn):
+    """A compiler whose compiled function is the eager function itself."""
+    return fn
+
+
+COMPILED_KS = (1, 3)
 
 
 def graphs_compiled():
@@ -52,10 +80,12 @@ def graphs_compiled():
 
 @pytest.fixture(scope="module")
 def compiled_pair():
-    """A tiny random model and head, compiled for k = 1..3 and both rollbacks, beside an eager copy."""
+    """A tiny random model and head, compiled for k = 1 and 3 and both rollbacks, beside an eager copy.
+    (k = 2, the app's, is compiled and checked on the embedded model in test_compile_saved.py: every graph
+    compiled here is a cold C++ build, minutes of the suite on 2 cores.)"""
     model, head = random_pair("small", seed=11)
     eager_model, eager_head = random_pair("small", seed=11)
-    report = warmup.warm_up(model, head, ks=(1, 2, 3), rollbacks=("select", "recompute"), keep_if_faster=False,
+    report = warmup.warm_up(model, head, ks=COMPILED_KS, rollbacks=("select", "recompute"), keep_if_faster=False,
                         freeze=True)                  # frozen (as wide models are); the embedded model's test is not
     model, head = report["model"], report["head"]
     assert report["status"] == Status(Phase.COMPILED), report
@@ -71,7 +101,7 @@ def test_compiled_greedy_output_equals_eager_on_a_random_model(compiled_pair):
 
 @needs_compiler
 @pytest.mark.parametrize("rollback", ["select", "recompute"])
-@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("k", COMPILED_KS)
 def test_speculative_equals_plain_under_compile(compiled_pair, rollback, k):
     model, head, eager, _ = compiled_pair
     for ids in prompts(model.cfg.vocab_size, n=2, seed=k):
@@ -111,8 +141,8 @@ def test_a_greedy_select_round_of_a_small_model_is_one_compiled_call(compiled_pa
 @pytest.mark.parametrize("rollback", ["select", "recompute"])
 def test_select_and_restore_under_compile_leave_the_state_plain_decoding_has(compiled_pair, rollback):
     model, _, eager, _ = compiled_pair
-    prefix, more = [3, 1, 4, 1, 5, 9, 2], [6, 5, 3]                 # a verify pass of 3 tokens (k = 2)
-    state = verify_then_roll_back(model, prefix, more, 2, rollback)  # compiled: (3, keep) / (3, no keep)
+    prefix, more = [3, 1, 4, 1, 5, 9, 2], [6, 5, 3, 5]              # a verify pass of 4 tokens (k = 3)
+    state = verify_then_roll_back(model, prefix, more, 2, rollback)  # compiled: (4, keep) / (4, no keep)
     with torch.inference_mode():
         want = State(eager)
         eager(torch.tensor([prefix + more[:2]]), want)
@@ -123,11 +153,11 @@ def test_select_and_restore_under_compile_leave_the_state_plain_decoding_has(com
 def test_no_recompiles_across_generations_positions_and_kv_growth(compiled_pair):
     model, head, _, _ = compiled_pair
     ids = torch.tensor([[1, 2, 3]])
-    generate_mtp(model, head, ids, max_new_tokens=20, k=2)
+    generate_mtp(model, head, ids, max_new_tokens=20, k=3)
     before = graphs_compiled()
     long = torch.randint(0, model.cfg.vocab_size, (1, 70))           # another prompt: KV capacity 64 -> 256
     generate(model, long, max_new_tokens=100)
-    generate_mtp(model, head, long, max_new_tokens=100, k=2)
+    generate_mtp(model, head, long, max_new_tokens=100, k=3)
     assert graphs_compiled() == before
 
 
@@ -207,7 +237,7 @@ def test_on_cuda_every_state_buffer_is_a_static_address_for_cuda_graphs(monkeypa
     options = []
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: options.append(kw) or fn)
     model, head = random_pair(TWO_LAYERS, seed=31)
-    step = steps._compile(saved.model_step, (model,), "model", "cuda", steps.Strategy.CUDA)
+    step = steps.compile_graphs(saved.model_step, (model,), "model", "cuda", steps.Strategy.CUDA)
     ids, nxt = torch.tensor([[3, 1, 4]]), torch.tensor([[2]])
     mine, eager = State(model), State(model)
     for state in (mine, eager):
@@ -223,8 +253,8 @@ def test_on_cuda_every_state_buffer_is_a_static_address_for_cuda_graphs(monkeypa
     assert [t.data_ptr() for t in saved.state_buffers([cache])] == [cache.k.data_ptr(), cache.v.data_ptr()]
 
 
-def test_the_eager_fallback_is_taken_when_compiling_fails(monkeypatch):
-    monkeypatch.setattr(steps, "_compile", crashing_compiler("simulated compiler crash"))
+def test_the_eager_fallback_is_taken_when_compiling_fails(compiler):
+    compiler(crashing("simulated compiler crash"))
     model, head = random_pair("small", seed=12)
     eager, _ = random_pair("small", seed=12)
     report = warmup.warm_up(model, head, ks=(2,))
@@ -254,11 +284,11 @@ def test_the_eager_fallback_is_taken_when_the_ahead_of_time_compile_fails(monkey
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=1)[0] == generate(eager, ids, max_new_tokens=20)
 
 
-def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
+def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(compiler):
     """A compiler that runs but computes wrong logits (as inductor's AVX2 kernels did on this project's
     machines) must leave the model eager, saying why, and generation exact."""
     wrong_logits = lambda logits, hidden: (logits + 0.5 * logits.abs().max(), hidden)     # a step's outputs
-    monkeypatch.setattr(steps, "_compile", corrupting_compiler(2, wrong_logits))
+    compiler(corrupting(2, wrong_logits))
     model, head = random_pair("small", seed=17)
     eager, _ = random_pair("small", seed=17)
     report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
@@ -269,11 +299,11 @@ def test_a_miscompiled_step_is_caught_at_warm_up_and_never_used(monkeypatch):
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
 
-def test_a_wrong_round_graph_is_dropped_and_the_checked_steps_kept(monkeypatch):
+def test_a_wrong_round_graph_is_dropped_and_the_checked_steps_kept(compiler):
     """A round graph that emits another token than plain decoding would goes; rounds then run step by
     step through the compiled steps, which agreed with eager."""
     wrong_token = lambda drafts, n, nxt, guess, out: (drafts, n, (nxt + 1) % 61, guess, out)  # greedy_round's
-    monkeypatch.setattr(steps, "_compile", corrupting_compiler(5, wrong_token))
+    compiler(corrupting(5, wrong_token))
     model, head = random_pair("small", seed=18)
     eager, _ = random_pair("small", seed=18)
     report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
@@ -284,8 +314,8 @@ def test_a_wrong_round_graph_is_dropped_and_the_checked_steps_kept(monkeypatch):
     assert generate_mtp(model, head, ids, max_new_tokens=20, k=2)[0] == generate(eager, ids, max_new_tokens=20)
 
 
-def test_a_compile_failure_during_generation_falls_back_to_eager(monkeypatch):
-    monkeypatch.setattr(steps, "_compile", crashing_compiler("simulated failure on first use"))
+def test_a_compile_failure_during_generation_falls_back_to_eager(compiler):
+    compiler(crashing("simulated failure on first use"))
     model, head = random_pair("small", seed=13)
     eager, _ = random_pair("small", seed=13)
     model = steps.compile_model(model, ks=(2,))                                 # lazy: nothing compiled before the first call
@@ -339,18 +369,17 @@ def test_compile_variants_cover_decode_verify_and_catch_up():
     assert main == {(3, True)} and head == {(3, False)}
 
 
-def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
+def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(compiler):
     """A pass whose compiled graph is not faster runs eagerly; the others stay compiled, and the output
-    is still plain decoding's. (Timings stubbed: the real ones depend on the host.)"""
-    monkeypatch.setattr(steps, "_compile", eager_compiler)
+    is still plain decoding's. (Timings given: the real ones depend on the host.)"""
+    compiler(eager)
     measured = {"decode step": 0.9, "greedy round with k=2": 1.3, "sampled round with k=2": 0.95,
                 "verify of 3 tokens (keeping step states)": 1.6,
                 "head pass of 1 token": 1.2, "head pass of 3 tokens": 1.0}
-    monkeypatch.setattr(warmup, "_time_passes", lambda model, head, ids, passes: {
-        (part, v): measured[warmup._pass_name(part, v)] for part, v in passes})
+    timer = lambda model, head, ids, passes: {(part, v): measured[warmup.pass_name(part, v)] for part, v in passes}
     model, head = random_pair("small", seed=19)
-    eager, _ = random_pair("small", seed=19)
-    report = warmup.warm_up(model, head, ks=(2,))
+    plain_model, _ = random_pair("small", seed=19)
+    report = warmup.warm_up(model, head, ks=(2,), timer=timer)
     model, head = report["model"], report["head"]
     assert report["status"].phase is Phase.COMPILED and report["speedups"] == measured and report["step_speedup"] == 0.9
     assert model.steps.lookup(1) is None and model.steps.lookup(3, keep=True) is not None
@@ -358,24 +387,24 @@ def test_warm_up_keeps_each_compiled_pass_only_where_it_is_faster(monkeypatch):
     assert head.rounds.lookup(3, keep=True) is not None and head.sampled_rounds.lookup(3, keep=True) is None
     assert model.steps.eager_passes == {(1, False): Status(Phase.EAGER, Why.SLOWER, "0.90x")}
     ids = torch.tensor([[5, 6, 7]])
-    assert generate_mtp(model, head, ids, max_new_tokens=12, k=2)[0] == generate(eager, ids, max_new_tokens=12)
+    assert generate_mtp(model, head, ids, max_new_tokens=12, k=2)[0] == generate(plain_model, ids, max_new_tokens=12)
     sampled = dict(temperature=0.7, seed=4)          # its round graph dropped: step by step, the same text
     assert generate_mtp(model, head, ids, max_new_tokens=12, k=2, **sampled)[0] == \
-        generate(eager, ids, max_new_tokens=12, **sampled)
+        generate(plain_model, ids, max_new_tokens=12, **sampled)
 
     measured.update({"verify of 3 tokens (keeping step states)": 0.8})            # nothing of the model gains
     model, head = random_pair("small", seed=19)
-    report = warmup.warm_up(model, head, ks=(2,))
+    report = warmup.warm_up(model, head, ks=(2,), timer=timer)
     model, head = report["model"], report["head"]
     assert report["status"] == Status(Phase.EAGER, Why.SLOWER, "0.80x"), report["status"]
     assert not model.steps.enabled and head.steps.lookup(1) is not None
 
 
-def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_compile(monkeypatch):
+def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_compile(compiler):
     """With round graphs, warm_up readies the decode step and the rounds first; other threads use them
     while the step graphs for the trace, sampling and `recompute` are still compiling."""
     from demo import frame, models
-    monkeypatch.setattr(steps, "_compile", eager_compiler)
+    compiler(eager)
     seen, app = [], []
 
     def time_passes(model, head, ids, passes):      # what another thread may use while these are timed
@@ -387,15 +416,15 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
                                     round=head.rounds.lookup(3, keep=True) is not None)
         thread = threading.Thread(target=look)
         thread.start(), thread.join()
-        seen.append(([warmup._pass_name(part, v) for part, v in passes], other))
+        seen.append(([warmup.pass_name(part, v) for part, v in passes], other))
         return {(part, v): 2.0 for part, v in passes}
-    monkeypatch.setattr(warmup, "_time_passes", time_passes)
     model, head = random_pair("small", seed=20)
     loaded = models.Loaded("test", "", model, head, None, torch.float32, 0.0)
     model = steps.compile_model(model, ks=(2,))
     head = steps.compile_head(head, ks=(2,), model=model)
     loaded.views = model, head                              # as models.start_compiling does
-    report = warmup.warm_up(model, head, ks=(2,), on_ready=lambda *views: setattr(loaded, "serving", views))
+    report = warmup.warm_up(model, head, ks=(2,), on_ready=lambda *views: setattr(loaded, "serving", views),
+                            timer=time_passes)
     model, head = report["model"], report["head"]
     assert app[0][:2] == (Status(Phase.COMPILING), False)
     assert app[1] == (Status(Phase.COMPILING_MORE), False, " · compiled (the stepper's and sampling's steps still compiling…)")
@@ -410,17 +439,17 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     assert loaded.engine() == (model, head)                 # serving since the first phase
 
 
-def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decoding_uses(monkeypatch):
-    calls = []                                   # (kind, pass) of every call into a "compiled" function
+def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decoding_uses(compiler):
+    calls = []                                   # the function behind every call into a "compiled" one
 
-    def recording_compiler(fn, owners, kind, device, strategy):
-        return lambda variant, *args: calls.append((kind, variant)) or fn(*owners, *args)
-    monkeypatch.setattr(steps, "_compile", recording_compiler)
+    def recording(fn):
+        return lambda *args: calls.append(fn.__name__) or fn(*args)
+    asked = compiler(recording)
     timed = []
-    monkeypatch.setattr(warmup, "_time_passes", lambda model, head, ids, passes: timed.extend(
-        warmup._pass_name(part, v) for part, v in passes) or {(part, v): 2.0 for part, v in passes})
+    timer = lambda model, head, ids, passes: timed.extend(
+        warmup.pass_name(part, v) for part, v in passes) or {(part, v): 2.0 for part, v in passes}
     model, head = random_pair("small", seed=21)
-    report = warmup.warm_up(model, head, ks=(2,), only_greedy=True)
+    report = warmup.warm_up(model, head, ks=(2,), only_greedy=True, timer=timer)
     model, head = report["model"], report["head"]
     assert timed == ["decode step", "greedy round with k=2"] and report["status"].phase is Phase.COMPILED
     assert not head.steps.ready and head.steps.lookup(1) is None and head.steps.lookup(3) is None
@@ -430,18 +459,18 @@ def test_a_caller_that_will_not_sample_or_trace_warms_up_only_what_greedy_decodi
     prompt = torch.tensor([[5, 9, 2]])
     want = generate(model, prompt, max_new_tokens=12)
     calls.clear()
+    compiled_before = list(asked)
     assert generate_mtp(model, head, prompt, max_new_tokens=12, k=2)[0] == want
-    ready = {("model", v) for v in model.steps.ready} | {("round", v) for v in head.rounds.ready}
-    assert ("round", (3, True)) in calls and set(calls) <= ready
+    assert asked == compiled_before and "round_of" in calls                      # nothing compiled meanwhile
 
 
 @pytest.mark.parametrize("works", [True, False])
-def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, works):
+def test_the_app_compiles_in_the_background_and_says_so(monkeypatch, compiler, works):
     from demo import frame, models
     # the eager function itself standing in for a compiled one, or a compiler that crashes
-    monkeypatch.setattr(steps, "_compile", eager_compiler if works else crashing_compiler("simulated"))
-    # eager, then "compiled": the stand-in must count as faster
-    monkeypatch.setattr(warmup, "_time_both", lambda eager, compiled: (eager(), compiled(), 2e-3, 1e-3)[2:])
+    compiler(eager if works else crashing("simulated"))
+    # the stand-in must count as faster (the app's warm-up times with warmup.time_passes)
+    monkeypatch.setattr(warmup, "time_passes", lambda model, head, ids, passes: {p: 2.0 for p in passes})
     model, head = random_pair("small", seed=15)
     loaded = models.Loaded("test", "", model, head, None, torch.float32, 0.0)
     assert frame.compile_note(loaded, "English") == ""                  # nothing asked: no note
@@ -472,10 +501,10 @@ def test_the_app_reads_qwen_compile_and_qwen_dtype(monkeypatch):
     assert dtype == torch.float32 and "hidden size 192" in reason
 
 
-def test_compiling_makes_views_and_leaves_the_modules_plain(monkeypatch):
+def test_compiling_makes_views_and_leaves_the_modules_plain(compiler):
     """compile_model / compile_head / compile_round wrap the modules from outside: the modules gain no
     attribute, the views read and write the modules' own, and decode as the modules do."""
-    monkeypatch.setattr(steps, "_compile", eager_compiler)
+    compiler(eager)
     model, head = random_pair("small", seed=22)
     before = set(vars(model)), set(vars(head))
     fast = steps.compile_model(model, ks=(2,))

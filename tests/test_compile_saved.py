@@ -1,18 +1,23 @@
 """The compiled engine, second half (a file of its own so that two test processes share the compiling):
-the embedded model compiled as the app does, graphs saved whole and loaded at a later start, guards
-checked once, and a wide model streaming its weights. Eager is the reference throughout."""
+the embedded model compiled once as the app does (its decoding against eager, the stepper's prediction
+against the race's), graphs saved whole and loaded at a later start, guards checked once, and a wide
+model streaming its weights. Eager is the reference throughout."""
 import pytest
 import torch
 
+from demo import models, race
+from demo.prompts import DEFAULT_EXAMPLE, prepare
+from demo.settings import max_prompt_tokens
+from demo.stepper import figures, recording, ui
+from demo.validate import RaceSettings
 from qwen.bench import as_checkpoint
 from qwen.cache import AttentionState, State
-from qwen.chat import Chat
 from qwen.compiled import Phase, host, steps, warmup
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
-from qwen.weights import find_model
+from qwen.weights import EMBEDDED
 from reference import SMALL
 from test_mtp import prompts, random_pair
 
@@ -21,24 +26,31 @@ needs_compiler = pytest.mark.skipif(host.compiler_missing() is not None, reason=
 TWO_LAYERS = dict(SMALL, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"])
 
 
+@pytest.fixture(scope="module")
+def app_compiled():
+    """The app's default, compiled as the app compiles it: the embedded model and its head loaded by
+    demo.models, warm_up for k = 2 (unfrozen, as small models are: their graphs cache whole on disk), a
+    helper process compiling beside this one, as on the app's 2-core hosts; every pass kept, so that all
+    of them are checked below. -> demo.models.Loaded, serving the compiled views"""
+    loaded = models.load_model(models.EMBEDDED_KEY, EMBEDDED, compile=False)
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("QWEN_COMPILE_WORKERS", "2")
+        report = warmup.warm_up(loaded.model, loaded.mtp, ks=(2,), keep_if_faster=False)
+    assert report["status"].phase is Phase.COMPILED and report["step_speedup"] > 0, report
+    loaded.views = loaded.serving = report["model"], report["head"]   # how models.start_compiling leaves it
+    return loaded
+
+
 @needs_compiler
-def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
-    """The app's default: the embedded model and its head, compiled for k = 2 (unfrozen, as small
-    models are: their graphs cache whole on disk), a helper process compiling beside this one, as on
-    the app's 2-core hosts. Its grouped-query attention with head_dim 64 is the shape where a boolean
-    attention mask once made the compiled step corrupt memory."""
-    monkeypatch.setenv("QWEN_COMPILE_WORKERS", "2")
-    path = find_model()
-    model, eager = Model.from_pretrained(path), Model.from_pretrained(path)
-    head = MTP.from_pretrained(model.cfg, path)
-    chat = Chat(eager, path)
-    report = warmup.warm_up(model, head, ks=(2,), keep_if_faster=False)
-    model, head = report["model"], report["head"]
-    assert report["status"].phase is Phase.COMPILED and report["step_speedup"] > 0
+def test_compiled_decoding_equals_eager_on_the_embedded_model(app_compiled):
+    """Its grouped-query attention with head_dim 64 is the shape where a boolean attention mask once made
+    the compiled step corrupt memory."""
+    model, head = app_compiled.engine()
+    eager = Model.from_pretrained(app_compiled.path)
     assert model.steps.strategy is head.steps.strategy is steps.Strategy.STREAMED, model.steps.why
     assert head.rounds.ready == head.sampled_rounds.ready == {(3, True)}          # greedy and sampled rounds
     for prompt in ("In the beginning God created", "def fibonacci(n):\n    "):
-        ids = chat.encode(prompt)
+        ids = app_compiled.chat.encode(prompt)
         plain = generate(eager, ids, max_new_tokens=48)
         assert generate(model, ids, max_new_tokens=48) == plain
         for rollback in ("select", "recompute"):
@@ -47,6 +59,32 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model(monkeypatch):
             sampled = generate(eager, ids, max_new_tokens=48, temperature=temperature, seed=seed)
             assert generate(model, ids, max_new_tokens=48, temperature=temperature, seed=seed) == sampled
             assert generate_mtp(model, head, ids, max_new_tokens=48, k=2, temperature=temperature, seed=seed)[0] == sampled
+
+
+@needs_compiler
+@pytest.mark.parametrize("rollback", ["select", "recompute"])
+def test_the_stepper_predicts_the_speedup_the_race_predicts(app_compiled, rollback):
+    """The stepper and the race tell one story: the speed-up the stepper's what-if marks for "this run" is
+    the one the race predicts for the same prompt, k and rollback (both from demo.costs: this host's costs,
+    measured once by the race and read by the stepper, and each run's own tokens per round, which must agree)."""
+    _, prompt, raw, _ = DEFAULT_EXAMPLE
+    settings = RaceSettings(prompt, 48, 2, rollback, 0.0, 0, raw, False, [])
+    ids, _ = prepare(app_compiled, settings, max_prompt_tokens())
+    done = list(race.race(app_compiled, ids, settings))[-1]
+    raced = race.summary(app_compiled.key, done.plain, done.spec, settings, measured=done.costs)
+    # the stepper, as its Start button runs it: read the controls, encode, record, draw
+    step_settings, _ = ui.read_settings(prompt, 2, rollback, 48, 0.0, 0, 0, 0, raw)
+    step_ids, _ = ui.encode(app_compiled, step_settings)
+    run = recording.record_run(*app_compiled.engine(), app_compiled.chat, step_ids, step_settings, app_compiled.key)
+    view = dict(zip(ui.VIEW, ui.render(ui.Session(run), "English")))
+    marker = next(t for t in view["whatif"].data if t.name.startswith("this run: a = "))
+    assert run.output_ids == raced["speculative"]["ids"]                   # the same tokens in the same rounds
+    assert len(run.records) - 1 == raced["speculative"]["rounds"]
+    stepper, racer = marker.y[0], raced["predicted_speedup"]
+    print(f"{rollback}: stepper predicts {stepper:.3f}x, race predicts {racer:.3f}x "
+          f"(measured race {raced['speedup']:.3f}x; stepper costs {run.costs}, race costs {raced['costs']})")
+    assert stepper == pytest.approx(figures.this_run_speedup(run))
+    assert abs(stepper / racer - 1) <= 0.10
 
 
 @needs_compiler

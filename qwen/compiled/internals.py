@@ -1,7 +1,6 @@
-"""Every place the compiled engine touches torch's private internals, in one module, for torch 2.13.
-
-Each touchpoint is version-gated (TESTED_TORCH): on another torch it does nothing, and compiling
-takes its usual time or its usual path (tests/test_internals.py checks each applies here, or skips).
+"""Every place the compiled engine touches torch's private internals, each a no-op on a torch other than
+TESTED_TORCH (tests/test_internals.py checks each applies here, or skips). Why each pays: docs/design.md,
+"Starting fast"; figures: docs/benchmarks.md, 2026-12-01, graphs built sooner.
 
     quick_builds()              g++ at -O2 for a small model's graphs (torch._inductor.cpp_builder)
     simplify_fewer()            no sympy.simplify of a polynomial index (torch._inductor.sizevars)
@@ -10,25 +9,6 @@ takes its usual time or its usual path (tests/test_internals.py checks each appl
     configure_dynamo()          one graph per pass, no automatic dynamic shapes (torch._dynamo.config)
     saved_guard, unmark         which guards a saved graph keeps (torch._dynamo.guards)
     cpu_has_native_bf16()       AVX512-BF16 or AMX (torch.cpu._is_*_supported)
-
-Two of them make a small model's CPU graphs compile sooner and compute the same (docs/design.md,
-compiling a first start sooner; figures in docs/benchmarks.md, 2026-12-01, graphs built sooner):
-
-1. **g++ at -O2 rather than inductor's -O3** (quick_builds). Inductor's kernels are vectorised by hand
-   (at::vec), so -O3's extra loop transformations find little to do, yet cost build time. Only for
-   graphs of small models: a wide model's GEMM templates are where -O3 could still pay.
-
-2. **No sympy.simplify of an index that is already a polynomial** (simplify_fewer). For each load and
-   store of a vectorised loop, inductor rewrites the index within one vector's range (its FloorDiv and
-   ModularIndexing terms of the loop variable become free symbols), simplifies the result, and takes
-   its stride in the loop variable. Most indices hold no such term: plain sums of products such as
-   `96*x0 + x1 + 3*x2 + 384`, which simplify returns unchanged, slowly. Such an index is now returned
-   as it is. That is exact: the result is only ever used for its stride (sizevars.stride_at), which is
-   the same whatever form a polynomial is written in.
-
-    with quick_builds():        # inductor's C++ built at -O2 within this block (saved.SavedGraphs:
-        graph = compiled.aot_compile(...)    # around compiling, and loading, each graph)
-    simplify_fewer()            # once per process; idempotent
 """
 import contextlib
 import functools
@@ -51,10 +31,8 @@ _chosen = threading.local()                  # .level: this thread's -O level fo
 
 
 def _read_chosen_level():
-    """Wrap inductor's choice of optimisation flags (once) so that it reads this thread's level.
-    subtle: per thread, not a swap of the function for the length of a block: the app serves from
-    other threads while warm_up compiles, and their graphs must build (and be looked up) as before.
-    -> whether the wrapper is in place"""
+    """Wrap inductor's choice of optimisation flags (once) so that it reads this thread's level: per
+    thread, as the app's other threads build as before meanwhile. -> whether the wrapper is in place"""
     if not applies():
         return False
     try:
@@ -90,8 +68,8 @@ def quick_builds(level="O2"):
 
 def simplify_fewer():
     """Make inductor's simplify_index_in_vec_range return an index with no FloorDiv, ModularIndexing or
-    other function in it unchanged, instead of running sympy.simplify on it (see the module's docstring).
-    -> whether the change is in place"""
+    other function in it (a polynomial, such as 96*x0 + x1 + 3*x2) unchanged instead of sympy.simplify-ing
+    it: exact, as the result is only used for its stride in the loop variable. -> whether it is in place"""
     if not applies():
         return False
     try:
@@ -110,8 +88,7 @@ def simplify_fewer():
         return original(index, var, vec_length)
 
     in_vec_range.polynomials_unchanged, in_vec_range.original = True, original
-    # subtle: stride_at_vec_range, which cpp.py imports, looks this name up in sizevars at each call
-    # (and the original's own recursion does too), so replacing the module's attribute is enough
+    # stride_at_vec_range (and the original's recursion) look this name up in sizevars at each call
     sizevars.simplify_index_in_vec_range = in_vec_range
     return True
 
@@ -130,8 +107,7 @@ ISA_PROBES_PASSED = "vector-isa-probes-passed.json"    # in the cache folder: se
 
 
 def listed_vector_isas():
-    """The vector instruction sets (AVX2, AVX-512, ...) inductor probes on this CPU, AMX aside (which it
-    always checks itself), as names; None where inductor's internals moved or the CPU is not x86."""
+    """The vector ISAs inductor probes on this CPU (AMX aside), as names; None off x86 or if moved."""
     try:
         from torch._inductor import cpu_vec_isa as isa
         flags = isa.x86_isa_checker()
@@ -148,12 +124,9 @@ def passed_vector_isas():
 
 
 def skip_proven_isa_probes(folder, compiler):
-    """Where every vector-ISA probe passed before, with this compiler (record_isa_probes), make inductor
-    trust the CPU's list (its cpp.vec_isa_ok). AMX, which needs the kernel's permission, inductor still
-    checks itself. A user's TORCHINDUCTOR_VEC_ISA_OK is left as it is.
-    subtle: at every start, before its first kernel, inductor builds (on a first start; the builds
-    are cached) and loads in a subprocess a test program for each vector instruction set the CPU lists,
-    a good part of a small model's cached start (docs/benchmarks.md, 2026-11-30, probes skipped)."""
+    """Where every vector-ISA probe passed before with this compiler (record_isa_probes), make inductor
+    trust the CPU's list (cpp.vec_isa_ok) instead of building and running a probe per ISA at every start.
+    AMX it still checks itself; a user's TORCHINDUCTOR_VEC_ISA_OK is left as it is."""
     if not applies():
         return
     cpp = torch._inductor.config.cpp
@@ -177,10 +150,8 @@ def record_isa_probes(folder, compiler):
 
 def configure_dynamo():
     """Dynamo's settings for the engine's graphs, set once for the process (they are not per call)."""
-    # one graph per (T, keep-step-states): up to 2 per draft length, well within this limit
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-    # subtle: T must stay static (one graph per T, the delta rule unrolled), so no dimension turns
-    # dynamic by itself; only the KV capacity, marked by steps.mark_growing and saved.py, is dynamic.
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)  # 2 graphs per k
+    # T stays static (the delta rule unrolled per T); only the KV capacity is dynamic, where marked
     torch._dynamo.config.automatic_dynamic_shapes = False
 
 
@@ -192,10 +163,8 @@ def cpu_has_native_bf16():
         return False
 
 
-# Dynamo's guards on a tensor's "mark_dynamic" attributes. subtle: torch 2.13 does not save the marks a
-# graph was compiled with, so a loaded graph refuses every marked tensor ("_has_dynamo_dim_marking is
-# present on runtime tensor but was absent at compile time"). The graphs here are compiled from marked
-# KV buffers and called with unmarked ones; the capacity stays a dynamic size either way.
+# torch 2.13 does not save a graph's mark_dynamic marks, and a loaded graph refuses a marked tensor: saved
+# graphs are compiled from marked KV buffers and called with unmarked ones (docs/design.md, graphs saved whole)
 MARK_ATTRS = ("_dynamo_dynamic_indices", "_has_dynamo_dim_marking")
 UNSAVED_GUARDS = {"DIMENSION_DYNAMIC_MARKING_GUARD"}
 

@@ -144,7 +144,7 @@ class CompiledSteps:
 WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4)
 
 
-def _compile(fn, owners, kind, device, strategy):
+def compile_graphs(fn, owners, kind, device, strategy):
     """fn(*owners, *args) compiled, as a function of (pass, *args): streamed with the weights as inputs,
     saved whole on disk (saved.py); frozen, or on CUDA, through dynamo, which picks the graph per pass."""
     use_cache_dir(cache_dir())
@@ -264,7 +264,7 @@ def _prepare(modules, fn, variants, kind, plan):
             lay_out_transposed(modules)
             stream_weights(modules)
     device = next(modules[0].parameters()).device
-    steps = CompiledSteps(_compile(fn, modules, kind, device, strategy), variants, kind)
+    steps = CompiledSteps(compile_graphs(fn, modules, kind, device, strategy), variants, kind)
     steps.strategy, steps.why = strategy, why
     if compiler_missing(device):
         steps.disable(Why.NO_COMPILER)

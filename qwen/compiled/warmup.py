@@ -45,7 +45,7 @@ def _time_both(a, b, repeats=15):
 
 @torch.inference_mode()
 def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None,
-            only_greedy=False, on_ready=None):
+            only_greedy=False, on_ready=None, timer=None):
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), check each against eager, time it against eager, and keep it only where it is faster.
     A small model (hidden < FUSE_HIDDEN) with `select` also gets each round as one graph, greedy and
@@ -55,7 +55,8 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     only_greedy: a caller that will not sample or trace skips them, and they run eagerly).
     model and head: modules, or the compiled views compile_model / compile_head made of them.
     on_ready(model view, head view): called once the first passes are ready (the app starts serving
-    with the views then).
+    with the views then). timer(model, head, ids, passes) -> {pass: eager seconds / compiled seconds}:
+    how passes are timed (default time_passes; a test gives its own figures).
     -> {"model", "head" (the compiled views: decode with these), "status" (a Status: its phase, and why
     where eager), "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
     {pass: eager / compiled}, "step_speedup" (the decode step's, or None)}."""
@@ -84,7 +85,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
             phases = [greedy]
         for i, passes in enumerate(phases):
             later = phases[i + 1] if i + 1 < len(phases) else []
-            if not _warm_up(model, head, steps, passes, report, context, keep_if_faster, later):
+            if not _warm_up(model, head, steps, passes, report, context, keep_if_faster, later, timer or time_passes):
                 break
             if report["ready_seconds"] is None:
                 report["ready_seconds"] = time.perf_counter() - t0
@@ -154,7 +155,7 @@ def _run_pass(model, head, part, variant, ids):
                      **(SAMPLED if part.kind == "sampled_round" else {}))
 
 
-def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later=()):
+def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later, timer):
     """Compile these passes (the graphs missing on disk in parallel: workers.py), check and time
     each against eager, keep the faster ones and make them ready for every thread. -> False when
     compiling failed or a pass computed something else (then everything is eager, with the reason in
@@ -191,8 +192,8 @@ def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later=
         wrong = _round_disagreement(model, head, ids[:, :8], rounds)
         if wrong:                               # rounds then run step by step, through the checked steps
             rounds[0][0].disable(Why.WRONG, f"the {wrong} disagrees with plain decoding")
-    speedups = _time_passes(model, head, ids, [(part, v) for part, v in passes if part.enabled])
-    report["speedups"].update({_pass_name(part, v): x for (part, v), x in speedups.items()})
+    speedups = timer(model, head, ids, [(part, v) for part, v in passes if part.enabled])
+    report["speedups"].update({pass_name(part, v): x for (part, v), x in speedups.items()})
     if (model.steps, (1, False)) in speedups:
         report["step_speedup"] = speedups[(model.steps, (1, False))]
     for (part, variant), speedup in speedups.items():
@@ -206,7 +207,7 @@ def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later=
     return True
 
 
-def _pass_name(part, variant):
+def pass_name(part, variant):
     """(T, keep) of a model's or head's CompiledSteps in words: "decode step", "verify of 3 tokens"..."""
     T, keep = variant
     if part.kind == "head":
@@ -216,7 +217,7 @@ def _pass_name(part, variant):
     return "decode step" if T == 1 else f"verify of {T} tokens{' (keeping step states)' if keep else ''}"
 
 
-def _time_passes(model, head, ids, passes):
+def time_passes(model, head, ids, passes):
     """Each of these compiled passes against its eager twin, on the same inputs at the same position
     (a round: greedy decoding of a few tokens, its eager twin the same round uncompiled).
     -> {(CompiledSteps, (T, keep)): eager seconds / compiled seconds}"""
@@ -299,5 +300,5 @@ def _round_disagreement(model, head, prompt, rounds):
         want = generate(model, prompt, max_new_tokens=T + 1, **sampling)
         got = generate_mtp(model, head, prompt, max_new_tokens=T + 1, k=T - 1, **sampling)[0]
         if got != want:
-            return f"{_pass_name(part, (T, True))} (tokens {got[:8]}… instead of {want[:8]}…)"
+            return f"{pass_name(part, (T, True))} (tokens {got[:8]}… instead of {want[:8]}…)"
     return None
