@@ -15,6 +15,18 @@ os.environ.setdefault("QWEN_COMPILE", "0")
 os.environ.setdefault("QWEN_COMPILE_WORKERS", "1")
 
 
+# The two files that compile the most, first: the two test processes take whole files in collection order
+# (pytest.ini: --dist loadfile), so each starts on one of them and the shorter files fill in around them,
+# instead of both ending on a long cold compile. (tests/test_compile.py: the random model's fixture;
+# tests/test_compile_saved.py: the embedded model's.)
+LONGEST_FIRST = ("test_compile.py", "test_compile_saved.py")
+
+
+def pytest_collection_modifyitems(items):
+    first = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))      # stable: each file's order kept
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

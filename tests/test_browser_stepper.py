@@ -134,6 +134,7 @@ def test_the_phase_table_and_explanation_never_overlap_at_any_width_in_either_la
             page.wait_for_selector("#stepper-start", timeout=60_000)
             page.locator("#stepper-settings > button.label-wrap").click()
             page.fill("#stepper-max-new input[type=number]", "5")
+            page.press("#stepper-max-new input[type=number]", "Enter")    # committed, as a visitor's Enter or click away
             page.check("#stepper-raw input")
             for rollback in ("select", "recompute"):
                 page.set_viewport_size({"width": 1400, "height": 1000})
@@ -165,6 +166,9 @@ def test_the_phase_table_and_explanation_never_overlap_at_any_width_in_either_la
                             break
                         page.click("#stepper-next")
                         step += 1
+                        # 5 new tokens are a few rounds: a run that goes on did not take the setting (and
+                        # would make this test check every width of a 120-token run, for many minutes)
+                        assert step <= 12, f"the run took more steps than 5 new tokens need ({rollback}, {lang})"
                         page.wait_for_function(f"() => {PHASE}.dataset.step === '{step}'", timeout=60_000)
                 page.locator("label").filter(has_text="English").first.click()
                 page.wait_for_timeout(1000)

@@ -12,10 +12,9 @@ from qwen.compiled.internals import cpu_has_native_bf16
 
 
 def cache_dir():
-    """Where compiled artefacts live between runs: a folder per CPU vector capability under
-    $QWEN_COMPILE_CACHE, else under ~/.cache/qwen-mtp/inductor.
-    subtle: inductor's cache is not keyed by the vector ISA; kernels built for AVX-512 and loaded by a
-    process running at AVX2 (ATEN_CPU_CAPABILITY, or a cache copied to another host) compute garbage."""
+    """Where compiled artefacts live between runs: a folder per CPU vector capability (inductor's cache is
+    not keyed by it, and AVX-512 kernels loaded at AVX2 compute garbage) under $QWEN_COMPILE_CACHE, else
+    under ~/.cache/qwen-mtp/inductor."""
     root = settings.read("QWEN_COMPILE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen-mtp",
                                                                  "inductor")
     return os.path.join(root, "cpu-" + torch.backends.cpu.get_cpu_capability().lower())
@@ -26,11 +25,8 @@ BF16_MIN_HIDDEN = 1024       # on CPU, narrower models stay float32 (default_dty
 
 def default_dtype(device="cpu", hidden_size=None):
     """bfloat16 where the hardware multiplies it natively (CUDA; a CPU with AVX512-BF16 or AMX that torch
-    uses), else float32: elsewhere a bfloat16 matmul of a few rows runs several times slower. On CPU a
-    model narrower than BF16_MIN_HIDDEN stays float32 anyway: its steps are bound by the cost of each
-    operation, not by reading weights, so bfloat16 only adds conversions, and float32 keeps speculative
-    decoding token-identical, which bfloat16's rounding does not promise (docs/design.md, float32 on CPU;
-    docs/benchmarks.md, 2026-11-30, AVX-512 / AMX host). -> (dtype, reason)"""
+    uses), else float32; on CPU a model narrower than BF16_MIN_HIDDEN stays float32 anyway (docs/design.md,
+    why float32 on CPU for small models). -> (dtype, reason)"""
     if torch.device(device).type == "cuda":
         return torch.bfloat16, "CUDA"
     if hidden_size is not None and hidden_size < BF16_MIN_HIDDEN:
@@ -54,7 +50,6 @@ def compiler_missing(device="cpu"):
     if not cpp_compiler():
         return "no C++ compiler (install g++)"
     return None
-
 
 
 AUTOTUNE_HIDDEN = 1024       # models this wide get max-autotune GEMMs; smaller ones are all overhead
@@ -81,9 +76,8 @@ def memory_available():
 
 
 def release_freed_memory():
-    """Give the memory compiling allocated and freed back to the operating system: glibc's allocator
-    keeps freed heap pages for reuse (docs/benchmarks.md, 2026-11-30, frozen weights). Nothing happens
-    where there is no glibc."""
+    """Give the memory compiling freed back to the operating system (glibc keeps freed heap pages); a
+    no-op without glibc."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):

@@ -37,11 +37,9 @@ def freeze_fits(modules, graphs, available=None):
 
 def choose_strategy(modules, freeze=None, graphs=1):
     """-> (Strategy, why). CUDA on a GPU. On CPU, streamed, except frozen where asked (freeze=True) or,
-    with freeze=None, for a wide model (hidden >= AUTOTUNE_HIDDEN) whose weights are not float32 values
-    bfloat16 holds exactly (a model run in bfloat16, as default_dtype picks on a host with native
-    bfloat16), where `graphs` frozen copies fit in memory.
-    subtle: there, frozen bfloat16 decoded speculatively 1.5x faster than streamed float32, though
-    plainly slower (docs/benchmarks.md, 2026-12-02, streamed float32 against frozen bfloat16)."""
+    with freeze=None, for a wide model (hidden >= AUTOTUNE_HIDDEN) run in bfloat16 (default_dtype's choice
+    where bfloat16 is native) where `graphs` frozen copies fit in memory: there frozen decoded
+    speculatively faster (docs/design.md, frozen weights where bfloat16 is native)."""
     if next(modules[0].parameters()).device.type == "cuda":
         return Strategy.CUDA, "on a GPU"
     if freeze is not None:

@@ -1,19 +1,13 @@
-"""Compiled graphs saved whole on disk, so that a later start loads them instead of tracing them again.
-
-torch.compile keeps its costly work in a disk cache (inductor's kernels, AOTAutograd's graphs), yet at
-every start dynamo still traces each function's Python to find the graph to look up, which was most of
-a small model's cached start (docs/benchmarks.md, 2026-11-30, saved whole). Ahead-of-time compiling
-(`torch.compile(fn).aot_compile`) turns one call into a self-contained compiled function, its guards
-included, that is saved as a file and loaded without tracing anything.
+"""Compiled graphs saved whole on disk, so that a later start loads them instead of tracing them again
+(docs/design.md, graphs saved whole): each pass is compiled ahead of time (`torch.compile(fn).aot_compile`)
+into a self-contained function, its guards included, saved as a file and loaded without tracing.
 
     graphs = SavedGraphs(model_step, (model,), "model", folder)   # model_step(model, ids, positions, state)
     graphs((T, keep), ids, positions, state)    # loads or compiles the graph of this pass, then runs it
 
 One graph per pass (T tokens, keeps step states) and batch size, compiled on its first call from that
-call's arguments. Its guards run once per layout of the arguments (argument_layout); after that the
-graph is called directly. steps.py uses this on CPU for graphs whose weights are inputs; frozen graphs hold
-packed weights that cannot be saved, and CUDA graphs are built per process, so those stay on dynamo's
-usual path.
+call's arguments; its guards run once per layout of the arguments (argument_layout), then it is called
+directly. Used for CPU graphs whose weights are inputs; frozen and CUDA graphs stay on dynamo's path.
 """
 import contextlib
 import hashlib
@@ -41,9 +35,8 @@ def head_run(head, emb, hidden, positions, cache):
 
 def head_scored(head, lm_head, emb, hidden, positions, cache):
     """The head's pass and the draft's scores after each of its T rows (the output layer, or the draft
-    vocabulary's rows, streamed). subtle: scoring only the row a caller needs (out.index_select(1, rows))
-    made inductor read h through that index inside the loop over the weights, unvectorised, slower than
-    scoring eagerly (docs/benchmarks.md, 2026-12-02, the draft scored in the head's graph)."""
+    vocabulary's rows, streamed). Every row: scoring only the one a caller needs made inductor index h
+    inside the loop over the weights, unvectorised (docs/benchmarks.md, 2026-12-02)."""
     out = head.run(emb, hidden, positions, cache)
     return out, head.draft_logits(out, lm_head)[0]
 
@@ -98,12 +91,10 @@ def state_buffers(args):
 
 def argument_layout(variant, args):
     """Everything a graph's guards check about a pass's arguments that can change from call to call: the
-    shape and dtype of every tensor, the state's buffers included, whether the state has padding and
-    keeps step states, and the grad modes. The owners (model, head) are not: their weights are fixed once loaded (their other
-    tensors, such as a draft vocabulary, are in the key SavedGraphs keeps them under).
-    subtle: checking the guards at every call costs a noticeable share of a small model's decode step
-    (docs/benchmarks.md, 2026-11-30, guards checked once); SavedGraphs checks them once per layout and
-    then calls the graph directly (AOTCompiledFunction.fn)."""
+    shape and dtype of every tensor (the state's buffers included), the state's padding and kept step
+    states, the grad modes. Not the owners': their weights are fixed once loaded, their other tensors
+    (a draft vocabulary) are in SavedGraphs' key. The guards cost a share of a small model's step, so
+    they run once per layout."""
     tensors = [a for a in args if isinstance(a, torch.Tensor)] + list(state_buffers(args))
     states = [a for a in args if isinstance(a, State)]
     tensors += [a.pad for a in states if a.pad is not None]
@@ -146,10 +137,8 @@ class SavedGraphs:
         return self._load_or_compile(variant, batch, args, fresh=True)(*self.owners, *args)
 
     def build_flags(self):
-        """The compiler flags this graph's C++ is built with, in force while it compiles and loads.
-        subtle: a saved graph holds its C++ source, not the library built from it; loading looks the
-        library up by source and command line, and where none is found builds one. Loaded under other
-        flags than it was compiled with, every start would run g++ again."""
+        """The compiler flags this graph's C++ is built with, in force while it compiles and loads (a saved
+        graph holds C++ source; loading looks its library up by source and command line)."""
         return quick_builds() if self.quick_build else contextlib.nullcontext()
 
     def owner_tensors(self):

@@ -1,20 +1,15 @@
-"""Compiled decoding steps: CompiledSteps, and how a host's model, head and greedy round are prepared.
+"""Compiled decoding steps: CompiledSteps, and how a model, its head and a greedy round are prepared.
 
     fast = compile_model(model, ks=(2,))          # a compiled view (view.py); each pass compiles on first use
     head = compile_head(head, ks=(2,), model=fast)
-    compile_round(fast, head, ks=(2,))            # a small model's greedy `select` round as one graph per k
-    report = warm_up(model, head, ks=(2,))        # warmup.py: compile now, check, keep each pass where faster
+    compile_round(fast, head, ks=(2,))            # a small model's `select` round as one graph per k
 
-A pass compiles once per number of tokens T and serves every position (cache.py keeps the shapes static):
-model.step at T = 1 (decode) and 1+k (verify), head.run at T = 1 (draft) and 1+k (catch-up), and
-mtp.greedy_round per k. Prefill stays eager. choose_strategy picks how the graphs get their weights:
-    STREAMED  CPU, by default: every Linear swapped for a StreamedLinear (streamed.py) whose graphs read
-              one row-major copy, bfloat16 where exact; kernels called from C++; each graph saved whole
-    FROZEN    CPU, a wide model run in bfloat16 (native-bfloat16 hosts), where a copy per graph fits:
-              weights frozen into each graph, packed for max-autotuned GEMMs
-    CUDA      CUDA graphs ("reduce-overhead"), state buffers static (never run on a GPU here)
-Where compiling is impossible, fails or is not faster, passes run eagerly and CompiledSteps.status says
-why. The reasons for each choice are in docs/design.md ("Compiled passes"); figures in docs/benchmarks.md.
+A pass compiles once per number of tokens T and serves every position (cache.py keeps shapes static):
+model.step at T = 1 and 1+k, head.run at T = 1 and 1+k, mtp.greedy_round per k; prefill stays eager.
+The strategy (plan.choose_strategy) decides how graphs get their weights: STREAMED (CPU: StreamedLinear
+rows, graphs saved whole), FROZEN (CPU, a wide bfloat16 model: packed into each graph), CUDA (CUDA graphs).
+Where compiling is impossible, fails or is not faster, passes run eagerly and `status` says why
+(docs/design.md, "Compiled passes" and "Trusting a compiled pass").
 """
 import enum
 import functools
@@ -37,9 +32,8 @@ log = logging.getLogger("qwen.compile")
 
 
 def dense(x):
-    """x with standard strides: x itself where it has them, else a copy. subtle: a compiled step is
-    guarded on its inputs' strides, and a slice such as ids[:, :1] of a (1, 32) tensor has stride
-    (32, 1) where a fresh (1, 1) one has (1, 1)."""
+    """x with standard strides (x itself, or a copy): graphs are guarded on strides, and a slice such as
+    ids[:, :1] of a (1, 32) tensor has stride (32, 1) where a fresh (1, 1) one has (1, 1)."""
     stride, standard = 1, []
     for size in reversed(x.shape):                      # (a, b, c) -> (b*c, c, 1)
         standard.append(stride)
@@ -133,20 +127,15 @@ class CompiledSteps:
 
 
 
-# Streamed graphs: kernels called from C++, and (realize_opcount_threshold) every input of a streamed
-# Linear computed once into a buffer. Where a step is all overhead, the C++ caller is faster: inductor's
-# Python wrapper spends per call about what a small model's arithmetic costs (a `reinterpret_tensor` per
-# view, an `assert_size_stride` per tensor, shapes its guards already checked); the price is a longer
-# compile (docs/benchmarks.md, 2026-11-30, kernels called from C++).
-# subtle: inductor otherwise inlines a cheap producer, such as the RMSNorm before a projection, into
-# each of the layer's dot products (streamed.py): the output layer then renormalised its input once per
-# output row, and a verify pass cost more than plain decoding gained.
+# Streamed graphs: kernels called from C++ (inductor's Python wrapper costs per call about what a small
+# model's arithmetic does), and every input of a streamed Linear computed once into a buffer (else inductor
+# inlines e.g. the RMSNorm before the output layer into every row's dot product).
 WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4)
 
 
 def compile_graphs(fn, owners, kind, device, strategy):
-    """fn(*owners, *args) compiled, as a function of (pass, *args): streamed with the weights as inputs,
-    saved whole on disk (saved.py); frozen, or on CUDA, through dynamo, which picks the graph per pass."""
+    """fn(*owners, *args) compiled for this strategy, as a function of (pass, *args): streamed graphs saved
+    whole on disk (saved.py); frozen and CUDA graphs through dynamo, which picks the graph per pass."""
     use_cache_dir(cache_dir())
     if strategy is not Strategy.CUDA:
         skip_proven_isa_probes(cache_dir(), cpp_compiler())
@@ -155,30 +144,24 @@ def compile_graphs(fn, owners, kind, device, strategy):
         compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True)
 
         def on_cuda(variant, *args):
-            # subtle: a CUDA graph may write in place only into inputs whose address stays put (weights,
-            # and tensors marked so); every pass writes its state, which without the mark would make
-            # inductor skip CUDA graphs for every graph ("skipping cudagraphs due to mutated inputs")
+            # a CUDA graph writes in place only into inputs at a static address: every pass writes its state
             for t in state_buffers(args):
                 torch._dynamo.mark_static_address(t)
             mark_growing(args)
             return compiled(*owners, *args)
         return on_cuda
     simplify_fewer()                             # exact, and a shorter compile (internals.py)
-    if strategy is Strategy.STREAMED:            # C++ at -O2: built sooner, runs as fast (internals.quick_builds)
+    if strategy is Strategy.STREAMED:            # C++ at -O2 (internals.quick_builds)
         return SavedGraphs(fn, owners, kind, os.path.join(cache_dir(), "graphs"), WRAPPER_IN_CPP, quick_build=True)
-    # frozen: the weights become constants of the graph, packed once for its GEMMs (for a wide model
-    # max-autotune times a C++ micro-GEMM against ATen's for each shape), so a pass of T rows reads each
-    # weight once. The price is a packed copy per graph, and no cached start ("Cannot cache a graph with
-    # freezing enabled"). A small model frozen on request keeps its weights unpacked: a packed GEMM's cost
-    # per call outweighs the work on tiny matrices (docs/benchmarks.md, 2026-11-30, compiled at AVX2).
+    # frozen: weights become constants, packed for max-autotuned GEMMs (a copy per graph, no cached start);
+    # a small model frozen on request keeps them unpacked, where a packed GEMM's overhead outweighs its work
     wide = owners[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
     options = dict(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN") if wide else dict(WRAPPER_IN_CPP)
     config = {"freezing": True} if wide else {"freezing": True, "cpp.weight_prepack": False}
     compiled = torch.compile(fn, fullgraph=True, options=options)
 
     def frozen(variant, *args):
-        # subtle: in torch 2.13 {"freezing": True} as a torch.compile option is silently not applied;
-        # the config must be set while the graph compiles, which happens inside the call.
+        # torch 2.13 ignores {"freezing": True} as a compile option: set while the graph compiles, in the call
         mark_growing(args)
         with torch._inductor.config.patch(config):
             return compiled(*owners, *args)
@@ -223,10 +206,9 @@ def head_graph(head, model=None):
 
 def compile_round(model, head, ks=(2,), freeze=None, sampled=False):
     """Prepare the whole `select` round (mtp.greedy_round: drafts, verify, select, the head's catch-up)
-    as one compiled graph per k, kept in the head view (`head`: a CompiledHead): greedy in `rounds`, or
-    (sampled=True) sampled with shared noise in `sampled_rounds`. On a small model a round of separate
-    calls (a head pass per draft, the verify pass, the Python between) pays the overhead of each; as
-    one call it is faster (docs/design.md, a small model's greedy round). -> CompiledSteps"""
+    as one compiled graph per k, kept in the head view (a CompiledHead): greedy in `rounds`, or
+    (sampled=True) with shared noise in `sampled_rounds` (docs/design.md, a small model's greedy round).
+    -> CompiledSteps"""
     if not isinstance(head, CompiledHead):
         raise TypeError("compile_round needs the head's compiled view (compile_head)")
     variants, modules = {(1 + int(k), True) for k in ks}, [plain(model), plain(head)]
@@ -238,13 +220,9 @@ def compile_round(model, head, ks=(2,), freeze=None, sampled=False):
 
 
 def lay_out_transposed(modules):
-    """Store every Linear weight W (out, in) as the contiguous transpose it is multiplied by: the
-    values and shape stay, only the memory order changes (strides (1, in)). Idempotent; a tied
-    weight (lm_head = embed_tokens) is laid out once.
-    subtle: a Linear computes x @ W.T. With W row-major that is MKL's "NT" GEMM, which for a few rows
-    of a small matrix costs several times one row at AVX2; with W.T contiguous it is an "NN" GEMM
-    streaming the weight once, so the passes that stay eager (prefill, more rows than a graph streams)
-    cost less (docs/benchmarks.md, 2026-11-30, the embedded model compiled at AVX2)."""
+    """Store every Linear weight W (out, in) as the contiguous transpose it is multiplied by (strides
+    (1, in); values and shape unchanged), so that the passes that stay eager multiply by an "NN" GEMM,
+    cheaper at AVX2 for a few rows than MKL's "NT" one. Idempotent; a tied weight is laid out once."""
     for module in modules:
         for linear in module.modules():
             w = linear.weight if isinstance(linear, torch.nn.Linear) else None
@@ -257,8 +235,7 @@ def _prepare(modules, fn, variants, kind, plan):
     why): for streamed graphs the weights are laid out transposed and every Linear swapped for a
     StreamedLinear (streamed.py)."""
     strategy, why = plan
-    # subtle: a graph's guards check the kind of each weight tensor; made under inference_mode (warm_up)
-    # they would be inference tensors, and a graph saved by another process, where they are not, misses
+    # not under inference_mode: guards check each weight's kind, and another process's saved graph would miss
     if strategy is Strategy.STREAMED:
         with torch.inference_mode(False):
             lay_out_transposed(modules)

@@ -5,17 +5,11 @@ Eagerly a Linear computes x @ W.T through the BLAS. Inside a compiled CPU graph,
 
     y[m, n] = sum_k x[m, k] * float(rows[n, k])       one dot product per output, summed in float32
 
-which inductor turns into one fused C++ loop: each weight row is read once for all rows m of the pass
-(T = 1 decode, 1+k verify), converted to float32 in registers, and never goes through the BLAS.
-`rows` holds the weight row-major, in bfloat16 wherever that keeps every value exactly (a bfloat16
-checkpoint loaded as float32): the same products from half the bytes. A decoding step reads every
-weight once, and that is most of its time, so this is faster than the BLAS for a few rows on CPU
-(docs/design.md, why compiled CPU graphs stream bfloat16 weights).
-- subtle: MKL runs its generic code on AMD CPUs: there its GEMVs took much of a compiled step.
-- subtle: a small model's float32 weights may not fit the part of the cache a core reads fast, where
-  the bfloat16 copy does.
-Outside a graph, and for passes of more than MAX_STREAMED_ROWS rows (prefill), the layer is the
-Linear it replaced: the same weight Parameter, through the BLAS.
+which inductor turns into one fused C++ loop reading each weight row once for all rows m of the pass
+(T = 1 decode, 1+k verify), converted to float32 in registers. `rows` holds the weight row-major, in
+bfloat16 wherever that keeps every value exactly (a bfloat16 checkpoint loaded as float32): the same
+products from half the bytes (docs/design.md, why compiled CPU graphs stream bfloat16 weights). Outside a
+graph, and for passes of more than MAX_STREAMED_ROWS rows (prefill), it is the Linear it replaced.
 """
 import torch
 import torch.nn as nn

@@ -4,11 +4,9 @@
     generate(fast, ids)                       # the same decoding code; a pass with a ready graph takes it
     generate(model, ids)                      # the eager reference, as it was
 
-A view reads and writes its module's attributes (weights, config, submodules) and runs the module's
-own methods with the view as `self`, so every path through the model reaches the one method the view
-overrides: Model.step_pass, MTP.head_pass, MTP.select_round and MTP.fuses. Where no graph is ready for a
-pass (another T, still compiling, dropped by warm_up), the eager method serves it.
-isinstance(view, Model) holds, as for the module itself.
+A view reads and writes its module's attributes and runs the module's own methods with the view as
+`self`, so every path reaches the methods it overrides (Model.step_pass; MTP.head_pass, select_round,
+fuses); where no graph is ready for a pass, the eager method serves it. isinstance(view, Model) holds.
 """
 import functools
 import inspect
@@ -87,10 +85,8 @@ class CompiledHead(CompiledView):
 
     def fuses(self, model, k, sampled=False):
         """A round whose graph is ready; any round where no compiled verify pass would be lost (the
-        model's verify pass runs eagerly anyway); else step by step.
-        subtle: greedy and sampled rounds are separate graphs. One graph for both (the noise multiplied
-        by 0 when greedy) made greedy speculative decoding of the embedded model 15% slower
-        (docs/benchmarks.md, 2026-12-03, sampling with shared noise)."""
+        model's verify pass runs eagerly anyway); else step by step. Greedy and sampled rounds are separate
+        graphs: one for both was slower greedy (docs/benchmarks.md, 2026-12-03, shared noise)."""
         if self.lookup(self.sampled_rounds if sampled else self.rounds, k + 1, True):
             return True
         verify = model.steps if type(model) is CompiledModel else None

@@ -3,11 +3,10 @@
     report = warm_up(model, head, ks=(2,))      # compiles (or loads from disk), checks, times, keeps
     fast, fast_head = report["model"], report["head"]    # compiled views (view.py): decode with these
 
-A compiled pass that computes something else than its eager twin (beyond rounding) turns everything
-eager, with the reason in the report's (and the view's `steps.status`); a pass not faster than eager
-on this host runs eagerly from then on. Until a pass is ready (compiled, checked, kept), every other
-thread runs it eagerly: the app may serve with the views meanwhile. Graphs missing on disk are compiled
-in parallel (workers.py).
+A compiled pass that computes something else than its eager twin turns everything eager, with the
+reason in `status`; a pass not faster than eager runs eagerly from then on. Until a pass is ready, every
+other thread runs it eagerly, so the app may serve with the views meanwhile (docs/design.md, "Trusting
+a compiled pass"; "Compiling a first start sooner").
 """
 import logging
 import threading
@@ -49,10 +48,8 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), check each against eager, time it against eager, and keep it only where it is faster.
     A small model (hidden < FUSE_HIDDEN) with `select` also gets each round as one graph, greedy and
-    sampled with shared noise; then the decode step and the round graphs come first (all that plain
-    decoding and speculative decoding without top-k / top-p need; the sampled rounds unless
-    only_greedy), and the step graphs the trace, top-k / top-p and `recompute` use follow (unless
-    only_greedy: a caller that will not sample or trace skips them, and they run eagerly).
+    sampled; these and the decode step come first, the step graphs for the trace, top-k / top-p and
+    `recompute` after (only_greedy: the greedy ones alone; the rest then runs eagerly).
     model and head: modules, or the compiled views compile_model / compile_head made of them.
     on_ready(model view, head view): called once the first passes are ready (the app starts serving
     with the views then). timer(model, head, ids, passes) -> {pass: eager seconds / compiled seconds}:
@@ -94,9 +91,8 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     finally:
         for compiled in steps:
             compiled.warming_thread = None
-    # subtle: a skipped pass stays eager rather than compile on first use: a prompt as long as one of
-    # them (a 3-token prompt prefilling the head, k=2) would otherwise stall the generation to compile
-    # it (docs/benchmarks.md, 2026-12-01, the command line)
+    # a skipped pass stays eager rather than compile on first use, mid-generation (a 3-token prompt
+    # prefilling the head with k = 2 did)
     for part, variant in skipped:
         if part.enabled and variant not in part.ready:
             part.drop(variant, Why.NOT_WARMED)
@@ -113,10 +109,8 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
 
 
 def _phases(model, head):
-    """The passes to warm up, in order, as lists of (CompiledSteps, (T, keep)). When round graphs serve
-    `select` decoding, they and the decode step come first, greedy rounds, then sampled ones (the race
-    page starts sampled, demo.validate.PAGE_TEMPERATURE); the step graphs they stand in for (the
-    trace's, top-k / top-p's, `recompute`'s) after."""
+    """The passes to warm up, in phases, as lists of (CompiledSteps, (T, keep)): with round graphs, the
+    decode step and the rounds (greedy, then sampled) first, the step graphs they stand in for after."""
     passes = [(model.steps, v) for v in sorted(model.steps.variants)]
     passes += [(head.steps, v) for v in sorted(head.steps.variants)] if head is not None else []
     rounds = [part for part in (head.rounds, head.sampled_rounds) if part is not None and part.enabled] \
@@ -156,12 +150,10 @@ def _run_pass(model, head, part, variant, ids):
 
 
 def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later, timer):
-    """Compile these passes (the graphs missing on disk in parallel: workers.py), check and time
-    each against eager, keep the faster ones and make them ready for every thread. -> False when
-    compiling failed or a pass computed something else (then everything is eager, with the reason in
-    the status). `later`: the next phase's passes; while helpers compile, this process compiles the
-    first of them that is missing, ahead, instead of waiting for a helper's longer graph
-    (docs/benchmarks.md, 2026-12-01, helper processes)."""
+    """Compile these passes (the graphs missing on disk in parallel: workers.py; meanwhile this process
+    compiles its share and the first missing one of `later`, the next phase), check and time each
+    against eager, keep the faster ones and make them ready for every thread. -> False when compiling
+    failed or a pass computed something else (then everything is eager, the reason in the status)."""
     ids = warm_up_ids(model, context)                                                  # (1, context)
     t0 = time.perf_counter()
     helpers = workers.start(model, head, passes, context)
@@ -250,9 +242,9 @@ def time_passes(model, head, ids, passes):
 
 
 def _disagreement(model, head, ids, passes):
-    """Run each of these compiled passes (of the model and the head) and its eager twin on the same inputs and state; -> which pass differs
-    by more than rounding (e.g. "verify of 3 tokens (max |logit difference| 4.1)"), or None.
-    (Inductor has shipped CPU kernels that computed garbage; this is cheap insurance.)"""
+    """Run each of these compiled passes (of the model and the head) and its eager twin on the same
+    inputs and state; -> which differs by more than rounding ("verify of 3 tokens (max |logit
+    difference| 4.1)"), or None."""
     context = ids.shape[1]
     tolerance = 1e-3 if model.embed_tokens.weight.dtype == torch.float32 else 5e-2    # relative to max |logit|
 
@@ -291,10 +283,8 @@ def _disagreement(model, head, ids, passes):
 
 def _round_disagreement(model, head, prompt, rounds):
     """The first round of decoding (greedy, or sampled: SAMPLED) through each of these compiled round
-    graphs [(CompiledSteps, (T, keep))] against plain decoding (its steps checked above); -> which round
-    gives other tokens, or None.
-    subtle: only the first round's tokens. In bfloat16, compiled and eager round differently, and a
-    near-tie between two tokens may later be decided either way; a miscompiled graph is wrong at once."""
+    graphs against plain decoding; -> which round gives other tokens, or None. Only the first round: in
+    bfloat16 a later near-tie may be decided either way; a miscompiled graph is wrong at once."""
     for part, (T, _) in rounds:
         sampling = SAMPLED if part.kind == "sampled_round" else {}
         want = generate(model, prompt, max_new_tokens=T + 1, **sampling)

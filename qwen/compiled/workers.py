@@ -1,27 +1,17 @@
-"""Compiling a warm-up's graphs in parallel, in helper processes.
-
-Compiling one graph is one thread's work: dynamo traces the Python, inductor writes C++ for it, and
-one g++ run builds it. Compiled one after the other, a first start's graphs leave the host's other
-cores idle (docs/benchmarks.md, 2026-12-01, helper processes). So, where a pass's graph is not on
-disk yet, warm_up (warmup.py) compiles one of the missing graphs itself and hands the others to
-helper processes:
+"""Compiling a warm-up's graphs in parallel, in helper processes (docs/design.md, compiling a first start
+sooner): compiling one graph is one thread's work, so where graphs are missing on disk, warm_up compiles
+one itself and hands the others to helpers, then loads theirs as a later start would.
 
     helpers = start(model, head, passes, context)   # the missing graphs but the first go to helpers
     ... the parent compiles the first one meanwhile ...
     helpers.wait()                                  # their graphs are on disk now (saved.py)
-    ... the parent runs every pass: it loads the helpers' graphs, as a later start would
 
-A helper gets the modules pickled exactly as the parent prepared them (weights, their layout, the
-copies compiled graphs read), so the file each graph is saved under has the key the parent looks for
-(SavedGraphs.path). It runs only the passes it was given, the way warm_up runs them, and exits. If a
-helper fails, the parent compiles that graph itself afterwards, and meets the same error itself.
-
-Only graphs saved whole on disk (CPU, unfrozen: SavedGraphs) can be compiled elsewhere; frozen and
-CUDA graphs stay in the process that runs them.
+A helper (`python -m qwen.compiled.helper`, started here) gets the modules pickled exactly as the parent
+prepared them, so each graph it saves has the key the parent looks for; a failed helper's graphs are
+left to the parent. Only graphs saved whole (CPU, unfrozen) can be compiled elsewhere.
 
     QWEN_COMPILE_WORKERS    processes compiling at once, the parent included (default: the cores this
                             process may use; 1 compiles everything in-process)
-    python -m qwen.compiled.helper JOB_FILE     a helper (started by warm_up, not by hand)
 """
 import logging
 import os
@@ -77,10 +67,8 @@ def portable(module):
 
 
 def copies_fit(model, head, helpers, available=None):
-    """Whether `helpers` more copies of the weights (each helper loads its own) fit in half of the memory
-    available: yes for small models. A wide model (hidden >= AUTOTUNE_HIDDEN) compiles alone: a helper
-    would hold another copy of its weights and streamed copies, and there the memory matters more than
-    the time a helper saves."""
+    """Whether `helpers` more copies of the weights (one per helper) fit in half of the memory available.
+    A wide model (hidden >= AUTOTUNE_HIDDEN) compiles alone: there memory matters more than time."""
     if model.cfg.hidden_size >= AUTOTUNE_HIDDEN:
         log.info("no compile helpers: a wide model compiles in this process (a helper would copy its weights)")
         return False
