@@ -362,7 +362,6 @@ def configure_threads(environ=None):
 
     subtle: the web server's own threads (queue, rendering every streamed update) need a core too. With
     torch on every core they compete with its worker threads, and the many small operations of a
-    speculative round suffer most: on 2 cores the race measured speculative at 0.77x plain with 2
-    torch threads and 1.0-1.17x with 1 (same tokens, same acceptance)."""
+    speculative round suffer most (docs/benchmarks.md, 2026-11-29, many visitors)."""
     torch.set_num_threads(settings.torch_threads(environ))
     return torch.get_num_threads()

@@ -12,9 +12,8 @@ what differs is what a rejected draft costs the DeltaNet memory.
 The lanes take turns in one thread (take_turns): each turn, at least 50 ms of plain decoding or of
 speculative decoding, goes to the lane that has spent the least time in the engine so far. They
 never run at the same time, so neither slows the other, yet they stream side by side, and a slow
-moment of a shared machine falls on every lane instead of on whichever ran then. On a noisy 2-core
-host (`python -m demo.race_bench`, 12 races each way) the embedded model's speed-up on the opening
-prompt ranged 1.07-1.27x taking turns and 0.64-1.41x with the lanes run one after the other. A lane's
+moment of a shared machine falls on every lane instead of on whichever ran then (docs/design.md,
+timing a race fairly; `python -m demo.race_bench` compares the schedules). A lane's
 `seconds` count only its own time inside the engine (prefill included), not the other lanes' turns
 nor the time the page spends drawing. Each lane stops at a stop token, at max_new_tokens, or when its
 seconds reach the cap.
@@ -103,11 +102,9 @@ class Verdict:
 
 
 # A turn lasts at least this much engine time. Switching lanes costs a lane some of its caches, more
-# for plain decoding, whose steps are short: in one run of 12 races with turns of a step each, its
-# lane's median was 0.38 s against 0.29 s run alone (the speculative lane's 0.31 against 0.32), which
-# flattered the speed-up.
-# Turns of 50 ms make that a few switches per lane, and are still far shorter than the slow moments
-# of a shared machine they even out (`python -m demo.race_bench --turns-ms 0,5,50` compares them).
+# for plain decoding, whose short steps would then flatter the speed-up; 50 ms is a few switches per lane,
+# still far shorter than the slow moments of a shared machine they even out
+# (`python -m demo.race_bench --turns-ms 0,5,50` compares them; docs/benchmarks.md, 2026-11-30).
 TURN_SECONDS = 0.05
 
 

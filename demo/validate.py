@@ -152,7 +152,7 @@ ORIGINS = ("main", "draft", "correction", "bonus")
 RULES = ("shared", "rejection")
 # the race page's starting temperature: sampling at 0.5 with shared noise (and the seed's default) reads far
 # better than greedy decoding, which loops on the embedded model ("and the LORD, and the LORD, ..."), still
-# writes plain sampling's text, and, compiled, races 1.12x plain sampling (docs/benchmarks.md, 2026-12-03)
+# writes plain sampling's text, and, compiled, races faster than plain sampling (docs/benchmarks.md, 2026-12-03)
 PAGE_TEMPERATURE = 0.5
 
 
