@@ -130,12 +130,14 @@ def test_the_phase_table_and_explanation_never_overlap_at_any_width_in_either_la
         checked = set()
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(page_url, wait_until="domcontentloaded")
+            # the settings from the page's link, set by the server on load (a filled number box was sometimes
+            # not committed before the click that followed, and the run took the default length)
+            page.goto(page_url + "?max_new=5&raw=1", wait_until="domcontentloaded")
             page.wait_for_selector("#stepper-start", timeout=60_000)
             page.locator("#stepper-settings > button.label-wrap").click()
-            page.fill("#stepper-max-new input[type=number]", "5")
-            page.press("#stepper-max-new input[type=number]", "Enter")    # committed, as a visitor's Enter or click away
-            page.check("#stepper-raw input")
+            page.wait_for_function("() => { const n = document.querySelector('#stepper-max-new input[type=number]'),"
+                                   " r = document.querySelector('#stepper-raw input');"
+                                   " return n && r && n.value === '5' && r.checked; }", timeout=60_000)
             for rollback in ("select", "recompute"):
                 page.set_viewport_size({"width": 1400, "height": 1000})
                 page.locator("#stepper-rollback label").filter(has_text=rollback).first.click()
