@@ -199,7 +199,7 @@ def bench_engine(args):
     rows.update(prefill_tok_s=1024 / t_pre, peak_memory_gb=peak_gb())
     if args.compile:
         ks = [int(k) for k in args.ks.split(",")]
-        report = warm_up(model, ks=ks, keep_if_faster=False, freeze=args.freeze)
+        report = warm_up(model, ks=ks, keep_if_faster=False, freeze=args.freeze, ahead=args.ahead)
         rows.update(compile_s=report["seconds"], compile_status=str(report["status"]))
         fast = report["model"]
         compiled, stamps = [], Stamps()
@@ -276,7 +276,7 @@ def bench_scripted(args):
     rollbacks = ROLLBACKS_RUN if 1 in ks else ["select"]          # recompute runs only with k = 1 below
     resident_before = resident_gb()
     compiling = warm_up(model, head, ks=ks, rollbacks=rollbacks, keep_if_faster=False,
-                        freeze=args.freeze) if args.compile else {}
+                        freeze=args.freeze, ahead=args.ahead) if args.compile else {}
     eager_model = model
     model, head = compiling.get("model", model), compiling.get("head", head)       # the compiled views
     resident_compiled = resident_gb()
@@ -332,7 +332,8 @@ def bench_model(args):
     draft = "every token" if head.draft_vocab is None else f"{len(head.draft_vocab)} tokens (draft_vocab.json)"
     print(f"drafts scored over {draft} of {model.cfg.vocab_size}")
     ks = [int(k) for k in args.ks.split(",")]
-    compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False, freeze=args.freeze) if args.compile else {}
+    compiling = warm_up(model, head, ks=ks, rollbacks=ROLLBACKS_RUN, keep_if_faster=False, freeze=args.freeze,
+                        ahead=args.ahead) if args.compile else {}
     model, head = compiling.get("model", model), compiling.get("head", head)       # the compiled views
     prompts = PROMPTS if not args.prompts else [p for p in open(args.prompts, encoding="utf-8").read().split("\n\n") if p]
     rows = []
@@ -392,7 +393,7 @@ def bench_compile(args):
     code = ("import json, sys, torch; from qwen.bench import load_for_compile; from qwen.compiled import warm_up; "
             f"model, head = load_for_compile({args.model!r}, {args.shape!r}, {args.dtype!r}); "
             f"report = warm_up(model, head, ks={[int(k) for k in args.ks.split(',')]}, keep_if_faster=False, "
-            f"freeze={args.freeze!r}); del report['model'], report['head']; print(json.dumps(report, default=str))")
+            f"freeze={args.freeze!r}, ahead={args.ahead!r}); del report['model'], report['head']; print(json.dumps(report, default=str))")
     env = dict(os.environ, QWEN_COMPILE_CACHE=cache, TORCHINDUCTOR_CACHE_DIR=cache)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -439,6 +440,8 @@ def main(argv=None):
                     help="also (engine) or only (spec) measure the compiled engine (qwen.compiled)")
     ap.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=None,
                     help="with --compile: bake the weights into each graph, or (--no-freeze) stream them (default: qwen.compiled.steps.choose_strategy)")
+    ap.add_argument("--ahead", action="store_true",
+                    help="with --compile: build the graphs ahead of time (torch.export + AOTInductor), as on ZeroGPU")
     ap.add_argument("--shape", default=None, choices=["0.8b"], help="compile mode: random weights of this shape")
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"])
     ap.add_argument("--scripted", action="store_true")

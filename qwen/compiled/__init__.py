@@ -11,6 +11,7 @@ Its modules, each importing only those above it:
     host.py        what this host offers: dtype, C++ compiler, memory, cache folder
     streamed.py    StreamedLinear, swapped in for nn.Linear: graphs read each weight row once, bf16 where exact
     saved.py       graphs saved whole on disk and loaded at a later start
+    ahead.py       graphs built ahead of time (torch.export, AOTInductor) into package files: ZeroGPU's way
     view.py        CompiledModel, CompiledHead: the modules seen through their graphs, made from outside
     steps.py       CompiledSteps, the strategy per host (choose_strategy), compile_model/head/round
     workers.py     a warm-up's missing graphs compiled in helper processes (helper.py is their entry)

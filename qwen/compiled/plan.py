@@ -20,6 +20,7 @@ class Strategy(enum.Enum):
     STREAMED = "streamed graphs"    # CPU: one copy of each weight (bfloat16 where exact), read in the graphs' own loops
     FROZEN = "frozen graphs"        # CPU: the weights frozen into each graph, packed for its GEMMs
     CUDA = "CUDA graphs"
+    AHEAD = "ahead-of-time graphs"  # any device: exported and built into package files (ahead.py); ZeroGPU's way
 
 
 def freeze_fits(modules, graphs, available=None):
@@ -35,11 +36,13 @@ def freeze_fits(modules, graphs, available=None):
                                     f"{available / 2**30:.1f} GB available")
 
 
-def choose_strategy(modules, freeze=None, graphs=1):
-    """-> (Strategy, why). CUDA on a GPU. On CPU, streamed, except frozen where asked (freeze=True) or,
+def choose_strategy(modules, freeze=None, graphs=1, ahead=False):
+    """-> (Strategy, why). AHEAD where asked (ahead=True: ZeroGPU, which refuses torch.compile). CUDA on a GPU. On CPU, streamed, except frozen where asked (freeze=True) or,
     with freeze=None, for a wide model (hidden >= AUTOTUNE_HIDDEN) run in bfloat16 (default_dtype's choice
     where bfloat16 is native) where `graphs` frozen copies fit in memory: there frozen decoded
     speculatively faster (docs/design.md, frozen weights where bfloat16 is native)."""
+    if ahead:
+        return Strategy.AHEAD, "built ahead of time, as ZeroGPU allows"
     if next(modules[0].parameters()).device.type == "cuda":
         return Strategy.CUDA, "on a GPU"
     if freeze is not None:
@@ -80,7 +83,7 @@ class HostPlan:
                 f"{self.threads} thread{'s' if self.threads != 1 else ''}")
 
 
-def host_plan(model, dtype_reason="", compile=True, ks=(2,), eager_why="compiling not asked for"):
+def host_plan(model, dtype_reason="", compile=True, ks=(2,), eager_why="compiling not asked for", ahead=False):
     """The HostPlan for this model (loaded in the dtype it runs in) on this host, with compiling or
     without (then eager_why says why); its strategy is the one compile_model picks for these k (the same
     choose_strategy call). On a GPU the device names it: "cuda (NVIDIA H200)"."""
@@ -90,7 +93,7 @@ def host_plan(model, dtype_reason="", compile=True, ks=(2,), eager_why="compilin
     if not compile or missing:
         strategy, why = None, (eager_why if not compile else missing)
     else:
-        strategy, why = choose_strategy([model], None, len(variants_for(ks)[0]))
+        strategy, why = choose_strategy([model], None, len(variants_for(ks)[0]), ahead)
     if device == "cuda":
         device = f"cuda ({torch.cuda.get_device_name(weight.device)})"
     return HostPlan(device, weight.dtype, strategy, torch.get_num_threads(),

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from qwen.compiled.ahead import AheadGraphs
 from qwen.compiled.host import AUTOTUNE_HIDDEN, cache_dir, compiler_missing, cpp_compiler
 from qwen.compiled.plan import Strategy, choose_strategy, variants_for
 from qwen.compiled.internals import configure_dynamo, simplify_fewer, skip_proven_isa_probes, use_cache_dir
@@ -136,6 +137,8 @@ WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_thre
 def compile_graphs(fn, owners, kind, device, strategy):
     """fn(*owners, *args) compiled for this strategy, as a function of (pass, *args): streamed graphs saved
     whole on disk (saved.py); frozen and CUDA graphs through dynamo, which picks the graph per pass."""
+    if strategy is Strategy.AHEAD:               # package files, built and loaded without dynamo
+        return AheadGraphs(fn, owners, kind, os.path.join(cache_dir(), "packages"))
     use_cache_dir(cache_dir())
     if strategy is not Strategy.CUDA:
         skip_proven_isa_probes(cache_dir(), cpp_compiler())
@@ -175,21 +178,21 @@ def mark_growing(args):
         torch._dynamo.mark_dynamic(t, 2)
 
 
-def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None):
+def compile_model(model, ks=(2,), rollbacks=("select",), freeze=None, ahead=False):
     """A compiled view of the model (or of a view's model), its steps compiled on first use; the
     strategy as choose_strategy decides (freeze=True / False forces frozen / streamed). -> CompiledModel"""
     model, variants = plain(model), variants_for(ks, rollbacks)[0]
     return CompiledModel(model, _prepare([model], model_step, variants, "model",
-                                         choose_strategy([model], freeze, len(variants))))
+                                         choose_strategy([model], freeze, len(variants), ahead)))
 
 
-def compile_head(head, ks=(2,), freeze=None, model=None):
+def compile_head(head, ks=(2,), freeze=None, model=None, ahead=False):
     """A compiled view of the MTP head, its passes for T = 1 and 1+k compiled on first use. Given the
     main `model`, streamed graphs also score the draft after every row (head_graph), reading the output
     layer's (or the draft vocabulary's) streamed rows: half the bytes of scoring eagerly in float32.
     -> CompiledHead"""
     head, model, variants = plain(head), model and plain(model), variants_for(ks)[1]
-    plan = choose_strategy([head], freeze, len(variants))
+    plan = choose_strategy([head], freeze, len(variants), ahead)
     if model is not None and plan[0] is Strategy.STREAMED and not isinstance(model.lm_head, StreamedLinear):
         with torch.inference_mode(False):
             model.lm_head = StreamedLinear(model.lm_head)
@@ -204,7 +207,7 @@ def head_graph(head, model=None):
     return [head], head_run
 
 
-def compile_round(model, head, ks=(2,), freeze=None, sampled=False):
+def compile_round(model, head, ks=(2,), freeze=None, sampled=False, ahead=False):
     """Prepare the whole `select` round (mtp.greedy_round: drafts, verify, select, the head's catch-up)
     as one compiled graph per k, kept in the head view (a CompiledHead): greedy in `rounds`, or
     (sampled=True) with shared noise in `sampled_rounds` (docs/design.md, a small model's greedy round).
@@ -212,7 +215,7 @@ def compile_round(model, head, ks=(2,), freeze=None, sampled=False):
     if not isinstance(head, CompiledHead):
         raise TypeError("compile_round needs the head's compiled view (compile_head)")
     variants, modules = {(1 + int(k), True) for k in ks}, [plain(model), plain(head)]
-    plan = choose_strategy(modules, freeze, len(variants))
+    plan = choose_strategy(modules, freeze, len(variants), ahead)
     steps = _prepare(modules, sampled_round_of if sampled else round_of, variants,
                      "sampled_round" if sampled else "round", plan)
     setattr(head, "sampled_rounds" if sampled else "rounds", steps)

@@ -44,7 +44,7 @@ def _time_both(a, b, repeats=15):
 
 @torch.inference_mode()
 def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_if_faster=True, freeze=None,
-            only_greedy=False, on_ready=None, timer=None):
+            only_greedy=False, on_ready=None, timer=None, ahead=False):
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), check each against eager, time it against eager, and keep it only where it is faster.
     A small model (hidden < FUSE_HIDDEN) with `select` also gets each round as one graph, greedy and
@@ -53,18 +53,19 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     model and head: modules, or the compiled views compile_model / compile_head made of them.
     on_ready(model view, head view): called once the first passes are ready (the app starts serving
     with the views then). timer(model, head, ids, passes) -> {pass: eager seconds / compiled seconds}:
-    how passes are timed (default time_passes; a test gives its own figures).
+    how passes are timed (default time_passes; a test gives its own figures). ahead: graphs built ahead
+    of time (ahead.py), as on ZeroGPU.
     -> {"model", "head" (the compiled views: decode with these), "status" (a Status: its phase, and why
     where eager), "seconds" (compiling), "ready_seconds" (until the first passes served), "speedups"
     {pass: eager / compiled}, "step_speedup" (the decode step's, or None)}."""
     if not isinstance(model, CompiledModel):
-        model = compile_model(model, ks, rollbacks, freeze)
+        model = compile_model(model, ks, rollbacks, freeze, ahead)
     if head is not None and not isinstance(head, CompiledHead):
-        head = compile_head(head, ks, freeze, model)
+        head = compile_head(head, ks, freeze, model, ahead)
     if head is not None and head.rounds is None and "select" in rollbacks \
-            and model.cfg.hidden_size < FUSE_HIDDEN:
-        compile_round(model, head, ks, freeze)
-        compile_round(model, head, ks, freeze, sampled=True)
+            and model.cfg.hidden_size < FUSE_HIDDEN and not ahead:
+        compile_round(model, head, ks, freeze, ahead=ahead)
+        compile_round(model, head, ks, freeze, sampled=True, ahead=ahead)
     steps = [model.steps] + ([head.steps, head.rounds, head.sampled_rounds] if head is not None else [])
     steps = [part for part in steps if part is not None]
     report = {"model": model, "head": head, "status": model.steps.status, "seconds": 0.0, "ready_seconds": None,

@@ -1,0 +1,179 @@
+"""Graphs compiled ahead of time: each pass exported (torch.export) and built by AOTInductor into a package
+file, loaded by any process without tracing. What ZeroGPU accepts where it refuses torch.compile: a GPU
+process compiles and saves the files, and every later GPU call (a fresh process) loads them
+(docs/design.md, ahead-of-time graphs for ZeroGPU).
+
+    graphs = AheadGraphs(model_step, (model,), "model", folder)   # model_step(model, ids, positions, state)
+    graphs((T, keep), ids, positions, state)    # loads or builds the package of this pass, then runs it
+
+A package takes tensors only: a pass's State (or a head's AttentionState) goes in as its buffers, in a
+fixed order, and comes back to life inside the exported function around them, so the pass writes them in
+place as the eager one does. The KV capacity is a dynamic dimension: one package serves every length.
+The weights stay the module's own (loaded into the package by reference, not copied into it).
+"""
+import copy
+import dataclasses
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+from qwen.cache import AttentionState, State
+from qwen.compiled.saved import owner_signature, source_fingerprint
+
+log = logging.getLogger("qwen.compile")
+
+# the weights are loaded into a package from the module (load_constants), not built into its library
+PACKAGE_OPTIONS = {"aot_inductor.package_constants_in_so": False}
+
+
+def layer_fields(layer):
+    """The names of a layer state's tensor fields, in declaration order (k, v; conv, S, conv_steps, S_steps)."""
+    return tuple(f.name for f in dataclasses.fields(layer) if isinstance(getattr(layer, f.name), torch.Tensor))
+
+
+def flatten(args):
+    """A pass's arguments as (tensors, structure): every tensor, a State's and an AttentionState's buffers
+    included, and what rebuild() needs to put them back (the states themselves, as templates)."""
+    tensors, structure = [], []
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            tensors.append(arg)
+            structure.append(("tensor",))
+        elif isinstance(arg, (State, AttentionState)):
+            layers = arg.layers if isinstance(arg, State) else [arg]
+            fields = tuple(layer_fields(layer) for layer in layers)
+            tensors += [getattr(layer, n) for layer, names in zip(layers, fields) for n in names]
+            pad = isinstance(arg, State) and arg.pad is not None
+            tensors += [arg.pad] if pad else []
+            structure.append(("state", arg, fields, pad))
+        else:
+            raise TypeError(f"an ahead-of-time pass takes tensors and states, not {type(arg).__name__}")
+    return tensors, structure
+
+
+def rebuild(structure, tensors):
+    """flatten()'s arguments again, each state a shallow copy of its template holding these tensors."""
+    tensors, args = iter(tensors), []
+    for entry in structure:
+        if entry[0] == "tensor":
+            args.append(next(tensors))
+            continue
+        _, template, fields, pad = entry
+        templates = template.layers if isinstance(template, State) else [template]
+        layers = [dataclasses.replace(layer, **{n: next(tensors) for n in names}) for layer, names in zip(templates, fields)]
+        if isinstance(template, AttentionState):
+            args.append(layers[0])
+            continue
+        state = copy.copy(template)
+        state.layers, state.pad = layers, next(tensors) if pad else None
+        args.append(state)
+    return args
+
+
+def structure_key(structure):
+    """What a package bakes in about its arguments' structure: the layer kinds, their fields, whether they
+    keep step states, padding."""
+    key = []
+    for entry in structure:
+        if entry[0] == "tensor":
+            key.append("tensor")
+        else:
+            layers = entry[1].layers if isinstance(entry[1], State) else [entry[1]]
+            key.append((tuple((type(layer).__name__, getattr(layer, "keep_steps", None)) for layer in layers),
+                        entry[2], entry[3]))
+    return tuple(key)
+
+
+class Exported(torch.nn.Module):
+    """fn(*owners, *args) as a module of tensors only: the owners are its submodules (their weights its
+    parameters), the arguments rebuilt from the flat tensors a package is called with."""
+
+    def __init__(self, fn, owners, structure):
+        super().__init__()
+        self.fn, self.owners, self.structure = fn, torch.nn.ModuleList(owners), structure
+
+    def forward(self, *tensors):
+        return self.fn(*self.owners, *rebuild(self.structure, tensors))
+
+
+def dynamic_shapes(structure, tensors):
+    """dim 2 of every KV buffer (its capacity) dynamic, every other size fixed: one Dim per state."""
+    shapes, start = [], 0
+    for i, entry in enumerate(structure):
+        if entry[0] == "tensor":
+            shapes.append(None)
+            start += 1
+            continue
+        capacity = torch.export.Dim(f"capacity{i}", min=2, max=1 << 20)
+        for names in entry[2]:
+            shapes += [{2: capacity} if n in ("k", "v") else None for n in names]
+        shapes += [None] if entry[3] else []
+    return (tuple(shapes),)
+
+
+class AheadGraphs:
+    """fn(*owners, *args) built ahead of time once per (pass, batch, structure), from its package file
+    when one was saved; loaded once per process (a ZeroGPU call runs in a fresh one)."""
+
+    def __init__(self, fn, owners, name, folder):
+        self.fn, self.owners, self.name, self.folder = fn, tuple(owners), name, Path(folder)
+        self.loaded, self.compiled = 0, 0        # how each package came: from a file, or built here
+        self.graphs, self.pid = {}, os.getpid()  # key -> the loaded package, in this process
+        self.lock = threading.Lock()
+
+    def __call__(self, variant, *args):
+        tensors, structure = flatten(args)
+        key = (variant, tensors[0].shape[0], structure_key(structure))
+        if self.pid != os.getpid():              # a forked process: its parent's loaded packages are not its own
+            self.graphs, self.pid = {}, os.getpid()
+        graph = self.graphs.get(key) or self._load_or_build(key, structure, tensors)
+        return graph(*tensors)
+
+    def path(self, key):
+        device = self.owners[0].parameters().__next__().device
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else torch.backends.cpu.get_cpu_capability()
+        text = repr((self.name, self.fn.__name__, key, torch.__version__, name, source_fingerprint(),
+                     [owner_signature(m) for m in self.owners]))
+        return self.folder / f"{self.name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pt2"
+
+    def _load_or_build(self, key, structure, tensors):
+        with self.lock:
+            if key in self.graphs:
+                return self.graphs[key]
+            path, module = self.path(key), Exported(self.fn, self.owners, structure)
+            graph = None
+            if path.exists():
+                try:
+                    graph = self._load(path, module)
+                    self.loaded += 1
+                except Exception as e:           # a damaged or foreign file: build instead
+                    log.warning("could not load %s (%s: %s); building it again", path, type(e).__name__, e)
+            if graph is None:
+                self._build(module, structure, tensors, path)
+                graph = self._load(path, module)
+                self.compiled += 1
+            self.graphs[key] = graph
+            return graph
+
+    def _build(self, module, structure, tensors, path):
+        with torch.inference_mode(False), torch.no_grad():      # export writes to ordinary tensors only
+            examples = tuple(t.clone() for t in tensors)
+            exported = torch.export.export(module, examples, dynamic_shapes=dynamic_shapes(structure, tensors))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.part.pt2")
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(partial), inductor_configs=PACKAGE_OPTIONS)
+        os.replace(partial, path)                # whole or not at all, with another process building too
+
+    @staticmethod
+    def _load(path, module):
+        """The package at path, given the module's own weights (by reference: no copy)."""
+        graph = torch._inductor.aoti_load_package(str(path))
+        named = dict(module.named_parameters(remove_duplicate=False)) | dict(module.named_buffers(remove_duplicate=False))
+        named |= {f"{prefix}.{n}" if prefix else n: t for prefix, m in module.named_modules()
+                  for n, t in vars(m).items() if isinstance(t, torch.Tensor)}
+        graph.load_constants({n: named[n] for n in graph.get_constant_fqns()}, check_full_update=True, user_managed=True)
+        return graph

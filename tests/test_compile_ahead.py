@@ -1,0 +1,156 @@
+"""Graphs built ahead of time (qwen/compiled/ahead.py, ZeroGPU's way to compile): exported, built by
+AOTInductor on this CPU, and held to eager decoding: the same tokens, plain and speculative with both
+rollbacks; the same states; package files that a later start (or a fresh ZeroGPU process) loads instead
+of building; and the eager fallback, with its reason, where a package cannot be built."""
+import copy
+import os
+
+import pytest
+import torch
+
+from qwen.cache import State, keep_step_states
+from qwen.compiled import Phase, Why, host, warm_up
+from qwen.compiled.ahead import AheadGraphs, flatten, rebuild, structure_key
+from qwen.compiled.plan import Strategy, choose_strategy, host_plan
+from qwen.compiled.saved import model_step
+from qwen.mtp import generate_mtp
+from qwen.sample import generate
+from test_mtp import assert_same_state, prompts, random_pair
+
+pytestmark = [pytest.mark.compile,
+              pytest.mark.skipif(host.compiler_missing() is not None, reason="no C++ compiler")]
+K = 2
+
+
+@pytest.fixture(scope="module")
+def ahead_pair(tmp_path_factory):
+    """A random model and head whose passes for k = 2 (both rollbacks) are built ahead of time."""
+    cache = tmp_path_factory.mktemp("ahead")
+    previous, os.environ["QWEN_COMPILE_CACHE"] = os.environ.get("QWEN_COMPILE_CACHE"), str(cache)
+    try:
+        model, head = random_pair("small")
+        report = warm_up(model, head, ks=(K,), rollbacks=("select", "recompute"), keep_if_faster=False, ahead=True)
+        yield model, head, report, cache
+    finally:
+        os.environ.pop("QWEN_COMPILE_CACHE") if previous is None else os.environ.update(QWEN_COMPILE_CACHE=previous)
+
+
+def test_every_pass_is_built_ahead_of_time_and_kept(ahead_pair):
+    _, _, report, _ = ahead_pair
+    fast, fast_head = report["model"], report["head"]
+    assert report["status"].phase is Phase.COMPILED, report["status"]
+    assert fast.steps.strategy is Strategy.AHEAD and isinstance(fast.steps.fn, AheadGraphs)
+    assert fast.steps.ready == {(1, False), (1 + K, True), (1 + K, False)}
+    assert fast_head.steps.ready == {(1, False), (1 + K, False)}
+    assert fast_head.rounds is None              # rounds stay step by step: ZeroGPU's models are wide
+
+
+@pytest.mark.parametrize("rollback", ["select", "recompute"])
+def test_plain_and_speculative_decoding_through_the_packages_equal_eager(ahead_pair, rollback):
+    model, head, report, _ = ahead_pair
+    fast, fast_head = report["model"], report["head"]
+    built = fast.steps.fn.compiled, fast_head.steps.fn.compiled
+    with torch.inference_mode():
+        for ids in prompts(model.cfg.vocab_size, n=3):
+            plain = generate(model, ids, max_new_tokens=20)
+            assert generate(fast, ids, max_new_tokens=20) == plain
+            assert generate_mtp(fast, fast_head, ids, max_new_tokens=20, k=K, rollback=rollback)[0] == plain
+    assert (fast.steps.fn.compiled, fast_head.steps.fn.compiled) == built      # nothing built mid-generation
+
+
+def test_a_pass_writes_the_state_in_place_as_eager_does_at_any_kv_capacity(ahead_pair):
+    model, _, report, _ = ahead_pair
+    graphs = report["model"].steps.fn
+    built = graphs.compiled
+    for prompt in (5, 70):                        # 70: a KV capacity of 128, where warm-up saw 64
+        state = State(model)
+        with torch.inference_mode():
+            model.hidden(torch.arange(prompt)[None] % model.cfg.vocab_size, state)
+        twin = copy.deepcopy(state)
+        for s in (state, twin):
+            keep_step_states(s, 1 + K)
+        ids = torch.tensor([[3, 1, 4]])
+        positions = state.begin_pass(ids)
+        twin.begin_pass(ids)
+        with torch.inference_mode():
+            logits, hidden = graphs((1 + K, True), ids, positions, state)
+            want_logits, want_hidden = model.step(ids, positions, twin)
+        for s in (state, twin):
+            s.end_pass(1 + K)
+        torch.testing.assert_close(logits, want_logits, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(hidden, want_hidden, atol=1e-4, rtol=1e-4)
+        assert_same_state(state, twin, atol=1e-5)
+        for got, want in zip(state.deltanet_layers(), twin.deltanet_layers()):      # the kept step states too
+            torch.testing.assert_close(got.S_steps[:1 + K], want.S_steps[:1 + K], atol=1e-5, rtol=1e-5)
+    assert graphs.compiled == built               # one package for every capacity
+
+
+def test_a_later_start_or_a_fresh_process_loads_the_packages_instead_of_building(ahead_pair):
+    model, _, report, cache = ahead_pair
+    graphs = report["model"].steps.fn
+    again = AheadGraphs(model_step, graphs.owners, graphs.name, graphs.folder)
+    ids = torch.tensor([[2, 7]])
+    with torch.inference_mode():
+        state = State(model)
+        model.hidden(ids, state)
+        tok = torch.tensor([[5]])
+        positions = state.begin_pass(tok)
+        twin = copy.deepcopy(state)
+        logits, _ = again((1, False), tok, positions, state)
+        torch.testing.assert_close(logits, model.step(tok, positions, twin)[0], atol=1e-4, rtol=1e-4)
+        assert (again.loaded, again.compiled) == (1, 0)
+        again.pid = -1                            # as in a process forked after loading (a ZeroGPU call)
+        again((1, False), tok, positions, copy.deepcopy(twin))
+        assert (again.loaded, again.compiled) == (2, 0)
+
+
+def test_a_damaged_package_is_built_again(ahead_pair, tmp_path):
+    model, _, report, _ = ahead_pair
+    graphs = report["model"].steps.fn
+    fresh = AheadGraphs(model_step, graphs.owners, graphs.name, tmp_path)
+    state = State(model)
+    with torch.inference_mode():
+        model.hidden(torch.tensor([[1, 2]]), state)
+    tok = torch.tensor([[4]])
+    positions = state.begin_pass(tok)
+    args = (tok, positions, state)
+    path = fresh.path(((1, False), 1, structure_key(flatten(args)[1])))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a package")
+    with torch.inference_mode():
+        fresh((1, False), *args)
+    assert (fresh.loaded, fresh.compiled) == (0, 1) and path.stat().st_size > 100
+
+
+def test_flatten_and_rebuild_give_back_the_same_buffers(ahead_pair):
+    model, _, _, _ = ahead_pair
+    state = State(model)
+    model.hidden(torch.tensor([[1, 2, 3]]), state)
+    tensors, structure = flatten((torch.tensor([[1]]), state))
+    ids, again = rebuild(structure, tensors)
+    assert again is not state and len(again.layers) == len(state.layers)
+    for a, b in zip(again.layers, state.layers):
+        assert type(a) is type(b) and all(getattr(a, n) is getattr(b, n) for n in vars(b)
+                                          if isinstance(getattr(b, n), torch.Tensor))
+
+
+def test_a_package_that_cannot_be_built_leaves_decoding_eager_with_the_reason(monkeypatch, tmp_path):
+    monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("AOTInductor refused")
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", refuse)
+    model, head = random_pair("small", seed=3)
+    report = warm_up(model, head, ks=(1,), keep_if_faster=False, ahead=True)
+    assert report["status"].phase is Phase.EAGER and report["status"].why is Why.FAILED
+    assert "AOTInductor refused" in report["status"].detail
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.inference_mode():
+        assert generate(report["model"], ids, max_new_tokens=6) == generate(model, ids, max_new_tokens=6)
+
+
+def test_ahead_of_time_is_chosen_where_asked_and_named_on_the_model_line():
+    model, _ = random_pair("small")
+    assert choose_strategy([model], ahead=True)[0] is Strategy.AHEAD
+    assert choose_strategy([model])[0] is not Strategy.AHEAD
+    assert "ahead-of-time graphs" in str(host_plan(model, ahead=True))
