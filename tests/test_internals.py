@@ -21,6 +21,8 @@ from qwen.compiled.saved import SavedGraphs
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_compiler = pytest.mark.skipif(host.compiler_missing() is not None, reason="no C++ compiler")
+written_for_this_torch = pytest.mark.skipif(not internals.applies(), reason=f"torch {torch.__version__}: the "
+                                            f"touchpoints are written for {internals.TESTED_TORCH}x")
 
 x0, x1, x2, ks0, tmp0 = sympy.symbols("x0 x1 x2 ks0 tmp0", integer=True, nonnegative=True)
 INDICES = [                                       # shapes of index inductor met in the round graph
@@ -35,6 +37,7 @@ INDICES = [                                       # shapes of index inductor met
 ]
 
 
+@written_for_this_torch
 def test_an_index_gets_the_stride_inductor_itself_finds(monkeypatch):
     assert internals.simplify_fewer()
     patched = sizevars.simplify_index_in_vec_range
@@ -52,6 +55,7 @@ def test_an_index_gets_the_stride_inductor_itself_finds(monkeypatch):
     assert patched(INDICES[4], x1, 8) != INDICES[4]                  # FloorDiv of x1: rewritten
 
 
+@written_for_this_torch
 def test_quick_builds_ask_for_o2_only_within_the_block():
     def level():
         return [f for f in cpp_builder._get_optimization_cflags("g++")[0] if f.startswith("O")]
@@ -134,11 +138,10 @@ print("compiled", graphs.compiled, "loaded", graphs.loaded)
 """
 
 
+@written_for_this_torch
 def test_every_touchpoint_applies_on_the_torch_it_was_written_for():
     """On the pinned torch each touchpoint finds what it reaches for (a moved internal would turn it off
     silently, and compiling would quietly get slower)."""
-    if not internals.applies():
-        pytest.skip(f"torch {torch.__version__}: the touchpoints are written for {internals.TESTED_TORCH}x")
     assert internals.simplify_fewer() and sizevars.simplify_index_in_vec_range.polynomials_unchanged
     with internals.quick_builds():
         assert getattr(cpp_builder._get_optimization_cflags, "reads_chosen_level", False)
@@ -151,17 +154,18 @@ def test_every_touchpoint_applies_on_the_torch_it_was_written_for():
 
 
 def test_on_another_torch_every_touchpoint_does_nothing(monkeypatch, tmp_path):
-    shipped_index = getattr(sizevars.simplify_index_in_vec_range, "original", sizevars.simplify_index_in_vec_range)
+    shipped_index = getattr(sizevars, "simplify_index_in_vec_range", None)   # absent from some releases
+    shipped_index = getattr(shipped_index, "original", shipped_index)
     shipped_flags = cpp_builder._get_optimization_cflags
     shipped_flags = getattr(shipped_flags, "__wrapped__", shipped_flags)
-    monkeypatch.setattr(sizevars, "simplify_index_in_vec_range", shipped_index)
+    monkeypatch.setattr(sizevars, "simplify_index_in_vec_range", shipped_index, raising=False)
     monkeypatch.setattr(cpp_builder, "_get_optimization_cflags", shipped_flags)
     monkeypatch.setattr(torch, "__version__", "99.0.0")
     assert not internals.applies()
-    assert internals.simplify_fewer() is False and sizevars.simplify_index_in_vec_range is shipped_index
+    assert internals.simplify_fewer() is False and getattr(sizevars, "simplify_index_in_vec_range") is shipped_index
     with internals.quick_builds():
         assert cpp_builder._get_optimization_cflags is shipped_flags
-        assert [f for f in cpp_builder._get_optimization_cflags("g++")[0] if f.startswith("O")] == ["O3"]
+        assert cpp_builder._get_optimization_cflags("g++")[0] == shipped_flags("g++")[0]
     with torch._inductor.config.patch({"cpp.vec_isa_ok": None}):
         monkeypatch.setattr(internals, "listed_vector_isas", lambda: ["avx2"])
         (tmp_path / internals.ISA_PROBES_PASSED).write_text('{"isas": ["avx2"], "compiler": "g++"}')

@@ -2,6 +2,10 @@
 and restores the config so the tests after it are unaffected."""
 import os
 
+import pytest
+
+from qwen.compiled import internals
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 LEAKY_TESTS = '''
@@ -28,6 +32,7 @@ def test_runs_after_the_leaks_with_the_config_restored():
 '''
 
 
+@pytest.mark.skipif(not internals.applies(), reason=f"restoring a deleted key is written for torch {internals.TESTED_TORCH}x")
 def test_the_guard_fails_exactly_the_tests_that_leak(pytester):
     pytester.makeconftest(f"import sys\nsys.path.insert(0, {HERE!r})\nfrom torch_config_guard import torch_config_restored\n")
     pytester.makepyfile(test_leaky=LEAKY_TESTS)
