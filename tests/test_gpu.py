@@ -1,4 +1,6 @@
 """demo.gpu and the device settings: what runs the model asks ZeroGPU for a GPU, and nothing changes elsewhere."""
+import functools
+import inspect
 import time
 
 import pytest
@@ -43,3 +45,98 @@ def test_zerogpu_compiles_nothing_by_default_and_says_so():
     model, _ = random_pair("small", seed=2)
     plan = host_plan(model, compile=False, eager_why="ZeroGPU has no torch.compile")
     assert plan.strategy is None and plan.why == "ZeroGPU has no torch.compile"
+
+
+class FakeSpaces:
+    """A stand-in for the `spaces` package on ZeroGPU: GPU(duration=...) records, per call of a decorated
+    function, its name, the seconds asked (the duration function run on the call's own arguments, as
+    spaces does) and whether the function's body ran while the GPU was held."""
+
+    def __init__(self):
+        self.calls, self.held = [], False
+
+    def GPU(self, duration=60):
+        def wrap(fn):
+            def asked(args, kwargs):
+                return duration(*args, **kwargs) if callable(duration) else duration
+
+            if inspect.isgeneratorfunction(fn):
+                @functools.wraps(fn)
+                def held_gen(*args, **kwargs):
+                    call = {"name": fn.__name__, "seconds": asked(args, kwargs), "ran": False}
+                    self.calls.append(call)
+                    self.held = True
+                    try:
+                        for out in fn(*args, **kwargs):
+                            call["ran"] = True
+                            yield out
+                    finally:
+                        self.held = False
+                return held_gen
+
+            @functools.wraps(fn)
+            def held(*args, **kwargs):
+                call = {"name": fn.__name__, "seconds": asked(args, kwargs), "ran": True}
+                self.calls.append(call)
+                self.held = True
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    self.held = False
+            return held
+        return wrap
+
+
+@pytest.fixture
+def zerogpu_page(monkeypatch):
+    """The app's page built on "ZeroGPU": the flag set, a fake `spaces` in place of the real one. -> (fake, blocks)"""
+    from demo import models, page
+    fake = FakeSpaces()
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    monkeypatch.setattr(gpu, "spaces", fake)
+    return fake, page.build_app(models.ModelStore())
+
+
+def decorated(blocks, api_name):
+    """The function behind one of the page's API endpoints."""
+    return next(fn.fn for fn in blocks.fns.values() if fn.api_name == api_name)
+
+
+def test_on_zerogpu_a_race_runs_inside_spaces_gpu_asking_seconds_that_grow_with_its_length(zerogpu_page):
+    fake, blocks = zerogpu_page
+    race = decorated(blocks, "race")
+    outputs = list(race("In the beginning", 6, 2, "select", 0.0, 0, True))
+    summary = outputs[-1][-1]                     # the race ran: both lanes, the same 6 tokens
+    assert summary["plain"]["tokens"] == 6 and summary["identical"]
+    assert fake.calls[-1]["name"] == "run_race" and fake.calls[-1]["ran"]
+    short = fake.calls[-1]["seconds"]
+    assert 0 < short <= gpu.MOST_SECONDS
+    list(race("In the beginning", 300, 2, "select", 0.0, 0, True))
+    assert fake.calls[-1]["seconds"] > short
+
+
+def test_on_zerogpu_a_stepper_recording_runs_inside_spaces_gpu_asking_seconds_that_grow_with_its_length(zerogpu_page):
+    fake, blocks = zerogpu_page
+    start = decorated(blocks, "step_start")
+    before = len(fake.calls)
+    session, message = start(None, "In the beginning", 2, "select", 4, 0.0, 0, None, None, True, "en", False, None)[:2]
+    assert session.run is not None and "Recorded 4 tokens" in message
+    short = fake.calls[before]
+    assert short["name"] == "on_start" and short["ran"] and short["seconds"] > 0
+    start(None, "In the beginning", 2, "select", 200, 0.0, 0, None, None, True, "en", False, None)
+    assert fake.calls[-1]["seconds"] > short["seconds"]
+
+
+def test_a_gpu_models_clock_waits_for_the_device_before_reading_the_time(monkeypatch):
+    """A stand-in CUDA model: the clock synchronises its device first, every time it is read."""
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
+
+    class OnCuda:
+        class embed_tokens:
+            class weight:
+                device = torch.device("cuda", 0)
+    ticks = iter([1.0, 2.5])
+    clock = gpu.device_clock(OnCuda, clock=lambda: next(ticks))
+    assert clock() == 1.0 and clock() == 2.5
+    assert synced == [torch.device("cuda", 0)] * 2
