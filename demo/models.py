@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from demo import settings
+from demo import gpu, settings
 from demo.settings import compile_wanted
 from qwen.chat import Chat
 from qwen.compiled import Phase, Status, Why, compile_head, compile_model, default_dtype, warm_up
@@ -176,9 +176,12 @@ class ModelStore:
         return self.sources[key]
 
     def preload(self):
-        """Load the default model now when it is on disk (hub models wait for their first use). A
-        default that fails to load is reported and replaced by the embedded checkpoint."""
-        if not os.path.isdir(self.sources[self.default]):
+        """Load the default model now when it is on disk: a folder, or a hub model the local hub cache holds
+        (others wait for their first use: no download at start-up). On ZeroGPU this is what lets every GPU
+        call, a process forked from this one, find it loaded. A default that fails to load is reported and
+        replaced by the embedded checkpoint."""
+        source = self.sources[self.default]
+        if not os.path.isdir(source) and not cached_hub_folder(source, settings.hub_cache()):
             return None
         try:
             return self.get(self.default)
@@ -257,12 +260,13 @@ def checkpoint_dtype(path, environ=None, device="cpu"):
     return dtype, reason
 
 
-def start_compiling(loaded, ks=(2,)):
+def start_compiling(loaded, ks=(2,), ahead=False):
     """Compile the model's and head's decoding steps in a background thread; the eager modules serve
     until the first compiled passes are ready, then loaded.engine() returns the compiled views (one
-    assignment), and loaded.compile_status() says how it went. -> the thread"""
-    model = compile_model(loaded.model, ks)
-    head = compile_head(loaded.mtp, ks, model=model) if loaded.mtp is not None else None
+    assignment), and loaded.compile_status() says how it went. ahead (ZeroGPU): every pass built ahead of
+    time inside spaces.GPU (demo.gpu.warm_up_ahead), the views serving once all are. -> the thread"""
+    model = compile_model(loaded.model, ks, ahead=ahead)
+    head = compile_head(loaded.mtp, ks, model=model, ahead=ahead) if loaded.mtp is not None else None
     model.steps.status = Status(Phase.COMPILING)
     loaded.views = model, head
 
@@ -270,7 +274,11 @@ def start_compiling(loaded, ks=(2,)):
         loaded.serving = model, head
 
     def work():
-        report = warm_up(model, head, ks, on_ready=serve)
+        if ahead:
+            report = gpu.warm_up_ahead(model, head, ks)
+            serve(model, head)
+        else:
+            report = warm_up(model, head, ks, on_ready=serve)
         log.info("%s: %s (%.0f s of compiling; eager / compiled: %s)", loaded.key, report["status"],
                  report["seconds"], ", ".join(f"{name} {x:.2f}x" for name, x in report["speedups"].items()))
     thread = threading.Thread(target=work, name=f"compile {loaded.key}", daemon=True)
@@ -310,13 +318,14 @@ def load_model(key, source, progress=None, compile=None):
                          f"loaded ({type(e).__name__}: {detail})") from e
     if mtp is None:
         log.warning("%s: the checkpoint has no mtp.* tensors (no draft head)", key)
-    wanted = compile_wanted() if compile is None else compile
-    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", wanted,
-                     eager_why="ZeroGPU has no torch.compile" if settings.zero_gpu() else "QWEN_COMPILE=0")
+    wanted, ahead = compile_wanted() if compile is None else compile, settings.zero_gpu()
+    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", wanted, ahead=ahead,
+                     eager_why="ZeroGPU has no torch.compile (QWEN_COMPILE=1: passes built ahead of time)"
+                     if ahead else "QWEN_COMPILE=0")
     log.info("%s: %s (%s)", key, plan, plan.why)
     loaded = Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0, plan)
     if wanted:
-        start_compiling(loaded)
+        start_compiling(loaded, ahead=ahead)
     return loaded
 
 

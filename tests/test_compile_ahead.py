@@ -3,7 +3,10 @@ AOTInductor on this CPU, and held to eager decoding: the same tokens, plain and 
 rollbacks; the same states; package files that a later start (or a fresh ZeroGPU process) loads instead
 of building; and the eager fallback, with its reason, where a package cannot be built."""
 import copy
+import multiprocessing
 import os
+import pickle
+import time
 
 import pytest
 import torch
@@ -154,3 +157,56 @@ def test_ahead_of_time_is_chosen_where_asked_and_named_on_the_model_line():
     assert choose_strategy([model], ahead=True)[0] is Strategy.AHEAD
     assert choose_strategy([model])[0] is not Strategy.AHEAD
     assert "ahead-of-time graphs" in str(host_plan(model, ahead=True))
+
+
+class ForkingSpaces:
+    """`spaces` on ZeroGPU as it behaves: each call of a function decorated with GPU(duration) runs in a
+    process forked for it, its arguments and result pickled across, and nothing else it changes comes back."""
+
+    def __init__(self):
+        self.calls = []
+
+    def GPU(self, duration=60):
+        def wrap(fn):
+            def held(*args, **kwargs):
+                self.calls.append((fn.__name__, duration(*args, **kwargs) if callable(duration) else duration))
+                context = multiprocessing.get_context("fork")
+                results = context.SimpleQueue()
+                args, kwargs = pickle.loads(pickle.dumps((args, kwargs)))
+
+                def child():
+                    try:
+                        results.put(("ok", fn(*args, **kwargs)))
+                    except BaseException as e:                  # noqa: B036 - carried to the parent
+                        results.put(("error", f"{type(e).__name__}: {e}"))
+                process = context.Process(target=child)
+                process.start()
+                kind, value = results.get()
+                process.join()
+                assert kind == "ok", value
+                return value
+            return held
+        return wrap
+
+
+def test_on_zerogpu_the_app_builds_the_passes_in_a_gpu_process_and_serves_them_from_the_files(monkeypatch, tmp_path):
+    from demo import gpu, models
+    fake = ForkingSpaces()
+    monkeypatch.setattr(gpu, "spaces", fake)
+    for name, value in (("SPACES_ZERO_GPU", "true"), ("QWEN_COMPILE", "1"), ("QWEN_COMPILE_CACHE", str(tmp_path))):
+        monkeypatch.setenv(name, value)
+    loaded = models.load_model(models.EMBEDDED_KEY, models.EMBEDDED)
+    assert loaded.plan.strategy is Strategy.AHEAD and "ahead-of-time graphs" in str(loaded.plan)
+    deadline = time.monotonic() + 1200
+    while loaded.serving is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert fake.calls == [("build_packages", gpu.AHEAD_SECONDS)]
+    assert loaded.compile_status().phase is Phase.COMPILED, loaded.compile_status()
+    fast, fast_head = loaded.engine()
+    assert fast.steps.ready == {(1, False), (1 + K, True)} and fast.steps.fn.compiled == 0   # built over there
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.inference_mode():
+        plain = generate(loaded.model, ids, max_new_tokens=12)
+        assert generate(fast, ids, max_new_tokens=12) == plain
+        assert generate_mtp(fast, fast_head, ids, max_new_tokens=12, k=K)[0] == plain
+    assert (fast.steps.fn.loaded, fast.steps.fn.compiled) == (2, 0)      # its files, loaded here

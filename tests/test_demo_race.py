@@ -516,7 +516,7 @@ def test_the_page_opens_with_the_preloaded_hub_model_only_where_the_hub_cache_ho
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     store = models.ModelStore.from_environment([], {"HF_HUB_CACHE": str(tmp_path)})
     assert store.default == models.PRELOADED
-    loaded = store.get(store.default)
-    assert loaded.path == str(snapshot) and loaded.mtp is not None
+    loaded = store.preload()                                            # at start-up: no first visitor waits
+    assert loaded is store.get(store.default) and loaded.path == str(snapshot) and loaded.mtp is not None
     assert models.ModelStore.from_environment([], {"HF_HUB_CACHE": str(tmp_path), "QWEN_MODEL": models.EMBEDDED}
                                               ).default == models.EMBEDDED_KEY    # $QWEN_MODEL still decides

@@ -118,6 +118,15 @@ class CompiledSteps:
         self.enabled, self.status = False, Status(Phase.EAGER, why, detail)
         log.log(level, "compiled steps off: %s", self.status)
 
+    def decided(self):
+        """What a warm-up decided about these passes, to carry to another process (on ZeroGPU a warm-up
+        runs in a GPU process of its own): -> a picklable tuple for settle()."""
+        return self.enabled, self.status, set(self.variants), set(self.ready), dict(self.eager_passes)
+
+    def settle(self, decided):
+        """Take what a warm-up in another process decided (its decided())."""
+        self.enabled, self.status, self.variants, self.ready, self.eager_passes = decided
+
     def drop(self, variant, why, detail=""):
         """Run one pass, (T, keeps step states), eagerly from now on; the others stay compiled."""
         self.variants.discard(variant)
