@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from qwen.compiled import warm_up
+from qwen.compiled import Why, warm_up
 
 try:                                   # installed by requirements.txt; absent in a bare environment
     import spaces
@@ -66,14 +66,19 @@ def warm_up_ahead(model, head, ks=(2,)):
     """warm_up with every pass built ahead of time (qwen/compiled/ahead.py), inside spaces.GPU. On ZeroGPU
     that runs in a process of its own, forked from this one, and its changes stay there: the package files
     it builds are on disk for every later GPU call, and what it decided (which passes to use, each status)
-    comes back and is settled here. model, head: views made with ahead=True. -> {"status", "seconds",
-    "speedups"}"""
+    comes back and is settled here. Where the call itself fails (no GPU granted, a quota spent), every pass
+    stays eager with that reason. model, head: views made with ahead=True. -> {"status", "seconds", "speedups"}"""
     parts = [model.steps] + ([head.steps] if head is not None else [])
 
     def build_packages(ks):
         report = warm_up(model, head, ks, ahead=True)
         return [part.decided() for part in parts], {key: report[key] for key in ("status", "seconds", "speedups")}
-    decided, report = on_gpu(AHEAD_SECONDS)(build_packages)(tuple(ks))
+    try:
+        decided, report = on_gpu(AHEAD_SECONDS)(build_packages)(tuple(ks))
+    except Exception as e:                 # spaces raises its own errors for a refused or aborted call
+        for part in parts:
+            part.disable(Why.FAILED, f"spaces.GPU: {type(e).__name__}: {str(e)[:200]}")
+        return {"status": model.steps.status, "seconds": 0.0, "speedups": {}}
     for part, outcome in zip(parts, decided):
         part.settle(outcome)
     return report

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: one command for a machine with an NVIDIA GPU, under 8 minutes of GPU time. Exactness on CUDA
-# (scripts/gpu_exact.py: logits equal transformers, speculative == plain for every k and rollback, eager and
-# compiled), then the 0.8B shape's benchmarks in bfloat16 with random weights, eager and compiled. Everything it
+# (scripts/gpu_exact.py: logits equal transformers, speculative == plain for every k and rollback, eager,
+# compiled, and built ahead of time as on ZeroGPU), then the 0.8B shape's benchmarks in bfloat16 with random weights, eager and compiled. Everything it
 # prints goes to $OUT/gpu-check.txt (OUT: this folder by default), the benchmarks' rows also to JSON files there.
 #   bash scripts/gpu-check.sh          (PY=path/to/python to choose the interpreter)
 set -u
@@ -17,11 +17,11 @@ run() {   # run [seconds] command...: its output into the log, cut off after its
   timeout "$limit" "$@" 2>&1 | tail -60 | tee -a "$LOG"
   echo "== exit ${PIPESTATUS[0]}" | tee -a "$LOG"
 }
-run 20 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-run 30 "$PY" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(), torch.backends.cpu.get_cpu_capability())"
-run 140 "$PY" scripts/gpu_exact.py
-run 55 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --json "$OUT/engine-eager.json"
-run 90 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --compile --ks 2 --no-reference --json "$OUT/engine-compiled.json"
-run 50 "$PY" -m qwen.bench spec --scripted --ks 1,2,3 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --json "$OUT/spec-eager.json"
-run 90 "$PY" -m qwen.bench spec --scripted --ks 2 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --compile --json "$OUT/spec-compiled.json"
+run 10 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+run 20 "$PY" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(), torch.backends.cpu.get_cpu_capability())"
+run 200 "$PY" scripts/gpu_exact.py
+run 45 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --json "$OUT/engine-eager.json"
+run 80 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --compile --ks 2 --no-reference --json "$OUT/engine-compiled.json"
+run 40 "$PY" -m qwen.bench spec --scripted --ks 1,2,3 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --json "$OUT/spec-eager.json"
+run 80 "$PY" -m qwen.bench spec --scripted --ks 2 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --compile --json "$OUT/spec-compiled.json"
 echo "done: $LOG"

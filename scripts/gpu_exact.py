@@ -1,9 +1,10 @@
 """Exactness on a GPU (scripts/gpu-check.sh): the embedded model on CUDA against transformers on CUDA (logits),
 and speculative decoding against plain decoding for both rollbacks, greedy and sampled with shared noise:
-eagerly for every k 1-4, compiled (CUDA graphs) for k = 2. Prints one line per check and exits 1 if any failed.
+eagerly for every k 1-4; compiled (CUDA graphs) and built ahead of time (AOTInductor packages, as on ZeroGPU;
+bfloat16) for k = 2. Prints one line per check and exits 1 if any failed.
 
     python scripts/gpu_exact.py          # on CUDA
-    python scripts/gpu_exact.py cpu      # a dry run of the script itself: the eager checks on the CPU
+    python scripts/gpu_exact.py cpu      # a dry run of the script itself: the eager checks, and float32 built ahead of time
 """
 import sys
 import time
@@ -53,13 +54,18 @@ def main(device="cuda"):
             print(f"     {dtype}: compiled {report['status']} in {time.perf_counter() - t0:.0f} s; "
                   f"strategy {report['model'].steps.strategy}", flush=True)
             engines.append(("compiled", (report["model"], report["head"])))
+        if (device == "cuda") == (dtype == torch.bfloat16):
+            t0 = time.perf_counter()
+            report = warm_up(model, head, ks=(2,), keep_if_faster=False, ahead=True)
+            print(f"     {dtype}: built ahead of time: {report['status']} in {time.perf_counter() - t0:.0f} s", flush=True)
+            engines.append(("ahead-of-time", (report["model"], report["head"])))
         for label, (m, h) in engines:
             for prompt in PROMPTS:
                 ids = chat.encode(prompt).to(device)
                 for sampling in ({}, {"temperature": 0.7, "seed": 3}):
                     plain = generate(m, ids, 48, **sampling)
                     for k in ((1, 2, 3, 4) if label == "eager" else (2,)):
-                        for rollback in ("select", "recompute"):
+                        for rollback in (("select", "recompute") if label != "ahead-of-time" else ("select",)):
                             spec = generate_mtp(m, h, ids, 48, k=k, rollback=rollback, **sampling)[0]
                             check(f"{str(dtype)[6:]} {label} {'sampled' if sampling else 'greedy'} k={k} {rollback} "
                                   f"{prompt[:12]!r}", spec == plain)

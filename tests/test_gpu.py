@@ -140,3 +140,24 @@ def test_a_gpu_models_clock_waits_for_the_device_before_reading_the_time(monkeyp
     clock = gpu.device_clock(OnCuda, clock=lambda: next(ticks))
     assert clock() == 1.0 and clock() == 2.5
     assert synced == [torch.device("cuda", 0)] * 2
+
+
+def test_where_zerogpu_refuses_the_build_call_every_pass_stays_eager_with_the_reason(monkeypatch):
+    from qwen.compiled import Phase, Why, compile_head, compile_model
+
+    class Refusing:
+        def GPU(self, duration=60):
+            def wrap(fn):
+                def refused(*args, **kwargs):
+                    raise RuntimeError("ZeroGPU quota exceeded")
+                return refused
+            return wrap
+    monkeypatch.setattr(gpu, "spaces", Refusing())
+    model, head = random_pair("small", seed=4)
+    fast = compile_model(model, ahead=True)
+    fast_head = compile_head(head, model=fast, ahead=True)
+    report = gpu.warm_up_ahead(fast, fast_head)
+    for part in (fast.steps, fast_head.steps):
+        assert part.status.phase is Phase.EAGER and part.status.why is Why.FAILED
+        assert "ZeroGPU quota exceeded" in part.status.detail and part.lookup(1) is None
+    assert report["status"] is fast.steps.status
