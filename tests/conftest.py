@@ -18,8 +18,8 @@ os.environ.setdefault("QWEN_COMPILE_WORKERS", "1")
 # The two files that compile the most, first: the two test processes take whole files in collection order
 # (pytest.ini: --dist loadfile), so each starts on one of them and the shorter files fill in around them,
 # instead of both ending on a long cold compile. (tests/test_compile.py: the random model's fixture;
-# tests/test_compile_saved.py: the embedded model's.)
-LONGEST_FIRST = ("test_compile.py", "test_compile_saved.py")
+# tests/test_compile_saved.py: the embedded model's; tests/test_compile_ahead.py: packages built ahead of time.)
+LONGEST_FIRST = ("test_compile.py", "test_compile_saved.py", "test_compile_ahead.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -134,7 +134,7 @@ class AheadGraphs:
         return graph(*tensors)
 
     def path(self, key):
-        device = self.owners[0].parameters().__next__().device
+        device = next(self.owners[0].parameters()).device
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else torch.backends.cpu.get_cpu_capability()
         text = repr((self.name, self.fn.__name__, key, torch.__version__, name, source_fingerprint(),
                      [owner_signature(m) for m in self.owners]))
