@@ -7,7 +7,8 @@
 A pass compiles once per number of tokens T and serves every position (cache.py keeps shapes static):
 model.step at T = 1 and 1+k, head.run at T = 1 and 1+k, mtp.greedy_round per k; prefill stays eager.
 The strategy (plan.choose_strategy) decides how graphs get their weights: STREAMED (CPU: StreamedLinear
-rows, graphs saved whole), FROZEN (CPU, a wide bfloat16 model: packed into each graph), CUDA (CUDA graphs).
+rows, graphs saved whole), FROZEN (CPU, a wide bfloat16 model: packed into each graph), CUDA (CUDA graphs),
+AHEAD (asked for, as on ZeroGPU: exported and built into package files, ahead.py).
 Where compiling is impossible, fails or is not faster, passes run eagerly and `status` says why
 (docs/design.md, "Compiled passes" and "Trusting a compiled pass").
 """
