@@ -318,7 +318,8 @@ def load_model(key, source, progress=None, compile=None):
                          f"loaded ({type(e).__name__}: {detail})") from e
     if mtp is None:
         log.warning("%s: the checkpoint has no mtp.* tensors (no draft head)", key)
-    wanted, ahead = compile_wanted() if compile is None else compile, settings.zero_gpu()
+    wanted = compile_wanted() if compile is None else compile
+    ahead = settings.zero_gpu()                             # there compiling means building ahead of time
     plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", wanted, ahead=ahead,
                      eager_why="ZeroGPU has no torch.compile (QWEN_COMPILE=1: passes built ahead of time)"
                      if ahead else "QWEN_COMPILE=0")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: one command for a machine with an NVIDIA GPU, under 8 minutes of GPU time. Exactness on CUDA
 # (scripts/gpu_exact.py: logits equal transformers, speculative == plain for every k and rollback, eager,
-# compiled, and built ahead of time as on ZeroGPU), then the 0.8B shape's benchmarks in bfloat16 with random weights, eager and compiled. Everything it
-# prints goes to $OUT/gpu-check.txt (OUT: this folder by default), the benchmarks' rows also to JSON files there.
+# compiled, and built ahead of time as on ZeroGPU), then the 0.8B shape's benchmarks in bfloat16 with random
+# weights, eager and compiled. Everything it prints goes to $OUT/gpu-check.txt (OUT: this folder by default), the benchmarks' rows also to JSON files there.
 #   bash scripts/gpu-check.sh          (PY=path/to/python to choose the interpreter)
 set -u
 cd "$(dirname "$0")/.."

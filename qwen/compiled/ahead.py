@@ -16,7 +16,9 @@ import dataclasses
 import hashlib
 import logging
 import os
+import struct
 import threading
+import zipfile
 from pathlib import Path
 
 import torch
@@ -100,13 +102,12 @@ class Exported(torch.nn.Module):
         return self.fn(*self.owners, *rebuild(self.structure, tensors))
 
 
-def dynamic_shapes(structure, tensors):
+def dynamic_shapes(structure):
     """dim 2 of every KV buffer (its capacity) dynamic, every other size fixed: one Dim per state."""
-    shapes, start = [], 0
+    shapes = []
     for i, entry in enumerate(structure):
         if entry[0] == "tensor":
             shapes.append(None)
-            start += 1
             continue
         capacity = torch.export.Dim(f"capacity{i}", min=2, max=1 << 20)
         for names in entry[2]:
@@ -162,10 +163,11 @@ class AheadGraphs:
     def _build(self, module, structure, tensors, path):
         with torch.inference_mode(False), torch.no_grad():      # export writes to ordinary tensors only
             examples = tuple(t.clone() for t in tensors)
-            exported = torch.export.export(module, examples, dynamic_shapes=dynamic_shapes(structure, tensors))
+            exported = torch.export.export(module, examples, dynamic_shapes=dynamic_shapes(structure))
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.part.pt2")
         torch._inductor.aoti_compile_and_package(exported, package_path=str(partial), inductor_configs=PACKAGE_OPTIONS)
+        clear_exec_stacks(partial)
         os.replace(partial, path)                # whole or not at all, with another process building too
 
     @staticmethod
@@ -177,3 +179,34 @@ class AheadGraphs:
                   for n, t in vars(m).items() if isinstance(t, torch.Tensor)}
         graph.load_constants({n: named[n] for n in graph.get_constant_fqns()}, check_full_update=True, user_managed=True)
         return graph
+
+
+PT_GNU_STACK, PF_X = 0x6474E551, 0x1         # ELF: the program header for the stack, and its "executable" flag
+
+
+def without_exec_stack(library):
+    """A shared library's bytes with its stack marked not executable. AOTInductor links its weights'
+    object without a .note.GNU-stack section, so the linker asks for an executable stack for the whole
+    library, and a recent glibc refuses to load such a library (Hugging Face's `spaces` clears the same
+    flag on ZeroGPU). Bytes that are not a 64-bit little-endian ELF come back as they were."""
+    data = bytearray(library)
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return library
+    (table,) = struct.unpack_from("<Q", data, 0x20)               # e_phoff
+    entry_size, entries = struct.unpack_from("<HH", data, 0x36)   # e_phentsize, e_phnum
+    for at in range(table, table + entry_size * entries, entry_size):
+        kind, flags = struct.unpack_from("<II", data, at)         # p_type, p_flags
+        if kind == PT_GNU_STACK:
+            struct.pack_into("<I", data, at + 4, flags & ~PF_X)
+    return bytes(data)
+
+
+def clear_exec_stacks(package):
+    """Rewrite a package file (a zip archive) with every shared library in it through without_exec_stack."""
+    with zipfile.ZipFile(package) as archive:
+        members = [(info, archive.read(info)) for info in archive.infolist()]
+    rewritten = f"{package}.rewrite"
+    with zipfile.ZipFile(rewritten, "w") as archive:
+        for info, data in members:
+            archive.writestr(info, without_exec_stack(data) if info.filename.endswith(".so") else data)
+    os.replace(rewritten, package)

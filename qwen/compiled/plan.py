@@ -37,8 +37,8 @@ def freeze_fits(modules, graphs, available=None):
 
 
 def choose_strategy(modules, freeze=None, graphs=1, ahead=False):
-    """-> (Strategy, why). AHEAD where asked (ahead=True: ZeroGPU, which refuses torch.compile). CUDA on a GPU. On CPU, streamed, except frozen where asked (freeze=True) or,
-    with freeze=None, for a wide model (hidden >= AUTOTUNE_HIDDEN) run in bfloat16 (default_dtype's choice
+    """-> (Strategy, why). AHEAD where asked (ahead=True: ZeroGPU, which refuses torch.compile). CUDA on a
+    GPU. On CPU, streamed, except frozen where asked (freeze=True) or, with freeze=None, for a wide model (hidden >= AUTOTUNE_HIDDEN) run in bfloat16 (default_dtype's choice
     where bfloat16 is native) where `graphs` frozen copies fit in memory: there frozen decoded
     speculatively faster (docs/design.md, frozen weights where bfloat16 is native)."""
     if ahead:

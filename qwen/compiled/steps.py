@@ -217,7 +217,7 @@ def head_graph(head, model=None):
     return [head], head_run
 
 
-def compile_round(model, head, ks=(2,), freeze=None, sampled=False, ahead=False):
+def compile_round(model, head, ks=(2,), freeze=None, sampled=False):
     """Prepare the whole `select` round (mtp.greedy_round: drafts, verify, select, the head's catch-up)
     as one compiled graph per k, kept in the head view (a CompiledHead): greedy in `rounds`, or
     (sampled=True) with shared noise in `sampled_rounds` (docs/design.md, a small model's greedy round).
@@ -225,7 +225,7 @@ def compile_round(model, head, ks=(2,), freeze=None, sampled=False, ahead=False)
     if not isinstance(head, CompiledHead):
         raise TypeError("compile_round needs the head's compiled view (compile_head)")
     variants, modules = {(1 + int(k), True) for k in ks}, [plain(model), plain(head)]
-    plan = choose_strategy(modules, freeze, len(variants), ahead)
+    plan = choose_strategy(modules, freeze, len(variants))
     steps = _prepare(modules, sampled_round_of if sampled else round_of, variants,
                      "sampled_round" if sampled else "round", plan)
     setattr(head, "sampled_rounds" if sampled else "rounds", steps)

@@ -64,8 +64,8 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         head = compile_head(head, ks, freeze, model, ahead)
     if head is not None and head.rounds is None and "select" in rollbacks \
             and model.cfg.hidden_size < FUSE_HIDDEN and not ahead:
-        compile_round(model, head, ks, freeze, ahead=ahead)
-        compile_round(model, head, ks, freeze, sampled=True, ahead=ahead)
+        compile_round(model, head, ks, freeze)
+        compile_round(model, head, ks, freeze, sampled=True)
     steps = [model.steps] + ([head.steps, head.rounds, head.sampled_rounds] if head is not None else [])
     steps = [part for part in steps if part is not None]
     report = {"model": model, "head": head, "status": model.steps.status, "seconds": 0.0, "ready_seconds": None,
