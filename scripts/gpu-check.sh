@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU check: one command for a machine with an NVIDIA GPU, under 8 minutes of GPU time. Exactness on CUDA
+# The GPU check: one command for a machine with an NVIDIA GPU, under 9 minutes of GPU time. Exactness on CUDA
 # (scripts/gpu_exact.py: logits equal transformers, speculative == plain for every k and rollback, eager,
-# compiled, and built ahead of time as on ZeroGPU), then the 0.8B shape's benchmarks in bfloat16 with random
+# compiled, and built ahead of time as on ZeroGPU), then the embedded race through the app's code (scripts/gpu_race.py), the 0.8B shape's benchmarks in bfloat16 with random
 # weights, eager and compiled. Everything it prints goes to $OUT/gpu-check.txt (OUT: this folder by default), the benchmarks' rows also to JSON files there.
 #   bash scripts/gpu-check.sh          (PY=path/to/python to choose the interpreter)
 set -u
@@ -19,9 +19,11 @@ run() {   # run [seconds] command...: its output into the log, cut off after its
 }
 run 10 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 run 20 "$PY" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(), torch.backends.cpu.get_cpu_capability())"
-run 200 "$PY" scripts/gpu_exact.py
-run 45 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --json "$OUT/engine-eager.json"
-run 80 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --compile --ks 2 --no-reference --json "$OUT/engine-compiled.json"
-run 40 "$PY" -m qwen.bench spec --scripted --ks 1,2,3 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --json "$OUT/spec-eager.json"
-run 80 "$PY" -m qwen.bench spec --scripted --ks 2 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --compile --json "$OUT/spec-compiled.json"
+run 190 "$PY" scripts/gpu_exact.py
+run 45 "$PY" scripts/gpu_race.py 3
+run 40 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --json "$OUT/engine-eager.json"
+run 90 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --compile --ks 1,2,3 --no-reference --json "$OUT/engine-compiled.json"
+run 35 "$PY" -m qwen.bench spec --scripted --ks 1,2,3 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --json "$OUT/spec-eager.json"
+run 60 "$PY" -m qwen.bench spec --scripted --ks 2 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --compile --json "$OUT/spec-compiled.json"
+run 30 "$PY" -m qwen.bench compile --ks 2 --ahead --dtype bfloat16 --json "$OUT/ahead.json"
 echo "done: $LOG"
