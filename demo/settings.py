@@ -26,8 +26,8 @@ SETTINGS = (
     Setting("QWEN_MODEL_DIRS", "none", "more local model folders to offer (os.pathsep-separated); the page "
                                        "itself can never name a server path"),
     Setting("QWEN_KEEP_MODELS", "2", "hub and local models kept in memory at once (the embedded one always is)"),
-    Setting("QWEN_DTYPE", "bfloat16 where the CPU multiplies it natively and the model is not small "
-                          "(hidden size >= 1024), else float32",
+    Setting("QWEN_DTYPE", "bfloat16 on a GPU or where the CPU multiplies it natively, if the model is not "
+                          "small (hidden size >= 1024), else float32",
             "float32 or bfloat16 for every model loaded"),
     Setting("QWEN_COMPILE", "1 (0 on ZeroGPU)", "compile the decoding steps in the background after loading (0: stay "
                                                 "eager)"),

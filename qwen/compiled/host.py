@@ -20,17 +20,18 @@ def cache_dir():
     return os.path.join(root, "cpu-" + torch.backends.cpu.get_cpu_capability().lower())
 
 
-BF16_MIN_HIDDEN = 1024       # on CPU, narrower models stay float32 (default_dtype)
+BF16_MIN_HIDDEN = 1024       # narrower models stay float32 (default_dtype)
 
 
 def default_dtype(device="cpu", hidden_size=None):
     """bfloat16 where the hardware multiplies it natively (CUDA; a CPU with AVX512-BF16 or AMX that torch
-    uses), else float32; on CPU a model narrower than BF16_MIN_HIDDEN stays float32 anyway (docs/design.md,
-    why float32 on CPU for small models). -> (dtype, reason)"""
-    if torch.device(device).type == "cuda":
-        return torch.bfloat16, "CUDA"
+    uses), else float32; a model narrower than BF16_MIN_HIDDEN stays float32 anyway, on CPU and GPU alike
+    (docs/design.md, why float32 for small models). -> (dtype, reason)"""
+    cuda = torch.device(device).type == "cuda"
     if hidden_size is not None and hidden_size < BF16_MIN_HIDDEN:
-        return torch.float32, f"a small model (hidden size {hidden_size}) on CPU"
+        return torch.float32, f"a small model (hidden size {hidden_size}) on {'a GPU' if cuda else 'CPU'}"
+    if cuda:
+        return torch.bfloat16, "CUDA"
     capability = torch.backends.cpu.get_cpu_capability()
     native = cpu_has_native_bf16()
     if native and capability.startswith("AVX512"):

@@ -161,7 +161,11 @@ def compile_graphs(fn, owners, kind, device, strategy):
             for t in state_buffers(args):
                 torch._dynamo.mark_static_address(t)
             mark_growing(args)
-            return compiled(*owners, *args)
+            torch.compiler.cudagraph_mark_step_begin()      # a new pass: the last replay's outputs may go
+            # a replay's outputs live in the graph's memory pool, overwritten by the next replay, yet a round's
+            # head output is the next round's input: each caller gets copies (on an H200 without them:
+            # "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run")
+            return copied(compiled(*owners, *args))
         return on_cuda
     simplify_fewer()                             # exact, and a shorter compile (internals.py)
     if strategy is Strategy.STREAMED:            # C++ at -O2 (internals.quick_builds)
@@ -179,6 +183,13 @@ def compile_graphs(fn, owners, kind, device, strategy):
         with torch._inductor.config.patch(config):
             return compiled(*owners, *args)
     return frozen
+
+
+def copied(out):
+    """A pass's outputs (a tensor, or tuples of tensors and None) as fresh copies."""
+    if isinstance(out, tuple):
+        return tuple(copied(o) for o in out)
+    return out.clone() if isinstance(out, torch.Tensor) else out
 
 
 def mark_growing(args):
