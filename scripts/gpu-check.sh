@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check: one command for a machine with an NVIDIA GPU, under 9 minutes of GPU time. Exactness on CUDA
+# The GPU check: one command for a machine with an NVIDIA GPU, under 9 minutes of GPU time (shares from the 2026-12-04 H200 run). Exactness on CUDA
 # (scripts/gpu_exact.py: logits equal transformers, speculative == plain for every k and rollback, eager,
 # compiled, and built ahead of time as on ZeroGPU), then the embedded race through the app's code (scripts/gpu_race.py), the 0.8B shape's benchmarks in bfloat16 with random
 # weights, eager and compiled. Everything it prints goes to $OUT/gpu-check.txt (OUT: this folder by default), the benchmarks' rows also to JSON files there.
@@ -19,11 +19,10 @@ run() {   # run [seconds] command...: its output into the log, cut off after its
 }
 run 10 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 run 20 "$PY" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(), torch.backends.cpu.get_cpu_capability())"
-run 190 "$PY" scripts/gpu_exact.py
-run 45 "$PY" scripts/gpu_race.py 3
-run 40 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --json "$OUT/engine-eager.json"
+run 230 "$PY" scripts/gpu_exact.py
+run 40 "$PY" scripts/gpu_race.py 3
+run 50 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 32 --no-reference --json "$OUT/engine-eager.json"
 run 90 "$PY" -m qwen.bench engine --dtype bfloat16 --new-tokens 64 --compile --ks 1,2,3 --no-reference --json "$OUT/engine-compiled.json"
 run 35 "$PY" -m qwen.bench spec --scripted --ks 1,2,3 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --json "$OUT/spec-eager.json"
 run 60 "$PY" -m qwen.bench spec --scripted --ks 2 --rates 0.5,0.9 --dtype bfloat16 --new-tokens 64 --compile --json "$OUT/spec-compiled.json"
-run 30 "$PY" -m qwen.bench compile --ks 2 --ahead --dtype bfloat16 --json "$OUT/ahead.json"
 echo "done: $LOG"
