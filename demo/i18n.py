@@ -29,21 +29,27 @@ STRINGS = {
                     "**{model}** 已就绪（{plan}，上下文 {context} 个词元{mtp}）"),
     "plan_threads": ("{n} thread", "{n} 个线程"),
     "plan_threads_many": ("{n} threads", "{n} 个线程"),
-    "plan_eager": ("eager", "eager 模式"),
+    # a qwen.compiled.plan.Strategy in words: English as the command line prints it (Strategy's value)
+    "plan_eager": ("eager", "普通 PyTorch（未编译）"),
     "plan_STREAMED": ("streamed graphs", "流式权重的编译图"),
     "plan_FROZEN": ("frozen graphs", "冻结权重的编译图"),
     "plan_CUDA": ("CUDA graphs", "CUDA 图"),
+    "plan_AHEAD": ("ahead-of-time graphs", "预先构建的编译图"),
     "why_NO_COMPILER": ("no C++ compiler (install g++)", "没有 C++ 编译器（请安装 g++）"),
     "why_FAILED": ("compiling failed", "编译失败"),
     "why_WRONG": ("the compiled pass computes something else", "编译后的前向算出的结果不同"),
-    "why_SLOWER": ("not faster than eager on this host", "在这台机器上不比 eager 模式快"),
+    "why_SLOWER": ("not faster than plain PyTorch on this host", "在这台机器上不比普通 PyTorch 快"),
     "why_NOT_WARMED": ("not warmed up (only greedy decoding was asked for)", "未预热（只要求了贪心解码）"),
     "model_no_mtp": (", no draft head: the race needs one", "，没有草稿头：比赛需要它"),
-    "model_compiling": (" · compiling the decoding steps… (eager meanwhile)", " · 正在编译解码步骤…（期间以 eager 模式运行）"),
-    "model_compiled": (" · compiled", " · 已编译"),
-    "model_compiled_more": (" · compiled (the stepper's and sampling's steps still compiling…)",
-                            " · 已编译（步进器与采样所用的步骤仍在编译…）"),
-    "model_eager": (" · eager ({reason})", " · eager 模式（{reason}）"),
+    "model_compiling": (" · compiling the decoding steps into optimized graphs… (plain PyTorch meanwhile)",
+                        " · 正在把解码步骤编译成优化的计算图…（期间用普通 PyTorch 运行）"),
+    "model_compiled": (" · compiled: the decoding steps run as optimized graphs",
+                       " · 已编译：解码步骤以优化的计算图运行"),
+    "model_compiled_more": (" · compiled: the decoding steps run as optimized graphs (the stepper's and "
+                            "sampling's still compiling…)",
+                            " · 已编译：解码步骤以优化的计算图运行（步进器与采样所用的仍在编译…）"),
+    "model_eager": (" · eager: plain PyTorch, one operation at a time ({reason})",
+                    " · 未编译：普通 PyTorch，逐个运算执行（{reason}）"),
     "model_failed": ("Could not load that model ({error}). Still using {model}.",
                      "无法加载该模型（{error}）。仍在使用 {model}。"),
     "hub_unreachable": ("Can't reach the Hugging Face hub to download {model}; {current} keeps working.",
@@ -116,10 +122,17 @@ STRINGS = {
     "legend": ("Legend", "图例"),
     "legend_sample": ("Abc", "文字"),
     "origin_main": ("first token (from the prompt pass)", "首个词元（来自提示词前向）"),
-    "origin_draft": ("accepted draft (underlined)", "被接受的草稿（下划线）"),
-    "origin_correction": ("correction: main model replaced a rejected draft (boxed)",
-                          "修正：主模型替换被拒草稿（方框）"),
-    "origin_bonus": ("bonus: all drafts accepted, one extra token (bold)", "奖励：草稿全中，多得一个词元（粗体）"),
+    "origin_draft": ("accepted draft", "被接受的草稿"),
+    "origin_correction": ("correction: main model replaced a rejected draft", "修正：主模型替换被拒草稿"),
+    "origin_bonus": ("bonus: all drafts accepted, one extra token", "奖励：草稿全中，多得一个词元"),
+    # how each origin is marked (demo/static/app.css); "full" with the full-marks switch on
+    "mark_draft": ("(faint tint)", "（淡色底）"),
+    "mark_full_draft": ("(underlined)", "（下划线）"),
+    "mark_correction": ("(wavy underline)", "（波浪线）"),
+    "mark_bonus": ("(bold)", "（粗体）"),
+    "full_marks": ("Full marks", "完整标记"),
+    "full_marks_info": ("Underline every accepted draft and show where each token ends",
+                        "给每个被接受的草稿加下划线，并标出每个词元的边界"),
     # status and verdict
     "status_ready": ("Ready: press **Run the race**, or pick an example.", "准备就绪：点 **开始比赛**，或选一个示例。"),
     "status_racing": ("Racing: plain and speculative decoding take turns on the CPU, each turn to the one "
@@ -209,10 +222,52 @@ STRINGS = {
                    "a pass over {n} tokens costs about one step; on this CPU it costs {verify:.2f}.",
                    "为什么更慢：一轮产出 {per_round:.2f} 个词元，在这里却要花 {round:.2f} 个普通步。GPU 上一次处理 "
                    "{n} 个词元的前向约等于一步；在这台 CPU 上是 {verify:.2f} 步。"),
-    "why_noise": ("The measured speed-up trails the {predicted:.2f}× these costs predict: the two runs were timed "
-                  "once each, on a shared machine, and a tiny model spends much of a step in Python.",
-                  "实测加速比低于这些耗时预测的 {predicted:.2f}×：两次运行各只计时一次，机器是共享的，"
-                  "而且小模型每一步有很多时间花在 Python 上。"),
+    # the race's verdict headline, its replay and timeline (demo.race_html)
+    "slower_word": ("slower", "更慢"),
+    "races_range": ("median of {n} races: {lo:.2f}–{hi:.2f}×", "{n} 场比赛的中位数：{lo:.2f}–{hi:.2f}×"),
+    "races_one": ("one race", "一场比赛"),
+    "per_pass_fact": ("{per_pass:.2f} tokens per main-model pass", "主模型每次前向 {per_pass:.2f} 个词元"),
+    "identical_fact": ("identical text ✓", "文本完全相同 ✓"),
+    "differ_fact": ("text differs ✗", "文本不同 ✗"),
+    "speedup_shown": ("The race shown: speculative {spec:.1f} tok/s vs plain {plain:.1f} tok/s ({speedup:.2f}×); the "
+                      "headline is the median of every race run with these settings.",
+                      "上面这场：投机 {spec:.1f} 词元/秒，普通 {plain:.1f} 词元/秒（{speedup:.2f}×）；标题是同样设置下"
+                      "所有比赛的中位数。"),
+    "within_noise": ("The races ranged from {lo:.2f}× to {hi:.2f}×, on both sides of 1×: on this machine the "
+                     "difference is within its noise, so call it a tie.",
+                     "各场比赛在 {lo:.2f}× 到 {hi:.2f}× 之间，跨过了 1×：在这台机器上差别在噪声之内，算作平手。"),
+    "why_trails": ("Measured ({measured:.2f}×) trails the {predicted:.2f}× these costs predict: the costs time each "
+                   "pass alone, back to back, while in the race the lanes take turns and a speculative round also "
+                   "does work between its passes (comparing drafts, copying states) that the costs leave out.",
+                   "实测（{measured:.2f}×）低于这些耗时预测的 {predicted:.2f}×：耗时是逐个前向连续测得的，而比赛中"
+                   "两条跑道轮流运行，投机解码的一轮在前向之间还有比较草稿、复制状态等工作，耗时里没有算进去。"),
+    "why_beats": ("Measured ({measured:.2f}×) beats the {predicted:.2f}× these costs predict: the costs count only "
+                  "the model's passes, but every token also costs work outside them (picking it, turning it into "
+                  "text, the loop's Python), which plain decoding pays per token and speculative decoding once per "
+                  "round.",
+                  "实测（{measured:.2f}×）高于这些耗时预测的 {predicted:.2f}×：耗时只算模型的前向，而每个词元在前向"
+                  "之外还有开销（选词、转成文字、循环里的 Python），普通解码每个词元付一次，投机解码每轮才付一次。"),
+    "loop_note": ("Repeating text: the output loops, and drafts are easy there, so tokens per pass is higher than "
+                  "on text that does not repeat.",
+                  "文本在重复：输出陷入循环，草稿很容易猜中，所以每次前向的词元数比不重复的文本要高。"),
+    "replay_speed": ("Replay", "回放"),
+    "replay_auto": ("auto", "自动"),
+    "replay_button": ("↻ Replay", "↻ 重放"),
+    "replay_clock": ("Replay of the measured times, {slow}× slower: {now} s of {total} s", 
+                     "按实测时间回放，放慢 {slow} 倍：{now} 秒 / {total} 秒"),
+    "replay_live": ("Measured times: {total} s of engine time in the slower lane. ↻ Replay plays it again.",
+                    "实测时间：较慢的一方用了 {total} 秒引擎时间。点 ↻ 重放 再看一遍。"),
+    "tl_title": ("Main-model passes over time (engine seconds)", "主模型前向随时间分布（引擎秒）"),
+    "tl_plain": ("plain", "普通"),
+    "tl_spec": ("speculative", "投机"),
+    "tl_prefill": ("prompt", "提示词"),
+    "tl_step": ("step: 1 token", "一步：1 个词元"),
+    "tl_draft": ("draft (MTP head)", "草稿（MTP 头）"),
+    "tl_verify": ("verify: the number is the tokens it kept", "验证：数字是它留下的词元数"),
+    "tl_round": ("round (draft + verify)", "一轮（草稿 + 验证）"),
+    "tl_split": ("A round's draft share is drawn from this machine's measured costs.",
+                 "一轮中草稿所占的长度按这台机器实测的耗时画出。"),
+    "tl_pass_title": ("{n} token(s) in {ms:.1f} ms", "{ms:.1f} 毫秒产出 {n} 个词元"),
     "summary_json": ("Summary (what the API returns)", "汇总（API 返回的内容）"),
     "no_mtp": ("{model} has no MTP draft head, so it cannot race. Pick another model.",
                "{model} 没有 MTP 草稿头，无法比赛。请换一个模型。"),

@@ -6,14 +6,22 @@
 from html import escape
 
 from demo import costs
+from demo.race import repeating, speedup, spread
 from demo.i18n import is_zh, t
 from demo.tokens import text_html, token_spans
 
 
-def _text_box(inner, running=False, ended="", lang="English", extra_class=""):
+def _text_box(inner, running=False, ended="", lang="English", extra_class="", run=None):
+    """A lane's text box. A finished run's box carries data-times: the engine second at which each of
+    its token spans appeared (tokens that completed no character have no span), for the replay."""
     cursor = '<span class="cursor">▍</span>' if running else ""
     end = f'<span class="end-mark" title="{escape(t("ended_stop", lang))}">⏎</span>' if ended == "stop" else ""
-    return f'<div class="race-text{extra_class}">{inner}{cursor}{end}</div>'
+    times = ""
+    if run is not None and run.ended:
+        shown = [f"{s:.4f}" for piece, s in zip(run.pieces, run.token_times) if piece]
+        every = ",".join(f"{s:.4f}" for s in run.token_times)
+        times = f' data-times="{",".join(shown)}" data-token-times="{every}"'
+    return f'<div class="race-text{extra_class}"{times}>{inner}{cursor}{end}</div>'
 
 
 def waiting_html(lang="English"):
@@ -29,14 +37,18 @@ def plain_text_html(run, lang="English"):
     """The plain run's text, escaped; a blinking cursor while it runs, ⏎ when it reached a stop token."""
     if not run.started:
         return waiting_html(lang)
-    return _text_box(text_html(run.text), running=not run.ended, ended=run.ended, lang=lang)
+    if not run.ended:
+        return _text_box(text_html(run.text), running=True, lang=lang)
+    spans = "".join(f'<span class="rt">{text_html(p)}</span>' for p in run.pieces if p)    # one per token, to replay
+    return _text_box(spans, ended=run.ended, lang=lang, run=run)
 
 
 def spec_text_html(run, lang="English"):
     """The speculative run's text, each token coloured and marked by where it came from."""
     if not run.started:
         return waiting_html(lang)
-    return _text_box(token_spans(run.pieces, run.origins, lang), running=not run.ended, ended=run.ended, lang=lang)
+    return _text_box(token_spans(run.pieces, run.origins, lang), running=not run.ended, ended=run.ended, lang=lang,
+                     run=run)
 
 
 def _stat(value, label):
@@ -60,34 +72,58 @@ def stats_html(run, lang="English", max_seconds=120.0):
     return f'<div class="race-stats">{"".join(parts)}</div>'
 
 
-def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, select=None, select_costs=None):
-    """The verdict in words, then the speed-up with what explains it (speed_html); with a third lane
-    (`select`, rollback "both"), each speculative lane's speed-up and why (lanes_speed_html)."""
+def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, select=None, select_costs=None,
+                 speedups=None):
+    """The verdict: a headline in large type (headline_html), then the verdict in words, then what explains
+    the speed-up (speed_html); with a third lane (`select`, rollback "both"), each speculative lane's
+    speed-up and why (lanes_speed_html). speedups: per speculative lane, its speed-up in every race run
+    (demo.race.RaceUpdate.speedups; None: the shown race alone)."""
     if verdict is None:
         return '<div class="verdict"></div>'
     tone = "ok" if verdict.key in ("verdict_identical", "verdict_identical_all", "verdict_prefix",
                                    "verdict_shared_noise", "verdict_shared_noise_all") else (
         "bad" if verdict.key in ("verdict_diverged", "verdict_diverged_lane") else "info")
+    lanes = [spec] + ([select] if select is not None else [])
+    if plain is not None and not speedups and all(run is not None and run.tok_s for run in lanes):
+        speedups = [[speedup(plain, run)] for run in lanes]
     # markup first, then the (escaped) values: model text may hold "*" or "<"
     params = {k: escape(v) if isinstance(v, str) else v for k, v in verdict.params.items()}
     body = _markup(escape(t(verdict.key, lang))).format(**params)
-    speed = speed_html(plain, spec, lang, measured) if select is None else \
-        lanes_speed_html(plain, [(spec, measured), (select, select_costs)], lang)
-    return f'<div class="verdict {tone}" role="status">{body}{speed}</div>'
+    head = headline_html(verdict, spec, speedups[-1], lang) if speedups and spec is not None else ""
+    loop = f'<span class="speed-line">{escape(t("loop_note", lang))}</span>' \
+        if plain is not None and repeating(plain.tokens) else ""
+    speed = speed_html(plain, spec, lang, measured, speedups[0] if speedups else None) if select is None else \
+        lanes_speed_html(plain, [(spec, measured), (select, select_costs)], lang, speedups)
+    return f'<div class="verdict {tone}" role="status">{head}<div class="verdict-body">{body}{speed}{loop}</div></div>'
 
 
-def speed_html(plain, spec, lang="English", measured=None):
-    """The measured speed-up, tokens per main-model pass (which no machine changes), this host's costs
-    of a round in plain steps (demo.costs) and the speed-up they predict; when speculative came out
-    slower, one sentence says why in those numbers."""
+def headline_html(verdict, spec, ratios, lang="English"):
+    """The verdict's first line, in large type: the median speed-up with its range over the races run,
+    tokens per main-model pass, and whether the text was identical (of the last speculative lane)."""
+    middle, lo, hi = spread(ratios)
+    word = t("faster" if middle >= 1 else "slower_word", lang)
+    races = t("races_range", lang, n=len(ratios), lo=lo, hi=hi) if len(ratios) > 1 else t("races_one", lang)
+    facts = [f'<span class="vh-fact">{escape(t("per_pass_fact", lang, per_pass=spec.per_round))}</span>']
+    facts.append(f'<span class="vh-fact {"same" if verdict.identical else "differ"}">'
+                 f'{escape(t("identical_fact" if verdict.identical else "differ_fact", lang))}</span>')
+    return (f'<div class="verdict-head"><span class="vh-speed {"up" if middle >= 1 else "down"}">'
+            f'{middle:.2f}× <span class="vh-word">{escape(word)}</span></span>'
+            f'<span class="vh-range">{escape(races)}</span>{"".join(facts)}</div>')
+
+
+def speed_html(plain, spec, lang="English", measured=None, ratios=None):
+    """What explains the speed-up: the race shown in tok/s, tokens per main-model pass (which no machine
+    changes), this host's costs of a round in plain steps (demo.costs) and the speed-up they predict.
+    One sentence each where needed: the races' range straddles 1.0× (this machine's noise); measured and
+    predicted differ by more than that range (why, in either direction); speculative came out slower."""
     if plain is None or spec is None or not plain.tok_s or not spec.tok_s:
         return ""
-    ratio = spec.tok_s / plain.tok_s
-    head = t("speedup", lang, spec=spec.tok_s, plain=plain.tok_s, speedup=ratio,
-             faster=t("faster" if ratio >= 1 else "slower", lang))
-    lines = [f'<span class="speedup {"up" if ratio >= 1 else "down"}">{escape(head)}</span>']
+    middle, lo, hi = spread(ratios or [spec.tok_s / plain.tok_s])
+    lines = [t("speedup_shown", lang, spec=spec.tok_s, plain=plain.tok_s, speedup=spec.tok_s / plain.tok_s)]
     if spec.rounds:
-        lines.append(escape(t("per_pass_line", lang, per_round=spec.per_round)))
+        lines.append(t("per_pass_line", lang, per_round=spec.per_round))
+    if lo < 1 < hi:
+        lines.append(t("within_noise", lang, lo=lo, hi=hi))
     if measured is not None and spec.rounds:
         share = spec.rolled_back_share
         r = measured.ratios(share)
@@ -95,30 +131,31 @@ def speed_html(plain, spec, lang="English", measured=None):
         extra = t("costs_rollback", lang, rollback=r["rollback"]) if r["rollback"] >= 0.005 else ""
         n = spec.k + 1
         line = "costs_line_whole" if measured.whole else "costs_line"      # a round as one call, or step by step
-        lines.append(escape(t(line, lang, n=n, k=spec.k, verify=r["verify"], draft=r["draft"], rollback=extra,
-                              round=r["round"], predicted=predicted)))
-        if ratio < 1 and predicted < 1:
-            lines.append(escape(t("why_slower", lang, per_round=spec.per_round, round=r["round"], n=n,
-                                  verify=r["verify"])))
-        elif ratio < 0.9 * predicted:
-            lines.append(escape(t("why_noise", lang, predicted=predicted)))
-    return "".join(f'<span class="speed-line">{line}</span>' if i else line for i, line in enumerate(lines))
+        lines.append(t(line, lang, n=n, k=spec.k, verify=r["verify"], draft=r["draft"], rollback=extra,
+                       round=r["round"], predicted=predicted))
+        if middle < 1 and predicted < 1:
+            lines.append(t("why_slower", lang, per_round=spec.per_round, round=r["round"], n=n, verify=r["verify"]))
+        elif abs(middle - predicted) > max(hi - lo, 0.05):
+            lines.append(t("why_trails" if middle < predicted else "why_beats", lang, predicted=predicted,
+                           measured=middle))
+    return "".join(f'<span class="speed-line">{escape(line)}</span>' for line in lines)
 
 
-def lanes_speed_html(plain, lanes, lang="English"):
+def lanes_speed_html(plain, lanes, lang="English", speedups=None):
     """Rollbacks compared: tokens per main-model pass once (the lanes share their rounds when greedy),
-    then per lane [(run, Costs or None)] its speed-up over plain and, beside it, why: how many rounds
-    rolled back and what each did to the DeltaNet memory (recompute: restore the snapshot and re-run the
-    accepted tokens; select: take the kept per-token state), with this host's cost of a round. When even
-    the last lane (select) came out slower, one sentence says why, as speed_html does."""
+    then per lane [(run, Costs or None)] its median speed-up over plain (speedups: per lane, every race's)
+    and, beside it, why: how many rounds rolled back and what each did to the DeltaNet memory (recompute:
+    restore the snapshot and re-run the accepted tokens; select: take the kept per-token state), with this
+    host's cost of a round. When even the last lane (select) came out slower, one sentence says why."""
     if plain is None or not plain.tok_s or any(run is None or not run.tok_s for run, _ in lanes):
         return ""
+    speedups = speedups or [[run.tok_s / plain.tok_s] for run, _ in lanes]
     rows = []
     if lanes[0][0].rounds:
         rows.append(f'<span class="speed-line">{escape(t("per_pass_line", lang, per_round=lanes[0][0].per_round))}'
                     '</span>')
-    for run, measured in lanes:
-        ratio = run.tok_s / plain.tok_s
+    for (run, measured), ratios in zip(lanes, speedups):
+        ratio, lo, hi = spread(ratios)
         head = t("speedup_lane", lang, rollback=run.rollback, spec=run.tok_s, plain=plain.tok_s, speedup=ratio,
                  faster=t("faster" if ratio >= 1 else "slower", lang))
         why = [t(f"lane_{run.rollback}", lang, rolled=run.rolled_back, rounds=run.rounds)] if run.rounds else []
@@ -132,7 +169,7 @@ def lanes_speed_html(plain, lanes, lang="English"):
                     f'<span class="speedup {"up" if ratio >= 1 else "down"}">{escape(head)}</span>'
                     f'<span class="speed-line">{escape(("" if is_zh(lang) else " ").join(why))}</span></span>')
     run, measured = lanes[-1]                       # the cheapest rollback: if even it is slower, why
-    if measured is not None and run.rounds and run.tok_s < plain.tok_s:
+    if measured is not None and run.rounds and spread(speedups[-1])[0] < 1:
         r = measured.ratios(run.rolled_back_share)
         if costs.predict(measured, run.per_round, run.rolled_back_share) < 1:
             why = t("why_slower", lang, per_round=run.per_round, round=r["round"], n=run.k + 1, verify=r["verify"])
@@ -148,3 +185,86 @@ def _markup(text):
             return s
         return "".join(f"<{tag}>{p}</{tag}>" if i % 2 else p for i, p in enumerate(parts))
     return wrap(wrap(text, "**", "b"), "*", "em")
+
+
+# the replay's slow motions (x times slower) that "auto" picks from: the first that makes the race last this long
+REPLAY_SLOWDOWNS = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+REPLAY_SECONDS = 8.0
+
+
+def auto_slowdown(total):
+    """How many times slower the replay plays a race whose slower lane took `total` engine seconds: the
+    first of REPLAY_SLOWDOWNS that makes it last REPLAY_SECONDS (a 0.2 s race: 50x, 10 s)."""
+    return next((s for s in REPLAY_SLOWDOWNS if total * s >= REPLAY_SECONDS), REPLAY_SLOWDOWNS[-1])
+
+
+def _blocks(run, total, draft_share, lang):
+    """A lane's passes as blocks on the time track: the prompt pass, then steps (plain) or rounds
+    (speculative), a round split into draft and verify by draft_share (None: drawn whole)."""
+    out = []
+    for i, (start, end, n) in enumerate(run.passes):
+        title = escape(t("tl_pass_title", lang, n=n, ms=(end - start) * 1000))
+        if i == 0:
+            parts = [("tl-prefill", start, end)]
+        elif run.kind == "plain":
+            parts = [("tl-step", start, end)]
+        elif draft_share is None:
+            parts = [("tl-round", start, end)]
+        else:
+            cut = start + (end - start) * draft_share
+            parts = [("tl-draft", start, cut), ("tl-verify", cut, end)]
+        for j, (kind, a, b) in enumerate(parts):
+            label = str(n) if run.kind == "speculative" and i and j == len(parts) - 1 else ""
+            out.append(f'<span class="tl-pass {kind}" style="left:{100 * a / total:.3f}%;'
+                       f'width:{100 * (b - a) / total:.3f}%" title="{title}">{label}</span>')
+    return "".join(out)
+
+
+def _draft_share(run, measured):
+    """The share of a round its drafting takes, by this host's measured costs step by step (None: unknown)."""
+    if measured is None or not run.rounds:
+        return None
+    r = measured.ratios(run.rolled_back_share)
+    return r["draft_round"] / max(r["draft_round"] + r["verify"] + r["rollback"], 1e-12)
+
+
+def _ticks(total):
+    """Time-axis ticks: about five, at a round number of milliseconds or seconds."""
+    step = next(s for s in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 60, 120)
+                if total / s <= 6)
+    ticks, x = [], 0.0
+    while x <= total + 1e-9:
+        label = f"{x * 1000:.0f} ms" if total < 2 else f"{x:g} s"
+        ticks.append(f'<span class="tl-tick" style="left:{100 * x / total:.3f}%">{label}</span>')
+        x += step
+    return "".join(ticks)
+
+
+def timeline_html(plain, lanes, lang="English", measured=(), autoplay=False, race_id=""):
+    """The race as a figure: one row per lane on the shared axis of engine seconds, every main-model pass a
+    block (a round's draft and verify apart where this host's costs are known: measured, per lane), with
+    the tokens each round kept. It carries the replay's data (demo/static/race-replay.html plays the lanes'
+    texts and a cursor over this figure): its id, the slower lane's seconds, the auto slow motion, whether
+    to play at once (autoplay: the race was too short to watch live) and the clock's words."""
+    if plain is None or not plain.passes or any(not run.passes for run in lanes):
+        return '<div class="race-timeline empty"></div>'
+    total = max(run.seconds for run in [plain] + lanes) or 1e-9
+    rows = [(t("tl_plain", lang), _blocks(plain, total, None, lang))]
+    costs_of = list(measured) + [None] * len(lanes)
+    for run, m in zip(lanes, costs_of):
+        name = t("tl_spec", lang) + (f" · {run.rollback}" if len(lanes) > 1 else "")
+        rows.append((name, _blocks(run, total, _draft_share(run, m), lang)))
+    body = "".join(f'<div class="tl-row"><span class="tl-label">{escape(name)}</span>'
+                   f'<div class="tl-track">{blocks}<span class="tl-cursor"></span></div></div>' for name, blocks in rows)
+    split = any(_draft_share(run, m) is not None for run, m in zip(lanes, costs_of))
+    kinds = ["tl-prefill", "tl-step"] + (["tl-draft", "tl-verify"] if split else ["tl-round"])
+    legend = "".join(f'<span><span class="tl-swatch {k}"></span>{escape(t(k.replace("-", "_"), lang))}</span>'
+                     for k in kinds)
+    note = f'<span class="tl-note">{escape(t("tl_split", lang))}</span>' if split else ""
+    data = (f'data-replay="{escape(race_id)}" data-total="{total:.4f}" data-slowdown="{auto_slowdown(total)}" '
+            f'data-autoplay="{"1" if autoplay else "0"}" data-clock="{escape(t("replay_clock", lang))}" '
+            f'data-live="{escape(t("replay_live", lang, total=f"{total:.2f}"))}"')
+    return (f'<div class="race-timeline" {data}><div class="tl-head"><b>{escape(t("tl_title", lang))}</b>'
+            f'<span class="tl-clock" aria-live="off"></span></div>{body}'
+            f'<div class="tl-row tl-axis-row"><span class="tl-label"></span><div class="tl-axis">{_ticks(total)}</div>'
+            f'</div><div class="tl-legend">{legend}{note}</div></div>')

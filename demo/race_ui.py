@@ -4,7 +4,7 @@
 
 API: `/race` (prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model, lang, rule) streams
 (status, plain stats, plain text, speculative stats, speculative text, verdict, third lane's stats,
-third lane's text, summary JSON); only the first two inputs are needed (rule: "shared" noise, the
+third lane's text, timeline, summary JSON); only the first two inputs are needed (rule: "shared" noise, the
 default, or "rejection" sampling; demo.validate.RULES), and the last output of the
 last update is the full summary (demo.race.summary), or {"error": message} when the race could not
 run. rollback "both" runs three lanes: plain, speculative with recompute, speculative with select
@@ -24,13 +24,23 @@ from demo.gpu import on_gpu, race_seconds
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.prompts import DEFAULT_EXAMPLE, EXAMPLES, example_samples, pick_example, prepare, rollback_choices
 from demo.race import race, summary
-from demo.race_html import lane_off_html, plain_text_html, spec_text_html, stats_html, verdict_html, waiting_html
+from demo.race_html import (lane_off_html, plain_text_html, spec_text_html, stats_html, timeline_html, verdict_html,
+                            waiting_html)
+from demo.theme import FULL_MARKS_JS
 from demo.tokens import legend_html
 from demo.validate import (BOTH, LIMITS, PAGE_TEMPERATURE, RACE_ROLLBACKS, RULES, InputError, Notice, lane_rollbacks,
                            race_settings)
 from qwen.compiled import Phase
 
 log = logging.getLogger(__name__)
+# a race whose lanes reach this much engine time streams live; a shorter one (the embedded model's: 0.2 s)
+# shows its lanes once they finish, replayed slowed down in the page (demo/static/race-replay.html)
+LIVE_AFTER = 1.0
+# Run and Enter first bring the lanes into view (the replay bar just above them)
+SHOW_LANES_JS = ("(...a) => { const el = document.getElementById('race-replay-row'); "
+                 "if (window.__raceReplay) window.__raceReplay.stop(); "
+                 "if (el) el.scrollIntoView({behavior: 'smooth', block: 'start'}); return a; }")
+REPLAY_JS = "() => { if (window.__raceReplay) window.__raceReplay.start(); }"
 
 
 def _status(key, lang, notices=(), **params):
@@ -53,7 +63,7 @@ def rule_choices(lang):
 def _failed(message):
     """Outputs for a race that could not run: the message in the status, the rest left as it was."""
     skip = gr.skip()
-    return message, skip, skip, skip, skip, skip, skip, skip, {"error": message}
+    return message, skip, skip, skip, skip, skip, skip, skip, skip, {"error": message}
 
 
 def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
@@ -83,8 +93,13 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
             sent[lane] = now
             return True
 
+        live = False                    # streamed while racing? (a short race is replayed instead)
         for u in race(loaded, ids, chosen, max_seconds):
             final = u.phase == "done"
+            live = live or max(run.seconds for run in [u.plain] + u.lanes) >= LIVE_AFTER
+            if u.phase == "racing" and not live:
+                yield (_phase_status(u.phase, chosen.rollback, lang, notices),) + (gr.skip(),) * 9
+                continue
             plain_changed, spec_changed = changed("plain", u.plain, final), changed("spec", u.spec, final)
             third = u.select
             if not changed("third", third, final):
@@ -98,10 +113,12 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
                    plain_text_html(u.plain, lang) if plain_changed else gr.skip(),
                    stats_html(u.spec, lang, max_seconds) if spec_changed else gr.skip(),
                    spec_text_html(u.spec, lang) if spec_changed else gr.skip(),
-                   verdict_html(u.verdict, u.plain, u.spec, lang, u.costs, u.select, u.select_costs),
+                   verdict_html(u.verdict, u.plain, u.spec, lang, u.costs, u.select, u.select_costs, u.speedups),
                    *third_out,
+                   timeline_html(u.plain, u.lanes, lang, [u.costs, u.select_costs], autoplay=not live,
+                                 race_id=str(id(u.plain))) if u.phase != "racing" else gr.skip(),
                    summary(loaded.key, u.plain, u.spec, chosen, [notice_text(n, "English") for n in notices],
-                           u.costs, u.select, u.select_costs) if final else gr.skip())
+                           u.costs, u.select, u.select_costs, u.speedups) if final else gr.skip())
     except InputError as e:
         gr.Warning(notice_text(e, lang))
         yield _failed(notice_text(e, lang))
@@ -163,6 +180,11 @@ def build_race_tab(shared):
     # the lanes: plain, speculative, and a third (speculative with select) shown only for rollback "both";
     # on a phone each takes the whole width (a column is at least min_width wide, so the row wraps)
     spec_title0, select_title0 = lane_titles("select", L)
+    with gr.Row(equal_height=True, elem_id="race-replay-row"):
+        replay_speed = say(gr.Radio(replay_choices(L), value="auto", label=t("replay_speed", L), scale=4,
+                                    elem_id="race-replay-speed", container=False), choices=replay_choices)
+        replay = say(gr.Button(t("replay_button", L), elem_id="race-replay", scale=1, min_width=120, size="sm"),
+                     value="replay_button")
     with gr.Row(equal_height=False, elem_id="race-lanes"):
         with gr.Column(min_width=300, elem_id="race-plain-lane"):
             say(gr.Markdown(_lane_title("plain", L), elem_classes="lane-title"), value=lambda lang: _lane_title("plain", lang))
@@ -178,7 +200,13 @@ def build_race_tab(shared):
             select_stats = gr.HTML(stats_html(None), elem_id="race-select-stats", label="select_stats",
                                    show_label=False)
             select_text = gr.HTML(waiting_html(L), elem_id="race-select", label="select_text", show_label=False)
-    say(gr.HTML(legend_html(L), elem_id="race-legend", show_label=False), value=legend_html)   # for every lane
+    with gr.Row(equal_height=True):         # the legend (for every lane), and the switch to every token's mark
+        say(gr.HTML(legend_html(L), elem_id="race-legend", show_label=False), value=legend_html)
+        full_marks = say(gr.Checkbox(False, label=t("full_marks", L), info=t("full_marks_info", L),
+                                     elem_id="race-marks", scale=0, min_width=240), label="full_marks",
+                         info="full_marks_info")
+    full_marks.change(None, [full_marks], None, js=FULL_MARKS_JS, queue=False)
+    timeline = gr.HTML(timeline_html(None, []), elem_id="race-timeline", label="timeline", show_label=False)
     verdict = gr.HTML(verdict_html(None), elem_id="race-verdict", label="verdict", show_label=False)
     with gr.Accordion(t("summary_json", L), open=False) as json_box:
         result = gr.JSON(label="summary", elem_id="race-summary")
@@ -203,15 +231,17 @@ def build_race_tab(shared):
         when the race will run it, and say where the visitor stands when every compute slot is taken (or
         that the queue is full)."""
         busy = serving.queue_message(blocks, language)
-        return busy if busy else gr.skip(), verdict_html(None), None, gr.update(visible=chosen == BOTH)
+        return (busy if busy else gr.skip(), verdict_html(None), None, gr.update(visible=chosen == BOTH),
+                timeline_html(None, []))
 
     inputs = [prompt, max_new, k, rollback, temperature, seed, raw, thinking, model, lang, rule]
     # the third lane's outputs come after the verdict, so the summary stays the last output
-    outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, select_stats, select_text, result]
+    outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, select_stats, select_text, timeline,
+               result]
     events = []
     for trigger, name in ((run.click, "race"), (prompt.submit, "race_on_enter")):
-        pre = trigger(queued, [lang, rollback], [status, verdict, result, select_lane], queue=False,
-                      api_name=f"{name}_queued", api_visibility="private")
+        pre = trigger(queued, [lang, rollback], [status, verdict, result, select_lane, timeline], queue=False,
+                      api_name=f"{name}_queued", api_visibility="private", js=SHOW_LANES_JS)
         # preprocess=False: the values reach demo.validate as sent, so a string, null or NaN from an API
         # caller gets the same clamp-or-default-with-a-notice as everything else (Gradio's own checks
         # would crash on them with a message the caller never sees)
@@ -220,6 +250,9 @@ def build_race_tab(shared):
                                preprocess=False, **shared.compute))
     stop.click(lambda language: t("status_stopped", language), [lang], [status], cancels=events, queue=False,
                api_name="stop_race")
+    # the replay runs in the page alone (no server call): ↻ plays the last race again, a new speed restarts it
+    replay.click(None, js=REPLAY_JS)
+    replay_speed.change(None, js=REPLAY_JS)
 
     def model_controls(key):
         described = store.describe(key)
@@ -268,6 +301,11 @@ def lane_titles(rollback, lang):
     if rollback == BOTH:
         return tuple(compact(rb) for rb in lane_rollbacks(BOTH))
     return f"### {t('spec_with', lang, rollback=rollback)}\n{t('spec_sub', lang)}", compact("select")
+
+
+def replay_choices(lang):
+    """The replay's slow motions: auto (demo.race_html.auto_slowdown), or a fixed one."""
+    return [(t("replay_auto", lang), "auto"), ("1×", "1"), ("10×", "10"), ("50×", "50")]
 
 
 def race_rollback_choices(lang):

@@ -10,7 +10,7 @@ gradio_client = pytest.importorskip("gradio_client")
 # /race's outputs, in order, by their components' labels (the third lane's come after the verdict, so
 # the summary stays last)
 RACE_OUTPUTS = ["status", "plain_stats", "plain_text", "speculative_stats", "speculative_text", "verdict",
-                "select_stats", "select_text", "summary"]
+                "select_stats", "select_text", "timeline", "summary"]
 
 
 @pytest.fixture(scope="module")
