@@ -13,7 +13,8 @@ import gradio as gr
 
 from demo import i18n, models, settings, validate
 from demo.i18n import t
-from demo.theme import PRESENTER_JS
+from demo.prompts import default_example, default_prompt_for
+from demo.theme import LANG_JS, PRESENTER_JS
 from qwen.compiled import Phase, Why
 from qwen.weights import ModelNotFound
 
@@ -159,7 +160,8 @@ def relabelled(props, lang):
 def wire_header(demo, shared, tabs=None):
     """Events of the frame: model choice, language, presenter mode, deep links (?prompt=&raw=&lang=&presenter=).
     tabs: {i18n key of the tab's label: gr.Tab}. Every component registered with words() (by the frame
-    or a tab) is relabelled by one event when the language changes."""
+    or a tab) is relabelled by one event when the language changes; the race's prompt, while it is a
+    language's untouched default, becomes the new language's (demo.prompts.default_prompt_for)."""
     tabs = tabs or {}
     store, model, lang, presenter = shared.store, shared.model, shared.lang, shared.presenter
     status, current = shared.model_status, shared.current_model
@@ -196,6 +198,7 @@ def wire_header(demo, shared, tabs=None):
         return tuple(relabelled(props, language) for props in registered.values())
 
     lang.change(relabel, [lang], list(registered), api_name="frame_language", queue=False)
+    lang.change(None, [lang], None, js=LANG_JS, queue=False)      # <html lang>; the Chinese page hides Gradio's footer
     lang.change(lambda language, key: model_status(store.peek(key), language), [lang, model], [status],
                 api_name="frame_model_status", queue=False)
 
@@ -207,8 +210,14 @@ def wire_header(demo, shared, tabs=None):
     presenter.change(None, [presenter], None, js=PRESENTER_JS, api_name="presenter_mode", queue=False)
 
     def on_load(request: gr.Request):
+        """A link's values; a link with a language but no prompt opens with that language's default prompt."""
         values = validate.deep_link(dict(request.query_params) if request else {})
+        if "lang" in values and "prompt" not in values:
+            values["prompt"] = default_example(values["lang"])[1]
         return tuple(values.get(name, gr.skip()) for name in ("prompt", "raw", "lang", "presenter"))
 
     if shared.prompt is not None and shared.raw is not None:
         demo.load(on_load, None, [shared.prompt, shared.raw, lang, presenter], api_name="deep_link", queue=False)
+        # a visitor's switch (not a link's: on_load has chosen its prompt)
+        lang.input(lambda language, prompt: default_prompt_for(prompt, language), [lang, shared.prompt],
+                   [shared.prompt], api_name="frame_default_prompt", api_visibility="private", queue=False)

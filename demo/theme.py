@@ -11,12 +11,15 @@ Gradio 6 takes `theme`, `css_paths` and `head_paths` in `demo.launch(...)`, not 
     static/head.html        <meta name="color-scheme">
     static/stepper-keys.html  the step-through view's keys and its queue of presses (a <script>)
     static/presenter.js     PRESENTER_JS, run by the presenter checkbox's change event
+    static/full-marks.js    FULL_MARKS_JS, run by the race's full-marks checkbox: every token's mark shown
+    static/lang.js          LANG_JS, run when the language changes: <html lang>, and `lang-zh` on <body>
     static/look.js          what the stepper's events report about the browser (demo.stepper.ui.LOOK_JS)
 
 Fonts are the system's own (no web font is fetched). Colours come from the Okabe-Ito palette, which
 stays distinguishable for colour-blind viewers; every colour code on the page is doubled by a mark
-that needs no colour (underline, box, bold). Presenter mode is the CSS class `presenter` on <body>,
-toggled by the shared checkbox (PRESENTER_JS): bigger type, stronger contrast.
+that needs no colour (underline, bold), but for accepted drafts, a faint tint unless full marks are on
+(demo/tokens.py). Presenter mode is the CSS class `presenter` on <body>, toggled by the shared checkbox
+(PRESENTER_JS): bigger type, stronger contrast. The Chinese page (LANG_JS) hides Gradio's English footer.
 
 Plotly figures do not follow the page's dark mode, so figures pick a template explicitly:
 `plotly_template(dark=False)` / `plotly_template(dark=True)`.
@@ -49,8 +52,11 @@ def static_text(name):
     return (STATIC / name).read_text(encoding="utf-8")
 
 
-# runs in the browser when the presenter checkbox changes (also when a deep link sets it)
+# run in the browser when the presenter checkbox changes (also when a deep link sets it), when the
+# full-marks checkbox changes, and when the language changes
 PRESENTER_JS = static_text("presenter.js")
+FULL_MARKS_JS = static_text("full-marks.js")
+LANG_JS = static_text("lang.js")
 
 
 def launch_options():

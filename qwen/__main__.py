@@ -1,12 +1,14 @@
 """Command line: generate from a model, streaming text to the terminal.
 
-    python -m qwen "def fibonacci(n):"                         # embedded demo model, raw completion
-    python -m qwen --chat "Explain the json module."            # through the model's chat template
+    python -m qwen "The LORD is my shepherd;"                   # embedded demo model, raw completion
+    python -m qwen --mtp 2 "The LORD is my shepherd;"           # the same text, speculatively (k = 2)
+    python -m qwen --temperature 0 "The LORD is my shepherd;"   # greedy
     python -m qwen --model Qwen/Qwen3.5-0.8B --chat --mtp 2 "用一句话介绍一下 Transformer。"
 
-Ends with the number of tokens, seconds and tok/s (and, with --mtp, rounds and acceptance). The
-decoding steps are compiled first (qwen.compiled; --no-compile stays eager), from a disk cache after
-the first run.
+Samples as the page races: temperature 0.5, seed 0, noise shared with speculative decoding, so --mtp
+writes the same text (greedy decoding loops on the small embedded model). Ends with the number of
+tokens, seconds and tok/s (and, with --mtp, rounds and acceptance). The decoding steps are compiled
+first (qwen.compiled; --no-compile stays eager), from a disk cache after the first run.
 """
 import argparse
 import sys
@@ -23,6 +25,8 @@ from qwen.mtp import MTP, generate_mtp_stream
 from qwen.sample import generate_stream
 from qwen.weights import find_model
 
+TEMPERATURE = 0.5           # the page's (demo.validate.PAGE_TEMPERATURE): reads far better than greedy here
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m qwen", description=__doc__,
@@ -32,7 +36,8 @@ def main(argv=None):
     ap.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     ap.add_argument("--think", action="store_true", help="with --chat: let the model think first")
     ap.add_argument("--max-new-tokens", type=int, default=200)
-    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--temperature", type=float, default=TEMPERATURE,
+                    help=f"sampling temperature (default {TEMPERATURE}, as the page races); 0: greedy")
     ap.add_argument("--top-k", type=int, default=None)
     ap.add_argument("--top-p", type=float, default=None)
     ap.add_argument("--seed", type=int, default=0, help="sampling's seed: with --mtp, the same text as without")

@@ -85,16 +85,31 @@ def test_its_draft_vocabulary_keeps_the_output_and_nearly_all_the_acceptance(emb
 
 
 def test_the_command_line_prints_the_host_plan_and_the_text_plain_decoding_writes(embedded, capsys):
-    """`python -m qwen` on the embedded model, eager: the plan line first (device, dtype, strategy,
-    threads, why), then the completion, speculative or not, equal to plain greedy decoding's."""
+    """`python -m qwen --temperature 0` on the embedded model, eager: the plan line first (device, dtype,
+    strategy, threads, why), then the completion, speculative or not, equal to plain greedy decoding's."""
     from qwen.__main__ import main
     model, head, chat = embedded
     prompt = "The LORD is my shepherd;"
     want = chat.decode(generate(model, chat.encode(prompt), max_new_tokens=12))
     for extra in ([], ["--mtp", "2"]):
-        main([prompt, "--no-compile", "--max-new-tokens", "12", *extra])
+        main([prompt, "--no-compile", "--max-new-tokens", "12", "--temperature", "0", *extra])
         out, err = capsys.readouterr()
         threads = torch.get_num_threads()
         assert err.splitlines()[0] == (f"[cpu · float32 · eager · {threads} thread{'s' if threads != 1 else ''}: "
                                        "float32: a small model (hidden size 192) on CPU; compiling not asked for]")
         assert out.startswith(want) and "12 tokens" in out
+
+
+def test_the_command_line_samples_as_the_page_races_by_default(embedded, capsys):
+    """Without --temperature, `python -m qwen` samples at the page's temperature with seed 0 and shared
+    noise: plain sampling's text, with --mtp too, and not the greedy loop."""
+    from demo.validate import PAGE_TEMPERATURE
+    from qwen.__main__ import TEMPERATURE, main
+    model, _, chat = embedded
+    prompt = "The LORD is my shepherd;"
+    ids = chat.encode(prompt)
+    sampled = chat.decode(generate(model, ids, max_new_tokens=24, temperature=PAGE_TEMPERATURE, seed=0))
+    assert TEMPERATURE == PAGE_TEMPERATURE and sampled != chat.decode(generate(model, ids, max_new_tokens=24))
+    for extra in ([], ["--mtp", "2"]):
+        main([prompt, "--no-compile", "--max-new-tokens", "24", *extra])
+        assert capsys.readouterr().out.startswith(sampled)

@@ -407,6 +407,7 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
     """With round graphs, warm_up readies the decode step and the rounds first; other threads use them
     while the step graphs for the trace, sampling and `recompute` are still compiling."""
     from demo import frame, models
+    from demo.i18n import t
     compiler(eager)
     seen, app = [], []
 
@@ -430,7 +431,7 @@ def test_the_passes_plain_and_greedy_decoding_need_serve_first_while_the_rest_co
                             timer=time_passes)
     model, head = report["model"], report["head"]
     assert app[0][:2] == (Status(Phase.COMPILING), False)
-    assert app[1] == (Status(Phase.COMPILING_MORE), False, " · compiled (the stepper's and sampling's steps still compiling…)")
+    assert app[1] == (Status(Phase.COMPILING_MORE), False, t("model_compiled_more"))
     assert loaded.compile_status().phase is Phase.COMPILED and frame.compile_settled(loaded)
     assert [names for names, _ in seen] == [
         ["decode step", "greedy round with k=2", "sampled round with k=2"],

@@ -464,12 +464,15 @@ def test_the_race_bench_prints_a_row_per_schedule_and_every_race_identical(capsy
 
 @pytest.mark.parametrize("status, note, settled", [
     (("EAGER", "NOT_ASKED", ""), "", True),
-    (("LAZY", None, ""), " · compiling the decoding steps… (eager meanwhile)", False),
-    (("COMPILING", None, ""), " · compiling the decoding steps… (eager meanwhile)", False),
-    (("COMPILING_MORE", None, ""), " · compiled (the stepper's and sampling's steps still compiling…)", False),
-    (("COMPILED", None, ""), " · compiled", True),
-    (("EAGER", "FAILED", "RuntimeError: boom"), " · eager (compiling failed (RuntimeError: boom))", True),
-    (("EAGER", "SLOWER", "0.80x"), " · eager (not faster than eager on this host (0.80x))", True),
+    (("LAZY", None, ""), " · compiling the decoding steps into optimized graphs… (plain PyTorch meanwhile)", False),
+    (("COMPILING", None, ""), " · compiling the decoding steps into optimized graphs… (plain PyTorch meanwhile)", False),
+    (("COMPILING_MORE", None, ""), " · compiled: the decoding steps run as optimized graphs (the stepper's and "
+                                   "sampling's still compiling…)", False),
+    (("COMPILED", None, ""), " · compiled: the decoding steps run as optimized graphs", True),
+    (("EAGER", "FAILED", "RuntimeError: boom"),
+     " · eager: plain PyTorch, one operation at a time (compiling failed (RuntimeError: boom))", True),
+    (("EAGER", "SLOWER", "0.80x"),
+     " · eager: plain PyTorch, one operation at a time (not faster than plain PyTorch on this host (0.80x))", True),
 ])
 def test_the_model_line_follows_the_compile_status_by_its_kind(status, note, settled):
     from demo import frame
@@ -495,7 +498,7 @@ def test_the_model_line_says_the_host_plan_in_the_page_language():
         plan = HostPlan("cpu", torch.float32, strategy, threads, "why")
         assert frame.plan_text(plan, "English") == str(plan).replace("cpu", "CPU", 1)
         words = re.findall(r"[A-Za-z]{3,}", frame.plan_text(plan, "中文"))
-        assert set(words) <= {"CPU", "float", "eager", "CUDA"}, words
+        assert set(words) <= {"CPU", "float", "PyTorch", "CUDA"}, words
 
 
 def test_the_page_opens_with_the_preloaded_hub_model_only_where_the_hub_cache_holds_it(tmp_path, monkeypatch):

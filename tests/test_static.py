@@ -126,7 +126,8 @@ def test_launch_options_name_files_that_exist_and_head_files_hold_only_head_elem
     assert keys.top == ["script"] and "window.__stepperKeys" in keys.script and "</" not in keys.script
 
 
-@pytest.mark.parametrize("js", [theme.PRESENTER_JS, ui.LOOK_JS], ids=["presenter", "look"])
+@pytest.mark.parametrize("js", [theme.PRESENTER_JS, theme.FULL_MARKS_JS, theme.LANG_JS, ui.LOOK_JS],
+                         ids=["presenter", "full-marks", "lang", "look"])
 def test_event_scripts_are_one_function_expression(js):
     """Gradio runs an event's js as a function: the file holds the expression alone (no // comments)."""
     assert re.match(r"^\([\w.,\s]*\)\s*=>\s*\{", js) and js.rstrip().endswith("}")

@@ -1,0 +1,1 @@
+(on) => { document.body.classList.toggle('full-marks', !!on); return on; }
