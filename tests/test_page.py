@@ -17,13 +17,13 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def css_rules(css=CSS):
-    """{selector: {property: value}} of the file's rules outside @media, comments dropped; a rule with
-    several selectors counts for each."""
+    """{selector: {property: value}} of the file's rules outside @media, comments and !important dropped;
+    a rule with several selectors counts for each."""
     css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
     css = re.sub(r"@media[^{]*\{(?:[^{}]*\{[^{}]*\})*[^{}]*\}", "", css)
     rules = {}
     for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
-        props = dict((name.strip(), value.strip()) for name, value in
+        props = dict((name.strip(), value.replace("!important", "").strip()) for name, value in
                      (decl.split(":", 1) for decl in body.split(";") if ":" in decl))
         for selector in selectors.split(","):
             rules.setdefault(" ".join(selector.split()), {}).update(props)
