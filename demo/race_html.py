@@ -240,12 +240,12 @@ def _ticks(total):
     return "".join(ticks)
 
 
-def timeline_html(plain, lanes, lang="English", measured=(), autoplay=False, race_id=""):
+def timeline_html(plain, lanes, lang="English", measured=(), race_id=""):
     """The race as a figure: one row per lane on the shared axis of engine seconds, every main-model pass a
     block (a round's draft and verify apart where this host's costs are known: measured, per lane), with
     the tokens each round kept. It carries the replay's data (demo/static/race-replay.html plays the lanes'
     texts and a cursor over this figure): its id, the slower lane's seconds, the auto slow motion, whether
-    to play at once (autoplay: the race was too short to watch live) and the clock's words."""
+    to play at once (a race shorter than REPLAY_SECONDS: too short to watch live) and the clock's words."""
     if plain is None or not plain.passes or any(not run.passes for run in lanes):
         return '<div class="race-timeline empty"></div>'
     total = max(run.seconds for run in [plain] + lanes) or 1e-9
@@ -262,7 +262,7 @@ def timeline_html(plain, lanes, lang="English", measured=(), autoplay=False, rac
                      for k in kinds)
     note = f'<span class="tl-note">{escape(t("tl_split", lang))}</span>' if split else ""
     data = (f'data-replay="{escape(race_id)}" data-total="{total:.4f}" data-slowdown="{auto_slowdown(total)}" '
-            f'data-autoplay="{"1" if autoplay else "0"}" data-clock="{escape(t("replay_clock", lang))}" '
+            f'data-autoplay="{"1" if auto_slowdown(total) > 1 else "0"}" data-clock="{escape(t("replay_clock", lang))}" '
             f'data-live="{escape(t("replay_live", lang, total=f"{total:.2f}"))}"')
     return (f'<div class="race-timeline" {data}><div class="tl-head"><b>{escape(t("tl_title", lang))}</b>'
             f'<span class="tl-clock" aria-live="off"></span></div>{body}'

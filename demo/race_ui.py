@@ -34,8 +34,9 @@ from qwen.compiled import Phase
 
 log = logging.getLogger(__name__)
 # a race whose lanes reach this much engine time streams live; a shorter one (the embedded model's: 0.2 s)
-# shows its lanes once they finish, replayed slowed down in the page (demo/static/race-replay.html)
-LIVE_AFTER = 1.0
+# shows its lanes once they finish. Every race shorter than demo.race_html.REPLAY_SECONDS is then replayed
+# slowed down in the page (demo/static/race-replay.html)
+LIVE_AFTER = 2.0
 # Run and Enter first bring the lanes into view (the replay bar just above them)
 SHOW_LANES_JS = ("(...a) => { const el = document.getElementById('race-replay-row'); "
                  "if (window.__raceReplay) window.__raceReplay.stop(); "
@@ -115,8 +116,8 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
                    spec_text_html(u.spec, lang) if spec_changed else gr.skip(),
                    verdict_html(u.verdict, u.plain, u.spec, lang, u.costs, u.select, u.select_costs, u.speedups),
                    *third_out,
-                   timeline_html(u.plain, u.lanes, lang, [u.costs, u.select_costs], autoplay=not live,
-                                 race_id=str(id(u.plain))) if u.phase != "racing" else gr.skip(),
+                   timeline_html(u.plain, u.lanes, lang, [u.costs, u.select_costs], race_id=str(id(u.plain)))
+                   if u.phase != "racing" else gr.skip(),
                    summary(loaded.key, u.plain, u.spec, chosen, [notice_text(n, "English") for n in notices],
                            u.costs, u.select, u.select_costs, u.speedups) if final else gr.skip())
     except InputError as e:

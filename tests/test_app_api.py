@@ -1,5 +1,6 @@
 """The app end to end: launched on a free port, driven through gradio_client like a script would."""
 import json
+import statistics
 import urllib.request
 
 import pytest
@@ -111,3 +112,18 @@ def test_a_sampled_race_through_the_api_is_identical_with_shared_noise(client):
     other = race(client, "In the beginning", 24, 2, "select", 0.8, 11, True, False, "Embedded demo checkpoint",
                  "English", "rejection")["summary"]
     assert other["rule"] == "rejection" and other["temperature"] == 0.8
+
+
+def test_identical_races_report_a_speedup_that_holds_still(client):
+    """The speed-up /race reports is the median of the races that fit a few seconds of engine time: five
+    identical default races agree within ±10% of their common median (one race alone ranged 1.01-1.27x)."""
+    from demo.prompts import DEFAULT_EXAMPLE
+    from demo.validate import PAGE_TEMPERATURE
+    _, prompt, raw, max_new = DEFAULT_EXAMPLE
+    run = lambda: race(client, prompt, max_new, 2, "select", PAGE_TEMPERATURE, 0, raw)["summary"]   # noqa: E731
+    run()                                                                      # warm: the first race of a process
+    summaries = [run() for _ in range(5)]
+    assert all(s["identical"] and s["speedup_range"][0] <= s["speedup"] <= s["speedup_range"][1] for s in summaries)
+    speedups = [s["speedup"] for s in summaries]
+    middle = statistics.median(speedups)
+    assert all(abs(x / middle - 1) <= 0.10 for x in speedups), speedups

@@ -170,3 +170,43 @@ def test_language_and_presenter_mode_switch_the_whole_page(page):
     page.get_by_label("English").check()
     page.uncheck("#presenter input[type=checkbox]")
     page.wait_for_function("!document.body.classList.contains('presenter')", timeout=30_000)
+
+
+def _watch_the_default_race(page, height):
+    """Click Run on the default example; -> seconds the replay lasted. Checks on the way that both lanes are
+    in view 1 s after the click, and the verdict's headline once the replay has ended."""
+    page.click("#race-run")
+    page.wait_for_timeout(1000)
+    for lane in ("plain", "spec"):
+        box = page.locator(f"#race-{lane}").bounding_box()
+        assert box and 0 <= box["y"] < height - 40, f"{lane} lane not in view 1 s after Run: {box}"
+    page.wait_for_selector("#race-verdict .verdict-head", timeout=180_000)
+    page.wait_for_function("window.__raceReplay.endedAt > window.__raceReplay.startedAt && !window.__raceReplay.playing",
+                           timeout=120_000)
+    page.wait_for_timeout(1500)                                  # the smooth scroll to the headline
+    head = page.locator("#race-verdict .verdict-head").bounding_box()
+    assert head and head["y"] >= 0 and head["y"] + head["height"] <= height, f"headline out of view: {head}"
+    return page.evaluate("(window.__raceReplay.endedAt - window.__raceReplay.startedAt) / 1000")
+
+
+@pytest.mark.parametrize("width, height, query", [(1400, 1000, ""), (1280, 720, "?presenter=1")])
+def test_run_shows_the_lanes_replays_the_race_slowly_and_ends_on_the_headline(page, url, width, height, query):
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(url + query, wait_until="domcontentloaded")
+    page.wait_for_selector("#race-prompt textarea", timeout=60_000)
+    if query:
+        page.wait_for_function("document.body.classList.contains('presenter')", timeout=30_000)
+    try:
+        lasted = _watch_the_default_race(page, height)
+        assert lasted >= 5, f"the embedded model's 120 tokens replayed in {lasted:.1f} s"
+        assert "race-replaying" not in page.evaluate("document.body.className")   # every token shown once it ends
+        assert page.locator("#race-spec .race-text > span.tok").count() > 20
+        assert page.locator("#race-timeline .tl-row").count() >= 2                  # the figure: a row per lane
+        assert page.locator("#race-timeline .tl-pass.tl-step").count() > page.locator(
+            "#race-timeline .tl-pass.tl-verify, #race-timeline .tl-pass.tl-round").count()   # fewer passes
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        page.screenshot(path=os.path.join(ARTIFACTS, f"race_watch_{width}.png"))
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.goto(url, wait_until="domcontentloaded")
+        page.wait_for_selector("#race-prompt textarea", timeout=60_000)
