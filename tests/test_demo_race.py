@@ -5,11 +5,14 @@ import json
 import os
 import re
 import shutil
+import statistics
+import time
 
 import pytest
 import torch
 
 from demo import frame, models, settings
+from demo import race as race_module
 from demo.i18n import LANGS, STRINGS, notice_text, t
 from demo.prompts import encode_prompt, prepare
 from demo.race import Detokenizer, Run, race, summary, take_turns, verdict
@@ -523,3 +526,86 @@ def test_the_page_opens_with_the_preloaded_hub_model_only_where_the_hub_cache_ho
     assert loaded is store.get(store.default) and loaded.path == str(snapshot) and loaded.mtp is not None
     assert models.ModelStore.from_environment([], {"HF_HUB_CACHE": str(tmp_path), "QWEN_MODEL": models.EMBEDDED}
                                               ).default == models.EMBEDDED_KEY    # $QWEN_MODEL still decides
+
+
+def test_repeats_give_every_race_a_speedup_and_the_summary_reports_their_median(loaded):
+    s = race_settings("In the beginning", max_new_tokens=16, k=2, raw=True)
+    ids, _ = prepare(loaded, s)
+    u = list(race(loaded, ids, s))[-1]
+    ratios = u.speedups[0]
+    assert 1 <= len(ratios) <= race_module.REPEATS_MAX
+    assert ratios[0] == pytest.approx(u.spec.tok_s / u.plain.tok_s)          # the first is the race shown
+    out = summary(loaded.key, u.plain, u.spec, s, speedups=u.speedups)
+    assert out["races"] == len(ratios) and out["speedup"] == pytest.approx(statistics.median(ratios), abs=1e-3)
+    assert out["speedup_range"] == [pytest.approx(min(ratios), abs=1e-3), pytest.approx(max(ratios), abs=1e-3)]
+    # every pass is timed in engine seconds, end to end, and its tokens add up to the lane's
+    for run in (u.plain, u.spec):
+        assert sum(n for _, _, n in run.passes) == len(run.tokens) == len(run.token_times)
+        assert run.passes[-1][1] == pytest.approx(run.seconds)
+        assert all(a <= b <= c for (a, b, _), (c, _, _) in zip(run.passes, run.passes[1:]))
+    assert len(u.plain.passes) == len(u.plain.tokens) and len(u.spec.passes) == u.spec.rounds + 1
+
+
+def test_repeats_stop_at_the_budget_of_engine_time(loaded, monkeypatch):
+    s = race_settings("In the beginning", max_new_tokens=8, k=2, raw=True)
+    ids, _ = prepare(loaded, s)
+    first = [Run("plain", seconds=0.4), Run("speculative", seconds=0.4)]          # 0.8 s of a 3 s budget
+    monkeypatch.setattr(race_module, "REPEAT_SECONDS", 3.0)
+    again = list(race_module.repeats(loaded, ids, s, 60.0, time.perf_counter, ["select"], first))
+    spent = 0.8 + sum(r.seconds for runs in again for r in runs)
+    assert 1 <= len(again) and spent - sum(r.seconds for r in again[-1]) <= 3.0     # each began under budget
+    first[0].ended = "time"                                                          # a capped race: reported as run
+    assert list(race_module.repeats(loaded, ids, s, 60.0, time.perf_counter, ["select"], first)) == []
+
+
+def test_a_looping_text_is_named():
+    loop = [5, 6, 7, 8, 9] * 8                                                # "and the LORD, and the LORD, ..."
+    assert race_module.repeating(loop) and not race_module.repeating(list(range(40)))
+    plain = Run("plain", tokens=loop, seconds=1.0, passes=[(0, 1.0, len(loop))])
+    spec = Run("speculative", k=2, tokens=loop, seconds=0.5, rounds=10, passes=[(0, 0.5, len(loop))])
+    html = verdict_html(verdict(plain, spec), plain, spec)
+    assert t("loop_note", "English") in html.replace("&#x27;", "'")
+
+
+def _runs(plain_s, spec_s):
+    plain = Run("plain", tokens=list(range(41)), seconds=plain_s)
+    spec = Run("speculative", k=2, tokens=list(range(41)), seconds=spec_s, rounds=20, hits=25)
+    return plain, spec
+
+
+def test_the_headline_gives_the_median_with_its_range_and_says_when_it_is_noise():
+    plain, spec = _runs(1.0, 1.0)
+    html = verdict_html(verdict(plain, spec), plain, spec, speedups=[[0.9, 1.05, 1.2]])
+    head = re.search(r'<div class="verdict-head">(.*?)</div>', html).group(1)
+    assert "1.05×" in head and "median of 3 races: 0.90–1.20×" in head and "2.00 tokens per main-model pass" in head
+    assert "identical text ✓" in head
+    assert "on both sides of 1×" in html                                     # the range straddles 1.0
+    html = verdict_html(verdict(plain, spec), plain, spec, speedups=[[1.1, 1.2, 1.3]])
+    assert "on both sides of 1×" not in html
+
+
+@pytest.mark.parametrize("ratios, word", [([1.0, 1.02, 1.04], "trails"), ([1.9, 2.0, 2.02], "beats")])
+def test_measured_and_predicted_apart_by_more_than_the_spread_say_why(ratios, word):
+    from demo.costs import Costs
+    plain, spec = _runs(1.0, 0.6)
+    measured = Costs(k=2, rollback="select", step=0.01, draft=0.002, verify=0.0125)   # a round: 1.45 steps
+    predicted = 2.0 / 1.45                                                              # 2 tokens a round
+    html = verdict_html(verdict(plain, spec), plain, spec, measured=measured, speedups=[ratios])
+    assert f"{predicted:.2f}×" in html and f"Measured ({statistics.median(ratios):.2f}×) {word}" in html
+
+
+def test_the_timeline_draws_a_block_per_pass_and_the_replay_its_times(loaded):
+    from demo.race_html import auto_slowdown, timeline_html
+    s = race_settings("In the beginning", max_new_tokens=12, k=2, raw=True)
+    ids, _ = prepare(loaded, s)
+    u = list(race(loaded, ids, s))[-1]
+    html = timeline_html(u.plain, u.lanes, "English", [u.costs], race_id="r1")
+    assert html.count("tl-pass tl-step") == len(u.plain.passes) - 1 and html.count("tl-prefill") >= 2
+    assert html.count("tl-pass tl-verify") == u.spec.rounds                     # a round: draft, then verify
+    assert html.count("tl-pass tl-draft") == u.spec.rounds and 'data-replay="r1"' in html
+    assert auto_slowdown(0.2) == 50 and auto_slowdown(0.5) == 20 and auto_slowdown(30.0) == 1
+    lane = spec_text_html(u.spec)
+    times = re.search(r'data-times="([^"]*)"', lane).group(1).split(",")
+    assert len(times) == lane.count('class="tok ') == sum(1 for p in u.spec.pieces if p)
+    assert [float(x) for x in times] == sorted(float(x) for x in times)
+    assert 'data-times="' in plain_text_html(u.plain) and plain_text_html(u.plain).count('class="rt"') == len(times)
