@@ -25,7 +25,7 @@ PHASE = "document.querySelector('#stepper-phase .step-phase')"
 # prompts, Gradio's own footer and the language's own name are left out; so are technical names
 ENGLISH_JS = r"""() => {
   const skip = 'textarea, script, style, footer, .race-text, .step-chip, .step-text, td, #race-summary';
-  const names = /^(English|Qwen\S*|MTP|DeltaNet|KV|JSON|KJV|Python|Hub|Hugging|Face|select|recompute|key|value|float|bfloat|eager|tok|API|CPU)$/;
+  const names = /^(English|Qwen\S*|MTP|DeltaNet|KV|JSON|KJV|Python|PyTorch|Hub|Hugging|Face|select|recompute|key|value|float|bfloat|eager|tok|API|CPU)$/;
   const out = [];
   const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   while (walk.nextNode()) {
