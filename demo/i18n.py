@@ -268,6 +268,8 @@ STRINGS = {
     "tl_split": ("A round's draft share is drawn from this machine's measured costs.",
                  "一轮中草稿所占的长度按这台机器实测的耗时画出。"),
     "tl_pass_title": ("{n} token(s) in {ms:.1f} ms", "{ms:.1f} 毫秒产出 {n} 个词元"),
+    "tl_tick_ms": ("{x:.0f} ms", "{x:.0f} 毫秒"),
+    "tl_tick_s": ("{x:g} s", "{x:g} 秒"),
     "summary_json": ("Summary (what the API returns)", "汇总（API 返回的内容）"),
     "no_mtp": ("{model} has no MTP draft head, so it cannot race. Pick another model.",
                "{model} 没有 MTP 草稿头，无法比赛。请换一个模型。"),

@@ -228,13 +228,13 @@ def _draft_share(run, measured):
     return r["draft_round"] / max(r["draft_round"] + r["verify"] + r["rollback"], 1e-12)
 
 
-def _ticks(total):
-    """Time-axis ticks: about five, at a round number of milliseconds or seconds."""
+def _ticks(total, lang="English"):
+    """Time-axis ticks: about five, at a round number of milliseconds or seconds (in the page's language)."""
     step = next(s for s in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 60, 120)
                 if total / s <= 6)
     ticks, x = [], 0.0
     while x <= total + 1e-9:
-        label = f"{x * 1000:.0f} ms" if total < 2 else f"{x:g} s"
+        label = t("tl_tick_ms", lang, x=x * 1000) if total < 2 else t("tl_tick_s", lang, x=x)
         ticks.append(f'<span class="tl-tick" style="left:{100 * x / total:.3f}%">{label}</span>')
         x += step
     return "".join(ticks)
@@ -266,5 +266,5 @@ def timeline_html(plain, lanes, lang="English", measured=(), race_id=""):
             f'data-live="{escape(t("replay_live", lang, total=f"{total:.2f}"))}"')
     return (f'<div class="race-timeline" {data}><div class="tl-head"><b>{escape(t("tl_title", lang))}</b>'
             f'<span class="tl-clock" aria-live="off"></span></div>{body}'
-            f'<div class="tl-row tl-axis-row"><span class="tl-label"></span><div class="tl-axis">{_ticks(total)}</div>'
+            f'<div class="tl-row tl-axis-row"><span class="tl-label"></span><div class="tl-axis">{_ticks(total, lang)}</div>'
             f'</div><div class="tl-legend">{legend}{note}</div></div>')
