@@ -111,9 +111,10 @@ class Verdict:
 
 # After the race shown, the same race runs again unseen while the engine time of all its races stays under
 # this budget (at most REPEATS_MAX races in all): the speed-up reported is their median (with the range), which
-# one race on a shared machine could not give (identical races measured 1.01-1.27x).
-REPEAT_SECONDS = 3.0
-REPEATS_MAX = 9
+# one race on a shared machine could not give (identical races measured 1.01-1.27x). They run while the page
+# replays the race shown (about 8 s), so nobody waits for them.
+REPEAT_SECONDS = 5.0
+REPEATS_MAX = 15
 
 # A turn lasts at least this much engine time. Switching lanes costs a lane some of its caches, more
 # for plain decoding, whose short steps would then flatter the speed-up; 50 ms is a few switches per lane,
@@ -219,11 +220,11 @@ def one_after_another(lanes):
 
 
 def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter, measure_costs=True,
-         schedule=take_turns):
+         schedule=take_turns, repeat=True):
     """The lanes, taking turns (take_turns): plain, and a speculative lane per rollback (two for
     "both"). Yields a RaceUpdate at most every `every` seconds while they stream ("racing"), then
     "measuring" once the lanes have finished (the page replays them from here) while the race runs
-    again unseen (repeats: speedups holds every race's speed-up per speculative lane) and this host's
+    again unseen (repeats, unless repeat=False: speedups holds every race's speed-up per speculative lane) and this host's
     costs of a round are measured, once per rollback (demo.costs), and "done" with the verdict, those
     costs and the speed-ups."""
     rollbacks = lane_rollbacks(settings.rollback)
@@ -245,7 +246,9 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     plain, spec_lanes = runs[0], runs[1:]
     speedups = [[speedup(plain, lane)] for lane in spec_lanes]
     yield update("measuring", speedups=speedups)
-    for again in repeats(loaded, ids, settings, max_seconds, clock, rollbacks, [plain] + spec_lanes, schedule):
+    again_runs = repeats(loaded, ids, settings, max_seconds, clock, rollbacks, [plain] + spec_lanes, schedule) \
+        if repeat else ()
+    for again in again_runs:
         for ratios, lane in zip(speedups, again[1:]):
             ratios.append(speedup(again[0], lane))
     measured = {}
