@@ -13,6 +13,7 @@ Gradio 6 takes `theme`, `css_paths` and `head_paths` in `demo.launch(...)`, not 
     static/presenter.js     PRESENTER_JS, run by the presenter checkbox's change event
     static/full-marks.js    FULL_MARKS_JS, run by the race's full-marks checkbox: every token's mark shown
     static/lang.js          LANG_JS, run when the language changes: <html lang>, and `lang-zh` on <body>
+    static/race-replay.html  the race's replay of its measured times (script and its styles)
     static/look.js          what the stepper's events report about the browser (demo.stepper.ui.LOOK_JS)
 
 Fonts are the system's own (no web font is fetched). Colours come from the Okabe-Ito palette, which
@@ -44,7 +45,8 @@ THEME = gr.themes.Soft(primary_hue="blue", secondary_hue="orange", neutral_hue="
 
 STATIC = Path(__file__).resolve().parent / "static"
 CSS_PATHS = [STATIC / "app.css", STATIC / "stepper.css"]       # the page's styles; the stepper view's
-HEAD_PATHS = [STATIC / "head.html", STATIC / "stepper-keys.html"]   # <meta color-scheme>; the stepper's keys
+HEAD_PATHS = [STATIC / "head.html", STATIC / "stepper-keys.html",   # <meta color-scheme>; the stepper's keys;
+              STATIC / "race-replay.html"]                          # the race's replay
 
 
 def static_text(name):
