@@ -201,8 +201,10 @@ def build_race_tab(shared):
             select_stats = gr.HTML(stats_html(None), elem_id="race-select-stats", label="select_stats",
                                    show_label=False)
             select_text = gr.HTML(waiting_html(L), elem_id="race-select", label="select_text", show_label=False)
-    with gr.Row(equal_height=True):         # the legend (for every lane), and the switch to every token's mark
-        say(gr.HTML(legend_html(L), elem_id="race-legend", show_label=False), value=legend_html)
+    # the legend (for every lane), and beside it (under it on a phone) the switch to every token's mark
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4, min_width=300):
+            say(gr.HTML(legend_html(L), elem_id="race-legend", show_label=False), value=legend_html)
         full_marks = say(gr.Checkbox(False, label=t("full_marks", L), info=t("full_marks_info", L),
                                      elem_id="race-marks", scale=0, min_width=240), label="full_marks",
                          info="full_marks_info")
