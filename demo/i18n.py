@@ -320,10 +320,11 @@ STRINGS = {
     "step_rollback": ("Rollback", "回滚方式"),
     "max_new": ("Max new tokens", "最多生成词元数"),
     "step_seed": ("Seed", "随机种子"),
-    "watch_layer": ("Watched DeltaNet layer (−1: the one whose memory changes most)",
-                    "观察的 DeltaNet 层（−1：记忆变化最大的那层）"),
-    "watch_head": ("Watched value head (−1: the one whose memory changes most)",
-                   "观察的 value 头（−1：记忆变化最大的那个）"),
+    "watch_layer": ("Watched layer, numbered as on the layer map (L0 = 0; an attention layer: its nearest "
+                    "DeltaNet layer; −1: the one whose memory shows most clearly)",
+                    "观察的层，编号同层级图（L0 = 0；注意力层取最近的 DeltaNet 层；−1：记忆显示最清楚的那层）"),
+    "watch_head": ("Watched value head (−1: the one whose memory shows most clearly)",
+                   "观察的值头（−1：记忆显示最清楚的那个）"),
     "no_run": ("Press **Start** to record a run, or load a trace file.", "按 **开始** 录制一次运行，或载入一个轨迹文件。"),
     "recording": ("Recording…", "正在录制…"),
     "recorded": ("Recorded {tokens} tokens in {rounds} rounds with {model} ({ended}).",
@@ -446,13 +447,13 @@ STRINGS = {
     "nothing_to_export": ("Nothing to export yet: press Start first.", "还没有可导出的内容：请先按开始。"),
     # figure words
     "fig_layers": ("Layer map: what each state does", "层级图：每种状态在做什么"),
-    "fig_memory": ("DeltaNet memory S, layer {layer}, value head {head}", "DeltaNet 记忆 S，第 {layer} 层，第 {head} 个 value 头"),
-    "fig_conv": ("Conv window, layer {layer}<br><sub>columns = the last {n} tokens, newest right</sub>",
-                 "卷积窗口，第 {layer} 层<br><sub>列 = 最近 {n} 个词元，最新在右</sub>"),
+    "fig_memory": ("DeltaNet memory S of L{layer}, value head {head}", "L{layer} 的 DeltaNet 记忆 S，值头 {head}"),
+    "fig_conv": ("Conv window of L{layer}<br><sub>columns = the last {n} tokens, newest right</sub>",
+                 "L{layer} 的卷积窗口<br><sub>列 = 最近 {n} 个词元，最新在右</sub>"),
     "fig_change": ("Where this round wrote: ‖ΔS‖ per DeltaNet layer", "本轮写在哪里：每个 DeltaNet 层的 ‖ΔS‖"),
     "change_verify": ("written by verify (② − ①)", "验证写入的（② − ①）"),
     "change_removed": ("taken back: the rejected drafts' writes", "撤回的：被拒草稿写入的"),
-    "change_norm": ("‖ΔS‖ (all value heads)", "‖ΔS‖（全部 value 头）"),
+    "change_norm": ("‖ΔS‖, all heads", "‖ΔS‖，全部头"),
     "fig_kv": ("KV cache length", "KV 缓存长度"),
     "fig_cost": ("Cost of each round", "每轮耗时"),
     "fig_acceptance": ("Acceptance over the run", "全程接受情况"),
@@ -477,19 +478,19 @@ STRINGS = {
     "mem_prefill": ("after prefill", "预填充之后"),
     "diff_verify": ("② − ①: what verify wrote", "② − ①：验证写入的"),
     "diff_restore": ("③ − ①: restored − snapshot<br>= 0 everywhere ✓", "③ − ①：恢复 − 快照<br>处处为 0 ✓"),
-    "diff_restore_differs": ("③ − ①: restored − snapshot<br>max |Δ| {d:.2g} ✗", "③ − ①：恢复 − 快照<br>max |Δ| {d:.2g} ✗"),
+    "diff_restore_differs": ("③ − ①: restored − snapshot<br>max |Δ| {d:.2g} ✗", "③ − ①：恢复 − 快照<br>最大 |Δ| {d:.2g} ✗"),
     "diff_kept": ("③ − ①: what this round kept", "③ − ①：本轮保留的"),
     "diff_removed": ("② − {last}: written by the<br>rejected drafts, removed", "② − {last}：被拒草稿写入、<br>已撤销的"),
     "diff_not_removed": ("② − ③: nothing removed", "② − ③：没有撤销任何东西"),
     "diff_none_rejected": ("② − {last}: no draft rejected,<br>nothing to remove", "② − {last}：没有被拒草稿，<br>无需撤销"),
     "not_needed": ("not needed", "不需要"),
     "clipped": ("clipped at the<br>{q}th percentile,<br>±{x:.2g}", "在第 {q} 百分位<br>处截断，<br>±{x:.2g}"),
-    "max_change": ("max |Δ| {d:.2g}", "max |Δ| {d:.2g}"),
-    "key_dim": ("key dim", "key 维"),
-    "value_dim": ("value dim", "value 维"),
+    "max_change": ("max |Δ| {d:.2g}", "最大 |Δ| {d:.2g}"),
+    "key_dim": ("key dim", "键维度"),
+    "value_dim": ("value dim", "值维度"),
     "fig_memory_sub": ("rows: key dimension, columns: value dimension; one colour scale for the whole run, clipped "
                        "at the 99th percentile of |value|",
-                       "行：key 维，列：value 维；整次运行使用同一色阶，在 |值| 的第 99 百分位处截断"),
+                       "行：键维度，列：值维度；整次运行使用同一色阶，在 |值| 的第 99 百分位处截断"),
     "slots": ("Per-token states kept during verify (select picks one, no re-run):",
               "验证时每个词元之后保存的状态（select 直接选一个，不重算）："),
     "slot_after": ("after {token}", "{token} 之后"),
@@ -525,19 +526,21 @@ STRINGS = {
     "whatif_costs_recording_whole": ("this recording's own times: a round {round:.2f} plain steps "
                                      "(a plain step: {ms:.2f} ms)",
                                      "本次录制自身的耗时：一轮 {round:.2f} 个普通步（普通一步 {ms:.2f} 毫秒）"),
-    "whatif_caption": ("speed-up = tokens per round / round cost in plain steps, the race's prediction "
-                       "(demo/costs.py); tokens per round = (1 − a^(k+1)) / (1 − a); round cost = draft + verify + "
-                       "snapshot + (1 − a^k) × rollback; plain step = {plain:.2f} ms; {how}",
-                       "加速比 = 每轮词元数 / 以普通步计的每轮耗时，即比赛的预测；每轮词元数 = "
-                       "(1 − a^(k+1)) / (1 − a)；每轮耗时 = 草稿 + 验证 + 快照 + (1 − a^k) × 回滚；"
-                       "普通一步 = {plain:.2f} 毫秒；{how}"),
-    "whatif_caption_whole": ("speed-up = tokens per round / round cost in plain steps, the race's prediction "
-                             "(demo/costs.py); tokens per round = (1 − a^(k+1)) / (1 − a); round cost = one call "
-                             "that runs the whole round (greedy select), the same at every a; plain step = "
-                             "{plain:.2f} ms; {how}",
-                             "加速比 = 每轮词元数 / 以普通步计的每轮耗时，即比赛的预测；每轮词元数 = "
-                             "(1 − a^(k+1)) / (1 − a)；每轮耗时 = 跑完整轮的一次调用（贪心 select），与 a 无关；"
-                             "普通一步 = {plain:.2f} 毫秒；{how}"),
+    "whatif_caption": ("The curve is the speed-up over plain decoding that the race predicts at each acceptance rate "
+                       "a: the tokens a round yields (its accepted guesses, plus one of the main model's) divided by "
+                       "what the round costs in plain decoding steps of {plain:.2f} ms: the head's guesses, one "
+                       "verify pass, the copies a rollback needs, and the rollback itself in the rounds that miss a "
+                       "guess; with {how}.",
+                       "曲线是比赛在每个接受率 a 下预测的、相对普通解码的加速比：一轮产出的词元数（被接受的猜测，"
+                       "再加主模型自己的一个）除以这一轮的耗时，以普通解码步（每步 {plain:.2f} 毫秒）计：草稿头的"
+                       "猜测、一次验证前向、回滚所需的状态副本，以及猜错时的回滚本身。{how}。"),
+    "whatif_caption_whole": ("The curve is the speed-up over plain decoding that the race predicts at each acceptance "
+                             "rate a: the tokens a round yields (its accepted guesses, plus one of the main model's) "
+                             "divided by what the round costs in plain decoding steps of {plain:.2f} ms. The race runs "
+                             "a round as one call (greedy select), so a round costs the same at every a; with {how}.",
+                             "曲线是比赛在每个接受率 a 下预测的、相对普通解码的加速比：一轮产出的词元数（被接受的"
+                             "猜测，再加主模型自己的一个）除以这一轮的耗时，以普通解码步（每步 {plain:.2f} 毫秒）计。"
+                             "比赛把一轮合为一次调用（贪心 select），所以每轮耗时与 a 无关。{how}。"),
     "whatif_from_race": ("this host's costs as the race measures them (its own measurement where it ran these "
                          "settings, else measured after the recording: untraced rounds and plain steps, medians), "
                          "not the recording's own slower times",
@@ -547,8 +550,8 @@ STRINGS = {
                               "of the race's path): slower than the race",
                               "耗时取自本次录制自身的插桩时间（轨迹里没有比赛路径的测量）：比赛跑中的慢"),
     "prefill_ms": ("(prefill {ms:.1f} ms)", "（预填充 {ms:.1f} 毫秒）"),
-    "cost_recording": ("this recording, with snapshots for the views:<br>slower than the race",
-                       "本次录制，含为各视图拍下的状态：<br>比赛跑中的慢"),
+    "cost_recording": ("this recording, with snapshots for the views: slower than the race",
+                       "本次录制，含为各视图拍下的状态：比赛跑中的慢"),
     "whatif_sub_race": ("from the race's costs on this machine (below)", "依据比赛在本机测得的耗时（见下）"),
     "whatif_sub_recording": ("from this recording's own times (below)", "依据本次录制自身的耗时（见下）"),
     "cost_slower": ("The recording's rounds took {rec:.1f} ms on average, {x:.1f}× the {race:.1f} ms the race's measurement "
@@ -584,7 +587,17 @@ STRINGS = {
     "status_kept": ("kept", "保留"),
     "status_dirty": ("left dirty", "留下脏状态"),
     "token_index": ("token", "词元"),
-    "max_abs_diff": ("max |memory − correct|", "max |记忆 − 正确值|"),
+    "max_abs_diff": ("max |memory − correct|", "最大 |记忆 − 正确值|"),
+    # the stepper: memory panels said in words, the change chart's sizes, the stepper's own subtitle (issue #50)
+    "panel_zero": ("0 everywhere: nothing to draw", "处处为 0：没有可画的"),
+    "panel_faint_memory": ("nearly empty: every value is under {p}% of the colour scale (the gate has all but "
+                           "erased this head's memory)",
+                           "几乎为空：所有值都不到色阶的 {p}%（门控几乎抹掉了这个头的记忆）"),
+    "panel_faint_change": ("too small to see: every change is under {p}% of the colour scale",
+                           "小到看不见：所有变化都不到色阶的 {p}%"),
+    "change_more_back": ("more taken back than written in {layers}: these are sizes of changes, which do not add up "
+                         "(the rejected drafts' change partly cancelled what the accepted tokens wrote)",
+                         "{layers} 撤回的多于写入的：这些是变化的大小，不能相加（被拒草稿的改动部分抵消了被接受词元写入的）"),
 }
 
 

@@ -66,7 +66,7 @@ def test_memory_figure_reveals_its_panels_phase_by_phase(runs):
     titles = [a.text for a in fig.layout.annotations]
     assert any(x.startswith("② − ①: what verify wrote") for x in titles)
     watch = rec["states"]["after"]["watch"]
-    assert f"layer {watch['layer']}, value head {watch['head']}" in fig.layout.title.text
+    assert f"of L{watch['layer']}, value head {watch['head']}" in fig.layout.title.text
     scale = fig.layout.coloraxis.colorscale
     assert fig.layout.coloraxis.cmid == 0 and scale[len(scale) // 2][1] == "rgb(247,247,247)"   # white at zero
     assert fig.layout.xaxis.title.text == "value dim" and fig.layout.yaxis.title.text == "key dim"
@@ -187,7 +187,8 @@ def test_cost_and_acceptance_cover_every_round(runs):
                                            "accept + restore the snapshot", "re-run the accepted tokens"]
     assert all(len(t.x) == len(records) - 1 for t in cost.data)
     assert sum(cost.data[3].y) + sum(cost.data[4].y) > 0                       # recompute restored and re-ran
-    assert "this recording, with snapshots for the views:<br>slower than the race" in cost.layout.title.text
+    assert "this recording, with snapshots for the views: slower than the race" in \
+        cost.layout.title.text.replace("</sub><br><sub>", " ")
     acc = figures.acceptance_over_run(records, current=2)
     assert list(acc.data[0].y) == [r["accepted"] for r in records[1:]]
     assert all(0 <= v <= 1 for v in acc.data[1].y)
@@ -269,28 +270,101 @@ def default_run(embedded):
     return stepper_run.record_run(model, mtp, chat, ids, settings, "embedded"), ids
 
 
-def test_the_memory_views_watch_the_head_verify_changes_most_and_equal_a_run_watching_it(default_run, embedded):
-    from demo.stepper import steps
-    run, ids = default_run
+def faintest_panel(run, rounds=None):
+    """The faintest memory panel the figure draws at the accept phase (every panel shown) of each round
+    (all, or the first `rounds`), as its largest |value| over its colour axis's range; panels that are 0
+    everywhere by construction (restored − snapshot, nothing removed) are left out, and must say so."""
+    scales = figures.run_scales(run.records)
+    worst = float("inf")
+    for rec in run.records[1:][:rounds]:
+        fig = figures.memory_heatmaps(rec, "accept", scales=scales)
+        empty = {a.name.split()[-1] for a in fig.layout.annotations if (a.name or "").startswith("panel-empty")}
+        for trace in heatmaps(fig):
+            top = fig.layout[trace.coloraxis].cmax
+            peak = max(abs(v) for row in trace.z for v in row)
+            if peak == 0:
+                assert trace.name in empty or trace.visible is False, trace.name
+                continue
+            worst = min(worst, peak / top)
+    return worst
+
+
+@pytest.mark.parametrize("example, rollback", [(0, "select"), (0, "recompute"), (3, "select"), (1, "recompute")])
+def test_every_memory_panel_of_the_first_rounds_shows_or_says_why_not(embedded, example, rollback):
+    """The default prompt and two other examples, both rollbacks, the layer and head left to the recording:
+    in the first three rounds each panel's largest |value| is at least FAINT of its colour scale."""
+    from demo.prompts import EXAMPLES
     model, mtp, chat = embedded
+    _, prompt, raw, _ = EXAMPLES[example]
+    run = stepper_run.record_run(model, mtp, chat, chat.encode(prompt),
+                                 Settings(prompt, k=2, rollback=rollback, max_new_tokens=24, raw=raw), "embedded")
+    assert faintest_panel(run, rounds=3) >= figures.FAINT
+
+
+def test_a_panel_too_faint_to_see_says_so_in_words(runs):
+    rec = runs["select"].records[1]
+    wiped = {**rec, "states": {**rec["states"], "before": {**rec["states"]["before"],
+                                                            "memory": [[v * 1e-3 for v in row]
+                                                                       for row in rec["states"]["before"]["memory"]]}}}
+    scales = figures.run_scales(runs["select"].records)
+    fig = figures.memory_heatmaps(wiped, "verify", scales=scales)
+    assert by_name(fig, "before").visible is False and by_name(fig, "after_verify").visible is True
+    words = [a.text for a in fig.layout.annotations if a.name == "panel-empty before"]
+    assert words and "under 5%" in words[0].replace("<br>", " ")
+    zh = figures.memory_heatmaps(wiped, "verify", Look(lang="中文"), scales=scales)
+    assert any("不到色阶的 5%" in a.text.replace("<br>", "") for a in zh.layout.annotations if a.name == "panel-empty before")
+
+
+def test_the_memory_views_watch_the_clearest_head_and_equal_a_run_watching_it(embedded):
+    """Every (DeltaNet layer, value head) watched in turn: the one the recording chose has a faintest panel
+    (over every round, by the figure's own colour scales) at least half as bright as the best one's, and
+    its rewritten grids equal those of a run that watched it from the start."""
+    from demo.prompts import DEFAULT_EXAMPLE
+    from demo.stepper import steps
+    model, mtp, chat = embedded
+    _, prompt, raw, _ = DEFAULT_EXAMPLE
+    ids = chat.encode(prompt)
+    settings = Settings(prompt, k=2, rollback="select", max_new_tokens=16, raw=raw)
+    run = stepper_run.record_run(model, mtp, chat, ids, settings, "embedded")
     layer, head = steps.watched(run)
-    # every (layer, head) watched in turn: the chosen one's memory moves most from before to after verify
-    totals = {}
-    for lw in range(sum(kind == "linear_attention" for kind in model.cfg.layer_types)):
+    clarity = {}
+    for lw in stepper_run.deltanet_layers(model.cfg):
         for hw in range(model.cfg.linear_num_value_heads):
-            other = stepper_run.record_run(model, mtp, chat, ids, replace(run.settings, watch_layer=lw, watch_head=hw,
-                                                                           max_new_tokens=12), "embedded")
-            totals[(lw, hw)] = sum(sum((a - b) ** 2 for ra, rb in zip(r["states"]["after_verify"]["memory"],
-                                                                       r["states"]["before"]["memory"])
-                                       for a, b in zip(ra, rb)) for r in other.records[1:])
+            other = stepper_run.record_run(model, mtp, chat, ids, replace(settings, watch_layer=lw, watch_head=hw),
+                                           "embedded")
+            clarity[(lw, hw)] = faintest_panel(other)
             if (lw, hw) == (layer, head):
-                kept = run.records[:len(other.records)]
-                for mine, theirs in zip(kept[1:], other.records[1:]):       # rewritten grids = a run watching it
-                    for name in ("before", "after_verify", "after"):
-                        assert mine["states"][name]["watch"] == theirs["states"][name]["watch"]
+                for mine, theirs in zip(run.records, other.records):
+                    for name in mine["states"]:
+                        assert mine["states"][name]["watch"] == theirs["states"][name]["watch"] == \
+                            {"layer": layer, "head": head}
                         assert numpy.allclose(mine["states"][name]["memory"], theirs["states"][name]["memory"],
                                               atol=2e-5)
-    assert totals[(layer, head)] >= 0.5 * max(totals.values())
+    print(f"faintest panel of the chosen L{layer} head {head}: {clarity[(layer, head)]:.2f}; "
+          f"best {max(clarity.values()):.2f}, worst {min(clarity.values()):.3f}")
+    assert clarity[(layer, head)] >= max(figures.FAINT, 0.5 * max(clarity.values()))
+
+
+def test_a_watched_attention_layer_is_its_nearest_deltanet_layer(embedded):
+    deltanet = stepper_run.deltanet_layers(embedded[0].cfg)
+    assert deltanet == [i for i, kind in enumerate(embedded[0].cfg.layer_types) if kind == "linear_attention"]
+    attention = next(i for i in range(len(deltanet) + 2) if i not in deltanet)
+    nearest = deltanet[stepper_run.nearest_deltanet(attention, deltanet)]
+    assert abs(nearest - attention) == min(abs(d - attention) for d in deltanet)
+    assert all(deltanet[stepper_run.nearest_deltanet(d, deltanet)] == d for d in deltanet)
+
+
+def test_long_titles_wrap_for_a_phone_and_keep_their_markup():
+    title = "DeltaNet memory S of L4, value head 3<br><sub>rows: key dimension, columns: value dimension</sub>"
+    wrapped = figures.wrap_title(title, 30)
+    lines = wrapped.split("<br>")
+    assert len(lines) > 2 and wrapped.replace("<br>", " ").replace("</sub> <sub>", " ") == title.replace("<br>", " ")
+    for line in lines:
+        text = line.replace("<sub>", "").replace("</sub>", "")
+        assert len(text) * (0.8 if "<sub>" in line else 1) <= 30, line
+        assert line.count("<sub>") == line.count("</sub>")                    # every line closes what it opens
+    assert figures.wrap_title(title, None) == title
+    assert figures.title_margin(title, Look(narrow=True)) > figures.MARGIN["t"]
 
 
 def test_a_heatmap_cell_changes_by_half_the_colour_scale_in_some_round(default_run):

@@ -6,6 +6,7 @@ Every figure gets an explicit template (demo.theme: light or dark; plotly ignore
 Okabe-Ito colours for categories and a diverging blue-red scale centred at 0 for signed values, so
 it reads for colour-blind viewers too; categories are also named in text, never by colour alone.
 """
+import re
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -54,6 +55,7 @@ class Look:
 
 
 MARGIN = {"l": 60, "r": 70, "t": 96, "b": 40}
+FAINT = 0.05            # a memory panel whose largest |value| is under this share of its colour scale is said in words
 
 
 def _figure(data=(), layout=None):
@@ -62,16 +64,100 @@ def _figure(data=(), layout=None):
     return go.Figure({"data": list(data), "layout": layout or {}}, _validate=False)
 
 
-def _frame(fig, look, title, height, fixed=False):
-    """Template, title, font and size; `fixed`: the figure placed its own axes and margins (no automargin,
-    so it keeps its height from phase to phase)."""
-    if fig.layout.legend.orientation is None:          # default: one row above the plot, right-aligned
-        fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0})
+CJK = "\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f"     # characters a line may break between
+
+
+def _width(text):
+    """Columns a piece of text takes: a CJK character counts as two Latin ones."""
+    return sum(2 if re.match(f"[{CJK}]", c) else 1 for c in text)
+
+
+def wrap_title(title, columns):
+    """A title or note (plotly's <br>, <sub>, <span> markup) with a line break put at a space, or between
+    two CJK characters, wherever a line would be wider than `columns` Latin characters (a CJK character
+    counts as two, text in <sub> or <small> as 0.8 of one); tags open at a break are closed before it and
+    opened again after it. None: unchanged."""
+    if not columns:
+        return title
+    out, open_tags, used, space = [], [], 0.0, False
+    for piece in re.split(r"(<[^>]+>)", title):
+        if piece.startswith("<"):
+            name = (piece.strip("</>").split() or [""])[0].lower()
+            if name == "br":
+                used, space = 0.0, False
+            elif piece.startswith("</"):
+                open_tags = open_tags[:-1]
+            else:
+                open_tags = open_tags + [(name, piece)]
+            out.append(" " if space else "")
+            out.append(piece)
+            space = False
+            continue
+        small = 0.8 if any(n in ("sub", "small") for n, _ in open_tags) else 1.0
+        for word in re.findall(f"\\s+|[{CJK}]|[^\\s{CJK}]+", piece):
+            if word.isspace():
+                space = True
+                continue
+            need = (_width(word) + space) * small
+            if used > 0 and used + need > columns:
+                out.append("".join(f"</{n}>" for n, _ in reversed(open_tags)) + "<br>" +
+                           "".join(tag for _, tag in open_tags))
+                used, need = 0.0, _width(word) * small
+            elif space:
+                out.append(" ")
+            out.append(word)
+            used, space = used + need, False
+    return "".join(out) + (" " if space else "")
+
+
+def title_columns(look, half=False):
+    """How many Latin characters a line of a figure's title may hold: on a phone, in presenter mode's large
+    type, or in a figure half the page wide, a long title gets more lines (None: no wrapping)."""
+    if look.narrow:
+        return 30
+    if look.presenter:
+        return 34 if half else 70
+    return 44 if half else 80
+
+
+TITLE_PAD = 12          # pixels above a figure's title
+
+
+def title_margin(title, look, legend_rows=0, half=False):
+    """Pixels above the plot area that hold a figure's title once wrapped (wrap_title, title_columns), from
+    TITLE_PAD below the top (plotly draws a title at 1.4 times the figure's font, its lines 1.3 apart), and
+    under it `legend_rows` rows of a legend placed just above the plot."""
+    lines = wrap_title(title, title_columns(look, half)).count("<br>") + 1
+    need = TITLE_PAD + lines * look.font * 1.4 * 1.3 + legend_rows * look.font * 1.5 + 12
+    return max(MARGIN["t"], int(need))
+
+
+def _legend_entries(fig):
+    """How many entries the figure's legend lists (0: it shows none)."""
+    if fig.layout.showlegend is False:
+        return 0
+    return sum(1 for trace in fig.data if trace.showlegend is not False and trace.type != "heatmap")
+
+
+def _frame(fig, look, title, height, fixed=False, half=False):
+    """Template, title (wrapped to fit a phone or presenter screen, hung from the top), font and size.
+    A legend the figure did not place goes just above the plot: in one row, right-aligned, or on a phone
+    one entry a row, left-aligned; the margin above the plot holds the title and that legend.
+    `fixed`: the figure placed its own axes and margins (no automargin, so it keeps its height from phase
+    to phase) with title_margin(title, look) above them; `half`: the page shows it half as wide."""
+    rows = 0
+    if fig.layout.legend.orientation is None and _legend_entries(fig):
+        rows = _legend_entries(fig) if look.narrow else 1
+        fig.update_layout(legend={"orientation": "v" if look.narrow else "h", "yanchor": "bottom", "y": 1.0,
+                                  "xanchor": "left" if look.narrow else "right", "x": 0.0 if look.narrow else 1.0})
     scale = 1 if fixed else (1.25 if look.presenter else 1)
+    top = title_margin(title, look, rows, half)
     fig.layout.template = TEMPLATES[look.dark]      # assigned, not merged into plotly's default (6 KB more a figure)
-    fig.update_layout(title={"text": title, "x": 0.01},
-                      height=int(height * scale), font={"size": look.font},
-                      margin={**MARGIN, "l": 40, "r": 56} if look.narrow else dict(MARGIN))
+    # hung from the top: plotly places a title of several lines by its first line's baseline, a font size lower
+    fig.update_layout(title={"text": wrap_title(title, title_columns(look, half)), "x": 0.01, "xanchor": "left",
+                             "y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": TITLE_PAD + look.font}},
+                      height=int(height * scale) + (0 if fixed else top - MARGIN["t"]), font={"size": look.font},
+                      margin={**MARGIN, "t": top, **({"l": 40, "r": 56} if look.narrow else {})})
     if not fixed:
         fig.update_xaxes(automargin=True)
         fig.update_yaxes(automargin=True)
@@ -215,11 +301,12 @@ def memory_panels(record, phase, lang="English", mode=None):
     return rows, diffs
 
 
-def _grid_layout(rows, cols, height, panel_px, title_px=52, axis_px=40):
+def _grid_layout(rows, cols, height, panel_px, title_px=52, axis_px=40, top=MARGIN["t"]):
     """Axis domains of a grid of heatmap panels, placed in pixels so titles never reach the row above
-    (no make_subplots: its checks cost ~100 ms a figure). -> (layout axes dict, [(xname, yname)])"""
+    (no make_subplots: its checks cost ~100 ms a figure); top: the figure's margin above them.
+    -> (layout axes dict, [(xname, yname)])"""
     axes, refs = {}, []
-    plot_h = height - MARGIN["t"] - MARGIN["b"]
+    plot_h = height - top - MARGIN["b"]
     gap = 0.06 if cols > 2 else 0.1
     width = (1 - gap * (cols - 1)) / cols
     y_top = plot_h
@@ -241,49 +328,70 @@ def _wrap_rows(panels, cols):
     return [panels[i:i + cols] for i in range(0, len(panels), cols)]
 
 
+def faint_words(name, grid, top, lang="English"):
+    """The words shown instead of a memory panel whose largest |value| is under FAINT of its colour scale
+    `top` (the panel would look blank), saying why; None: the panel is drawn. name: the panel's (a state,
+    or "diff_..." for a difference)."""
+    peak = _max_abs(grid)
+    if peak >= FAINT * top:
+        return None
+    if peak == 0:
+        return t("panel_zero", lang)
+    return t("panel_faint_change" if name.startswith("diff_") else "panel_faint_memory", lang, p=round(FAINT * 100))
+
+
 def memory_heatmaps(record, phase, look=None, scales=None, mode=None):
     """The watched DeltaNet layer/head memory at this phase (memory_panels): states in one colour scale,
-    differences in another, both fixed for the whole run when `scales` (run_scales(records)) is given. Cells
-    where the rejected drafts wrote the most are marked × on the polluted memory. mode: the run's
-    rollback (the prefill record does not say it)."""
+    differences in another, both fixed for the whole run when `scales` (run_scales(records)) is given. A
+    panel that would look blank says so in words instead (faint_words). Cells where the rejected drafts
+    wrote the most are marked × on the polluted memory. mode: the run's rollback (the prefill record does
+    not say it)."""
     look = look or Look()
     states = record["states"]
     watch = (states.get("after") or states["before"])["watch"]
     rows, diffs = memory_panels(record, phase, look.lang, mode or record.get("rollback"))
     s_top, d_top = (scales["memory"], scales["diff"]) if scales else \
         (_symmetric([g for _, _, g in rows]), _symmetric([g for _, _, g in diffs]))
+    title = t("fig_memory", look.lang, layer=watch["layer"], head=watch["head"]) + \
+        f"<br><sub>{t('fig_memory_sub', look.lang)}</sub>"
+    top = title_margin(title, look)
     cols = 1 if look.narrow else max(3, len(rows))
     groups = _wrap_rows(rows, cols) + _wrap_rows(diffs, cols)
     panel_px = 130 if look.narrow else (190 if cols > 3 else 230)
     title_px, axis_px = (60, 44) if not look.presenter else (78, 54)
-    height = MARGIN["t"] + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
-    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px)
-    data, notes = [], []
-    panels = [p + ("coloraxis",) for p in rows] + [p + ("coloraxis2",) for p in diffs]
-    for (name, title, grid, scale), (xref, yref) in zip(panels, refs):
-        empty = grid is None
-        z = grid if not empty else [[0.0]]
-        if not empty and scale == "coloraxis2" and name != "diff_restore":
-            title += f"<br><span style='font-size:0.85em'>{t('max_change', look.lang, d=_max_abs(grid))}</span>"
+    height = top + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
+    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
+    data, notes, said = [], [], set()
+    panels = [p + ("coloraxis", s_top) for p in rows] + [p + ("coloraxis2", d_top) for p in diffs]
+    for (name, title_of, grid, scale, scale_top), (xref, yref) in zip(panels, refs):
+        words = None if grid is None else faint_words(name, grid, scale_top, look.lang)
+        drawn = grid is not None and words is None
+        z = grid if grid is not None else [[0.0]]
+        if grid is not None and scale == "coloraxis2" and name != "diff_restore":
+            title_of += f"<br><span style='font-size:0.85em'>{t('max_change', look.lang, d=_max_abs(grid))}</span>"
         data.append({"type": "heatmap", "z": z, "coloraxis": scale, "name": name, "xaxis": xref, "yaxis": yref,
-                     "visible": not empty, "hovertemplate": f"{t('key_dim', look.lang)} %{{y}}, "
+                     "visible": drawn, "hovertemplate": f"{t('key_dim', look.lang)} %{{y}}, "
                      f"{t('value_dim', look.lang)} %{{x}}: %{{z:.4f}}<extra>{name}</extra>"})
         axis_x, axis_y = axes[_axis_key("x", xref)], axes[_axis_key("y", yref)]
-        last = len(z) - 1
-        axis_x.update(showticklabels=not empty, tickvals=[0, len(z[0]) - 1], title={"text": t("value_dim", look.lang),
+        axis_x.update(showticklabels=drawn, tickvals=[0, len(z[0]) - 1], title={"text": t("value_dim", look.lang),
                       "standoff": 2, "font": {"size": look.font - 3}}, showgrid=False, zeroline=False)
-        axis_y.update(showticklabels=not empty, tickvals=[0, last], autorange="reversed", showgrid=False,
+        axis_y.update(showticklabels=drawn, tickvals=[0, len(z) - 1], autorange="reversed", showgrid=False,
                       zeroline=False, title={"text": t("key_dim", look.lang), "standoff": 2,
                                              "font": {"size": look.font - 3}})
         domain_x, domain_y = axis_x["domain"], axis_y["domain"]
-        notes.append({"text": title, "showarrow": False, "xref": "paper", "yref": "paper", "x": sum(domain_x) / 2,
-                      "y": domain_y[1], "yanchor": "bottom", "yshift": 4, "xanchor": "center",
-                      "font": {"size": look.font - 1}, "name": "panel-title"})
-        if empty:
+        notes.append({"text": title_of, "showarrow": False, "xref": "paper", "yref": "paper",
+                      "x": sum(domain_x) / 2, "y": domain_y[1], "yanchor": "bottom", "yshift": 4,
+                      "xanchor": "center", "font": {"size": look.font - 1}, "name": "panel-title"})
+        if grid is None:
             why = "not_needed" if phase == "accept" else "not_yet"
             notes.append({"text": t(why, look.lang), "showarrow": False, "opacity": 0.6,
                           "xref": f"{xref} domain", "yref": f"{yref} domain", "x": 0.5, "y": 0.5})
-    marks = _rejected_marks(record, phase, rows)
+        elif words:
+            said.add(name)
+            notes.append({"text": wrap_title(words, 24 if look.narrow else 34), "showarrow": False,
+                          "xref": f"{xref} domain", "yref": f"{yref} domain",
+                          "x": 0.5, "y": 0.5, "name": f"panel-empty {name}", "font": {"size": look.font - 2}})
+    marks = None if "after_verify" in said else _rejected_marks(record, phase, rows)
     if marks:
         xref, yref = refs[[p[0] for p in rows].index("after_verify")]
         data.append({"type": "scatter", "x": marks[1], "y": marks[0], "mode": "markers", "xaxis": xref,
@@ -297,8 +405,6 @@ def memory_heatmaps(record, phase, look=None, scales=None, mode=None):
               "coloraxis2": {"colorscale": DIVERGING, "cmin": -d_top, "cmax": d_top, "cmid": 0,
                              "colorbar": {**bar, "y": 0.22, "title": {"text": _bar_title("Δ", d_top, scales, look),
                                                                        "side": "top", "font": {"size": look.font - 3}}}}}
-    title = t("fig_memory", look.lang, layer=watch["layer"], head=watch["head"]) + \
-        f"<br><sub>{t('fig_memory_sub', look.lang)}</sub>"
     return _frame(_figure(data, layout), look, title, height, fixed=True)
 
 
@@ -329,9 +435,9 @@ def _rejected_marks(record, phase, rows, top=12):
     return [i for i, _ in keep], [j for _, j in keep]
 
 
-def conv_labels(run, record, which, columns):
-    """Tick labels of the conv window's columns: position and token of the last K-1 tokens run, a ✗ on
-    a column that holds a rejected guess."""
+def conv_labels(run, record, which, columns, chars=10):
+    """Tick labels of the conv window's columns: position and token (its first `chars` characters, … when
+    cut) of the last K-1 tokens run, a ✗ on a column that holds a rejected guess."""
     labels = []
     for pos in steps.conv_positions(record, which, columns):
         tok = steps.token_at(run, pos, record, which)
@@ -341,7 +447,8 @@ def conv_labels(run, record, which, columns):
         dirty = which == "after_verify" or (which == "after" and record.get("rollback") == "none")
         rejected = record.get("kind") == "round" and dirty and record["pos"] + record["accepted"] < pos
         text = run.labels.get(tok, f"#{tok}").replace("\n", "↵")
-        labels.append(f"{'✗ ' if rejected else ''}{pos}<br>{text[:10]}")
+        text = text if len(text) <= chars else text[:chars - 1] + "…"
+        labels.append(f"{'✗ ' if rejected else ''}{pos}<br>{text}")
     return labels
 
 
@@ -361,10 +468,12 @@ def conv_strip(record, phase, labels=None, look=None, scale=None):
     cols = 1 if look.narrow else 3
     groups = _wrap_rows(list(STATE_ORDER), cols)
     panel_px, title_px, axis_px = (120, 40, 56) if not look.presenter else (140, 52, 70)
-    height = MARGIN["t"] + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
-    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px)
+    title = t("fig_conv", look.lang, layer=any_state["watch"]["layer"], n=columns)
+    top = title_margin(title, look)
+    height = top + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
+    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
     data, notes = [], []
-    for s, title, (xref, yref) in zip(STATE_ORDER, titles, refs):
+    for s, title_of, (xref, yref) in zip(STATE_ORDER, titles, refs):
         z = grids.get(s)
         data.append({"type": "heatmap", "z": z or [[0.0] * columns], "coloraxis": "coloraxis", "name": s,
                      "visible": z is not None, "xaxis": xref, "yaxis": yref,
@@ -375,24 +484,25 @@ def conv_strip(record, phase, labels=None, look=None, scale=None):
                                           tickfont={"size": look.font - 3})
         axes[_axis_key("y", yref)].update(showticklabels=False, showgrid=False, zeroline=False)
         domain_x, domain_y = axes[_axis_key("x", xref)]["domain"], axes[_axis_key("y", yref)]["domain"]
-        notes.append({"text": title, "showarrow": False, "xref": "paper", "yref": "paper", "x": sum(domain_x) / 2,
+        notes.append({"text": title_of, "showarrow": False, "xref": "paper", "yref": "paper", "x": sum(domain_x) / 2,
                       "y": domain_y[1], "yanchor": "bottom", "yshift": 4, "xanchor": "center", "name": "panel-title",
                       "font": {"size": look.font - 1}})
         if z is None:
             notes.append({"text": t("not_yet", look.lang), "showarrow": False, "opacity": 0.6,
                           "xref": f"{xref} domain", "yref": f"{yref} domain", "x": 0.5, "y": 0.5})
-    top = scale or _symmetric(grids.values())
+    bound = scale or _symmetric(grids.values())
     layout = {**axes, "annotations": notes,
-              "coloraxis": {"colorscale": DIVERGING, "cmin": -top, "cmax": top, "cmid": 0,
+              "coloraxis": {"colorscale": DIVERGING, "cmin": -bound, "cmax": bound, "cmid": 0,
                             "colorbar": {"thickness": 12, "x": 1.01}}}
-    title = t("fig_conv", look.lang, layer=any_state["watch"]["layer"], n=columns)
     return _frame(_figure(data, layout), look, title, height, fixed=True)
 
 
 def memory_change(record, phase, look=Look()):
     """‖ΔS‖ per DeltaNet layer in this round (all its value heads): what verify wrote (after verify −
     before) and what the rollback took back (after verify − after: the rejected drafts' writes), the
-    watched layer marked ▶. Shown as the phase reaches them; a trace without these norms gets a dash."""
+    watched layer marked ▶. Shown as the phase reaches them; a trace without these norms gets a dash.
+    These are sizes of changes, which do not add up: where more was taken back than written, a sentence
+    under the title names the layers and says why."""
     states = record["states"]
     any_state = states.get("after") or states["before"]
     deltanet = [la["index"] for la in any_state["layers"] if la["kind"] == "deltanet"]
@@ -401,21 +511,27 @@ def memory_change(record, phase, look=Look()):
     fig = _figure()
     series = (("after_verify", "change_verify", OKABE_ITO["orange"]), ("after", "change_removed", OKABE_ITO["blue"]))
     shown = SHOWN.get(phase, ()) if record.get("kind") == "round" else ()
-    drawn = False
+    changes = {}
     for state, key, colour in series:
         change = (states.get(state) or {}).get("change")
         if change is None or len(change) != len(names):
             continue
-        drawn = True
+        changes[state] = change
         fig.add_bar(x=names, y=change, name=t(key, look.lang), marker_color=colour,
                     visible=True if state in shown else "legendonly",
                     hovertemplate="%{x}: ‖ΔS‖ = %{y:.3g}<extra></extra>")
-    if not drawn:
+    if not changes:
         fig.add_annotation(text="—" if record.get("kind") == "round" else t("not_yet", look.lang), showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
     fig.update_yaxes(title=t("change_norm", look.lang), rangemode="tozero")
-    fig.update_layout(barmode="group")
-    return _frame(fig, look, t("fig_change", look.lang), 330)
+    fig.update_layout(barmode="group", legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left",
+                                               "x": 0.0})
+    title = t("fig_change", look.lang)
+    more = [f"L{i}" for i, written, back in zip(deltanet, changes.get("after_verify", ()), changes.get("after", ()))
+            if back > written] if "after" in shown else []
+    if more:
+        title += f"<br><sub>{t('change_more_back', look.lang, layers=', '.join(more))}</sub>"
+    return _frame(fig, look, title, 330, half=True)
 
 
 # --- KV caches -------------------------------------------------------------------------------------------
@@ -441,7 +557,7 @@ def kv_lengths(record, phase, look=Look()):
     bottom = max(0, low - 6)
     fig.update_yaxes(title=t("positions", look.lang), range=[bottom, high + 0.2 * (high - bottom) + 1])
     fig.update_layout(barmode="group")
-    return _frame(fig, look, t("fig_kv", look.lang), 330)
+    return _frame(fig, look, t("fig_kv", look.lang), 330, half=True)
 
 
 # --- the whole run ---------------------------------------------------------------------------------------
@@ -489,7 +605,7 @@ def cost_stack(run, current=None, look=Look()):
     title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>" \
         f"<br><sub>{t('cost_recording', look.lang)}</sub>"
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.28, "xanchor": "left", "x": 0.0})
-    return _frame(fig, look, title, 420)
+    return _frame(fig, look, title, 420, half=True)
 
 
 def recording_vs_race(run, lang="English"):
@@ -523,7 +639,7 @@ def acceptance_over_run(records, current=None, look=Look()):
                       yaxis2={"range": [0, 1.1], "tickformat": ".0%", "overlaying": "y", "side": "right",
                               "showgrid": False},
                       xaxis={"title": {"text": t("round", look.lang)}})
-    return _frame(fig, look, t("fig_acceptance", look.lang), 330)
+    return _frame(fig, look, t("fig_acceptance", look.lang), 330, half=True)
 
 
 def tokens_per_round(a, k):
@@ -635,8 +751,8 @@ def costs_line(run, lang="English"):
 
 
 def whatif_caption(run, lang="English"):
-    """Under the what-if: its formula, the costs it uses, and where the recording's own round times (the
-    cost chart) differ from them by more than 20%, one sentence saying why."""
+    """Under the what-if: what its curve is, in words, the costs it uses, and where the recording's own round
+    times (the cost chart) differ from them by more than 20%, one sentence saying why."""
     costs = run_costs(run)
     if costs is None:
         return ""

@@ -235,7 +235,9 @@ def _noise_table(run, rec, lang, main=False):
 
 
 def _table(rows):
-    return f'<table class="step-table">{"".join(rows)}</table>'
+    """A table in its own sideways-scrolling box (stepper.css): on a narrow screen it scrolls rather than
+    break a word or a token."""
+    return f'<div class="step-scroll"><table class="step-table">{"".join(rows)}</table></div>'
 
 
 def proof_html(proof, lang, rollback):

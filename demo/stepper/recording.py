@@ -82,18 +82,64 @@ def _as_grid(x):
     return [[round(float(v), 5) for v in row] for row in x]
 
 
+def deltanet_layers(cfg):
+    """The model's layer numbers (0-based, as the layer map's L0, L1, ...) of its DeltaNet layers."""
+    return [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
+
+
+def nearest_deltanet(layer, deltanet):
+    """Where, in `deltanet` (deltanet_layers), the DeltaNet layer nearest to model layer `layer` is: the
+    layer itself when it is one; for an attention layer (it has no memory) the closer neighbour, the lower
+    one on a tie. 0 for a model without DeltaNet layers."""
+    if not deltanet:
+        return 0
+    return min(range(len(deltanet)), key=lambda i: (abs(deltanet[i] - layer), deltanet[i]))
+
+
+def _peaks(x):
+    """(..., R, C) -> (...): the largest |value| of each grid."""
+    return x.abs().flatten(-2).amax(-1)
+
+
+def faintest_panel(states, verify, removed, kept, rolled_back, select):
+    """How clearly each (DeltaNet layer, value head) tells a run's story in the memory figure: its faintest
+    panel over the run, each panel's largest |value| as a share of the largest over the run (for the
+    memories, and for the changes), the minimum over every round. A lower bound of what the figure shows,
+    whose colour scales end at a quantile, not at the largest value.
+
+    states: (rounds, 3, layers, heads) largest |S| before verify, after verify, after the round;
+    verify, removed, kept: (rounds, layers, heads) largest |Δ| of what verify wrote (② − ①), of what the
+    rollback took back (② − after) and of what the round kept (after − ①); rolled_back: (rounds,) bools;
+    select: the run's rollback keeps slots (it draws "what the round kept", recompute does not).
+    Panels counted: the three memories and what verify wrote in every round; in a rolled-back round also
+    what was taken back, both against the changes' scale and against the memory's own (so the polluted
+    and the rolled-back memories differ visibly side by side). -> (layers, heads) in [0, 1]"""
+    tiny = 1e-12
+    memory = states.amax(dim=(0, 1)).clamp_min(tiny)
+    changes = torch.maximum(verify.amax(0), removed.amax(0)).clamp_min(tiny)
+    never = torch.full_like(removed, float("inf"))
+    back = rolled_back[:, None, None]
+    panels = [states.amin(1) / memory, verify / changes,
+              torch.where(back, removed / changes, never), torch.where(back, removed / memory, never)]
+    if select:
+        panels.append(kept / changes)
+    return torch.stack(panels).amin(dim=(0, 1))
+
+
 class WatchingTrace(Trace):
     """A qwen.trace.Trace that also looks at every DeltaNet layer and value head: each view after verify
     and after the round gets `change`, per DeltaNet layer the norm ‖ΔS‖ (all heads) of the memory since the
-    view before it (after verify: what verify wrote; after: what the rollback took back). It keeps each
-    view's memory and conv grids of every layer and head (while they fit GRIDS_BUDGET), so that the watched
-    layer and head can be chosen once the run is over (watch_most_changed)."""
+    view before it (after verify: what verify wrote; after: what the rollback took back). Per round it keeps
+    every layer's and head's largest |value| and |Δ| (as the memory figure's grids hold them), so the
+    watched layer and head can be chosen once the run is over (clearest); and each view's memory and conv
+    grids of every layer and head while they fit GRIDS_BUDGET, so that the views can then be rewritten for
+    the chosen one (watch) instead of recording again."""
 
     def __init__(self, watch_layer=0, watch_head=0, max_rounds=None):
         super().__init__(watch_layer, watch_head, max_rounds)
         self.kept, self.bytes, self.overflow = [], 0, False
-        self.head_change = None             # (layers, heads): summed ‖ΔS‖ of verify's writes over the run
-        self._last, self._calls = None, 0
+        self.rounds = []                    # per round: (states (3, L, H), verify, removed, kept (L, H))
+        self._last, self._round, self._calls = None, [], 0
 
     def view(self, state, head_cache):
         v = super().view(state, head_cache)
@@ -104,13 +150,16 @@ class WatchingTrace(Trace):
         phase = "after" if self._calls == 0 else ("before", "after_verify", "after")[(self._calls - 1) % 3]
         self._calls += 1
         if phase != "before" and self._last is not None:
-            per_head = (S - self._last).flatten(2).norm(dim=-1)                  # (layers, heads)
-            v["change"] = [round(float(x), 5) for x in per_head.norm(dim=-1)]
-            if phase == "after_verify":
-                self.head_change = per_head if self.head_change is None else self.head_change + per_head
+            v["change"] = [round(float(x), 5) for x in (S - self._last).flatten(1).norm(dim=-1)]
         self._last = S
+        grids = _pooled(S.flatten(0, 1)).view(S.shape[0], S.shape[1], -1, min(GRID, S.shape[-1]))
+        if self._calls > 1:                 # a round's view (the first is the prefill's)
+            self._round = [grids] if phase == "before" else self._round + [grids]
+            if phase == "after":
+                before, verified, after = self._round
+                self.rounds.append((_peaks(torch.stack(self._round, 0)), _peaks(verified - before),
+                                    _peaks(verified - after), _peaks(after - before)))
         if not self.overflow:
-            grids = _pooled(S.flatten(0, 1)).view(S.shape[0], S.shape[1], -1, min(GRID, S.shape[-1]))
             conv = _pooled(torch.stack([s.conv[0] for s in memories]))
             self.bytes += grids.nbytes + conv.nbytes
             if self.bytes > GRIDS_BUDGET:
@@ -119,19 +168,18 @@ class WatchingTrace(Trace):
                 self.kept.append((v, grids, conv, [state.layers.index(s) for s in memories]))
         return v
 
-    def most_changed(self, layer=None, head=None):
-        """(DeltaNet layer, value head) whose memory verify changed most over the run (given a layer or a
-        head: the best head of that layer, the best layer for that head), or None when nothing was seen."""
-        change = self.head_change
-        if change is None:
+    def clearest(self, rolled_back, select, layer=None, head=None):
+        """(DeltaNet layer, value head) whose memory figure is clearest over the recorded rounds (the
+        largest faintest_panel; given a layer or a head: the best head of that layer, the best layer for
+        that head), or None when no round was seen. rolled_back: per recorded round, whether it rolled back."""
+        n = min(len(rolled_back), len(self.rounds))
+        if n == 0:
             return None
-        layer = None if layer is None else min(layer, change.shape[0] - 1)
-        head = None if head is None else min(head, change.shape[1] - 1)
-        if layer is None and head is None:
-            return divmod(int(change.flatten().argmax()), change.shape[1])
-        if layer is None:
-            return int(change[:, head].argmax()), head
-        return layer, (int(change[layer].argmax()) if head is None else head)
+        states, verify, removed, kept = (torch.stack(x) for x in zip(*self.rounds[:n]))
+        score = faintest_panel(states, verify, removed, kept, torch.tensor(rolled_back[:n]), select)
+        layers = range(score.shape[0]) if layer is None else [min(layer, score.shape[0] - 1)]
+        heads = range(score.shape[1]) if head is None else [min(head, score.shape[1] - 1)]
+        return max(((la, h) for la in layers for h in heads), key=lambda lh: float(score[lh]))
 
     def watch(self, layer, head):
         """Rewrite every kept view's memory, conv and watch as if this layer and head had been watched.
@@ -146,8 +194,16 @@ class WatchingTrace(Trace):
 
 
 def auto_watch(settings):
-    """Whether the settings leave the watched layer or head to the recording (-1: the one that changes most)."""
+    """Whether the settings leave the watched layer or head to the recording (-1: the clearest)."""
     return settings.watch_layer < 0 or settings.watch_head < 0
+
+
+def _trace_watch(model, settings):
+    """The qwen.trace.Trace arguments that watch the settings' layer (a model layer number, its nearest
+    DeltaNet layer) and head (-1: the first, until the clearest is chosen)."""
+    deltanet = deltanet_layers(model.cfg)
+    return {"watch_layer": nearest_deltanet(settings.watch_layer, deltanet) if settings.watch_layer >= 0 else 0,
+            "watch_head": max(0, settings.watch_head), "max_rounds": MAX_ROUNDS}
 
 
 def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None, progress=None,
@@ -157,8 +213,8 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
     costs: the race's measurement of the same prompt and settings on this engine (demo.costs.shared), or
     measured as the race measures them (plain steps, untraced rounds) and kept for it, so the what-if
     predicts what the race predicts, not from the recording's slower instrumented times."""
-    trace = WatchingTrace(watch_layer=max(0, settings.watch_layer), watch_head=max(0, settings.watch_head),
-                          max_rounds=MAX_ROUNDS)
+    watch = _trace_watch(model, settings)
+    trace = WatchingTrace(**watch)
     stop = tuple(chat.stop)
     out, ended, t0 = [], "", clock()
     stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, settings.k, settings.rollback,
@@ -178,12 +234,13 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         stream.close()              # ends the engine's generator now, also when progress() or the engine raised
     records = list(trace)[:MAX_ROUNDS + 1]
     out = [e["token"] for rec in records for e in rec["emitted"]]
-    best = trace.most_changed(*(None if x < 0 else x for x in (settings.watch_layer, settings.watch_head))) \
-        if auto_watch(settings) else None
+    best = trace.clearest([rec["rolled_back"] for rec in records[1:]], settings.rollback == "select",
+                          watch["watch_layer"] if settings.watch_layer >= 0 else None,
+                          watch["watch_head"] if settings.watch_head >= 0 else None) if auto_watch(settings) else None
     if best is not None:
         layer, head = best
         if not trace.watch(layer, head):          # too big to keep every head's grids: record again, watching it
-            again = replace(settings, watch_layer=layer, watch_head=head)
+            again = replace(settings, watch_layer=deltanet_layers(model.cfg)[layer], watch_head=head)
             run = record_run(model, mtp, chat, ids, again, model_name, max_seconds, progress, clock)
             return replace(run, settings=settings)
     if not ended:
@@ -274,8 +331,7 @@ def skip_restore_proof(model, mtp, chat, ids, settings, min_tokens=PROOF_TOKENS,
     n = max(settings.max_new_tokens, min_tokens)
     n = min(n, model.cfg.max_position_embeddings - ids.shape[1] - settings.k - 1)
     stop, share = tuple(chat.stop), max_seconds / 3 if max_seconds else None
-    watch = dict(watch_layer=max(0, settings.watch_layer),
-                 watch_head=max(0, settings.watch_head), max_rounds=MAX_ROUNDS)
+    watch = _trace_watch(model, settings)
     runs, traces = {}, {}
     for name, rollback in (("restored", settings.rollback), ("skipped", SKIP_RESTORE)):
         traces[name] = Trace(**watch)

@@ -32,8 +32,9 @@ class Settings:
     max_new_tokens: int = 48
     temperature: float = 0.0
     seed: int = 0
-    watch_layer: int = -1             # index among the DeltaNet layers; -1: the one whose memory changes most
-    watch_head: int = -1              # value head; -1: the one whose memory changes most
+    watch_layer: int = -1             # model layer number, as the layer map's L0, L1, ... (an attention layer: its
+                                      # nearest DeltaNet layer); -1: the one whose memory figure is clearest
+    watch_head: int = -1              # value head; -1: the one whose memory figure is clearest
     raw: bool = False                 # True: the prompt as raw text, no chat template
 
 
@@ -169,13 +170,10 @@ def state_for_phase(phase):
 
 
 def watched(run):
-    """(index among the DeltaNet layers, value head) whose memory the run's views show (the one chosen
-    after the run where its settings said -1), or (0, 0) for a model without DeltaNet layers."""
-    state = run.records[0]["states"]["after"]
-    watch = state.get("watch")
-    if not watch:
-        return 0, 0
-    return sum(la["kind"] == "deltanet" for la in state["layers"][:watch["layer"]]), watch["head"]
+    """(model layer number, value head) whose memory the run's views show (the one chosen after the run
+    where its settings said -1), or (0, 0) for a model without DeltaNet layers."""
+    watch = run.records[0]["states"]["after"].get("watch")
+    return (watch["layer"], watch["head"]) if watch else (0, 0)
 
 
 def head_bytes(state):

@@ -112,7 +112,8 @@ def _parts(session, look):
 
 
 def _empty_view(lang):
-    return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", t("no_run", lang),
+    """The view before a run: hidden (stepper.css), the status line alone says to press Start."""
+    return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", "",
             None, None, None, None, None, None, None, None, "")
 
 
@@ -244,39 +245,43 @@ def build_stepper_tab(shared):
                           label="raw")
         say(settings_box, label="settings")
         status = gr.Markdown(t("no_run", L), elem_id="stepper-status")
-        with gr.Row(equal_height=True, elem_id="stepper-controls"):
-            prev = say(gr.Button(t("prev", L), elem_id="stepper-prev", size="lg"), value="prev")
-            nxt = say(gr.Button(t("next", L), variant="primary", elem_id="stepper-next", size="lg"), value="next")
-            play = gr.Button(t("play", L), elem_id="stepper-play", size="lg")
-            reset = say(gr.Button(t("reset", L), elem_id="stepper-reset", size="lg"), value="reset")
-            speed = say(gr.Slider(0.3, 5, value=1.5, step=0.1, label=t("step_speed", L), elem_id="stepper-speed"),
-                        label="step_speed")
-        say(gr.Markdown(t("keys", L), elem_id="stepper-keys-help"), value="keys")
-        heading = gr.HTML(H.phase_heading(None, 0, L), elem_id="stepper-phase")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2, elem_id="stepper-left"):
-                text = gr.HTML(H.text_so_far(None, 0, L), elem_id="stepper-text")
-                say(gr.HTML(legend_html(L), elem_id="stepper-legend"), value=legend_html)
-                panel = gr.HTML("", elem_id="stepper-table")
-                explain = gr.Markdown(t("no_run", L), elem_id="stepper-explain")
-            with gr.Column(scale=3):
-                layer_fig = gr.Plot(label="layers", elem_id="stepper-layers", show_label=False)
-        memory_fig = gr.Plot(label="memory", elem_id="stepper-memory", show_label=False)
-        with gr.Row(equal_height=False):
-            change_fig = gr.Plot(label="change", elem_id="stepper-change", show_label=False)
+        # the walk through a run: hidden until one is recorded or loaded (stepper.css, by the heading's phase),
+        # its controls docked at the top of the window, the phase and its explanation right under them
+        with gr.Column(elem_id="stepper-view"):
+            with gr.Row(equal_height=True, elem_id="stepper-controls"):
+                prev = say(gr.Button(t("prev", L), elem_id="stepper-prev"), value="prev")
+                nxt = say(gr.Button(t("next", L), variant="primary", elem_id="stepper-next"), value="next")
+                play = gr.Button(t("play", L), elem_id="stepper-play")
+                reset = say(gr.Button(t("reset", L), elem_id="stepper-reset"), value="reset")
+            heading = gr.HTML(H.phase_heading(None, 0, L), elem_id="stepper-phase")
+            explain = gr.Markdown("", elem_id="stepper-explain")
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=2, elem_id="stepper-left"):
+                    text = gr.HTML(H.text_so_far(None, 0, L), elem_id="stepper-text")
+                    say(gr.HTML(legend_html(L), elem_id="stepper-legend"), value=legend_html)
+                    panel = gr.HTML("", elem_id="stepper-table")
+                    with gr.Row(elem_id="stepper-pace"):
+                        say(gr.Markdown(t("keys", L), elem_id="stepper-keys-help"), value="keys")
+                        speed = say(gr.Slider(0.3, 5, value=1.5, step=0.1, label=t("step_speed", L),
+                                              elem_id="stepper-speed"), label="step_speed")
+                with gr.Column(scale=3):
+                    layer_fig = gr.Plot(label="layers", elem_id="stepper-layers", show_label=False)
+            memory_fig = gr.Plot(label="memory", elem_id="stepper-memory", show_label=False)
             conv_fig = gr.Plot(label="conv", elem_id="stepper-conv", show_label=False)
-        kv_fig = gr.Plot(label="kv", elem_id="stepper-kv", show_label=False)
-        with gr.Row(equal_height=False):
-            cost_fig = gr.Plot(label="cost", elem_id="stepper-cost", show_label=False)
-            acc_fig = gr.Plot(label="acceptance", elem_id="stepper-acceptance", show_label=False)
-        whatif_fig = gr.Plot(label="what-if", elem_id="stepper-whatif", show_label=False)
-        whatif_caption = gr.Markdown("", elem_id="stepper-whatif-caption")
-        with gr.Accordion(t("skip_restore", L), open=False) as proof_box:
-            skip = say(gr.Checkbox(False, label=t("skip_restore", L), elem_id="stepper-skip-restore"),
-                       label="skip_restore")
-            proof_html = gr.HTML("", elem_id="stepper-proof")
-            drift_fig = gr.Plot(label="drift", elem_id="stepper-drift", show_label=False, visible=False)
-        say(proof_box, label="skip_restore")
+            with gr.Row(equal_height=False):
+                change_fig = gr.Plot(label="change", elem_id="stepper-change", show_label=False)
+                kv_fig = gr.Plot(label="kv", elem_id="stepper-kv", show_label=False)
+            with gr.Row(equal_height=False):
+                cost_fig = gr.Plot(label="cost", elem_id="stepper-cost", show_label=False)
+                acc_fig = gr.Plot(label="acceptance", elem_id="stepper-acceptance", show_label=False)
+            whatif_fig = gr.Plot(label="what-if", elem_id="stepper-whatif", show_label=False)
+            whatif_caption = gr.Markdown("", elem_id="stepper-whatif-caption")
+            with gr.Accordion(t("skip_restore", L), open=False) as proof_box:
+                skip = say(gr.Checkbox(False, label=t("skip_restore", L), elem_id="stepper-skip-restore"),
+                           label="skip_restore")
+                proof_html = gr.HTML("", elem_id="stepper-proof")
+                drift_fig = gr.Plot(label="drift", elem_id="stepper-drift", show_label=False, visible=False)
+            say(proof_box, label="skip_restore")
         with gr.Row(equal_height=False):
             export = say(gr.Button(t("export", L), elem_id="stepper-export"), value="export")
             export_file = say(gr.File(label=t("trace_file", L), interactive=False, elem_id="stepper-export-file"),
