@@ -81,6 +81,7 @@ def prompt_is(page, text):
 def run_race(page):
     page.click("#race-run")
     page.wait_for_selector(VERDICT, timeout=WAIT)
+    page.wait_for_function("window.__raceReplay && !window.__raceReplay.playing", timeout=WAIT)   # the replay's end
     page.wait_for_timeout(500)
 
 

@@ -59,9 +59,16 @@ def _race(page, prompt, max_new):
         page.wait_for_selector(VERDICT, state="detached", timeout=30_000)
 
 
+def _finished(page, timeout=60_000):
+    """Wait for the race's verdict, then for the page's replay of it to end (while it plays, the lanes show
+    only the tokens its clock has reached)."""
+    page.wait_for_selector(VERDICT, timeout=timeout)
+    page.wait_for_function("window.__raceReplay && !window.__raceReplay.playing", timeout=120_000)
+
+
 def test_a_race_shows_both_texts_and_the_verdict(page):
     _race(page, "The LORD is my shepherd;", 40)                            # raw (the default): scripture
-    page.wait_for_selector(VERDICT, timeout=60_000)
+    _finished(page)
     plain = page.inner_text("#race-plain .race-text")
     spec = page.inner_text("#race-spec .race-text")
     assert plain.strip() and spec.strip() and "\ufffd" not in plain + spec
@@ -81,7 +88,7 @@ def test_a_sampled_race_is_identical_with_shared_noise_and_names_the_seed(page):
     page.press("#race-seed input", "Tab")
     try:
         _race(page, "In the beginning", 30)
-        page.wait_for_selector(VERDICT, timeout=60_000)
+        _finished(page)
         verdict = page.inner_text("#race-verdict")
         assert "✓" in verdict and "seed 7" in verdict and "0.8" in verdict
         assert page.inner_text("#race-plain .race-text") == page.inner_text("#race-spec .race-text")
@@ -114,7 +121,7 @@ def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
     assert still == 3, f"the race kept going after Stop: {before}"
     assert page.locator(VERDICT).count() == 0                              # it never finished
     _race(page, "床前明月光，", 12)
-    page.wait_for_selector(VERDICT, timeout=60_000)
+    _finished(page)
     assert "✓" in page.inner_text("#race-verdict") and 1 <= _tokens(page, "plain") == _tokens(page, "spec") <= 12
     page.uncheck("#race-raw input[type=checkbox]")
 
@@ -131,7 +138,7 @@ def test_compare_both_rollbacks_runs_three_lanes_side_by_side_or_stacked_on_a_ph
     page.wait_for_selector("#race-select-lane", state="visible", timeout=60_000)
     assert "recompute" in page.inner_text("#race-spec-title") and "select" in page.inner_text("#race-select-title")
     _race(page, "The LORD is my shepherd;", 24)
-    page.wait_for_selector(VERDICT, timeout=120_000)
+    _finished(page, timeout=120_000)
     texts = [page.inner_text(f"#race-{lane} .race-text").strip() for lane in ("plain", "spec", "select")]
     assert all(texts) and texts[1] == texts[2] and "\ufffd" not in "".join(texts)
     assert 1 <= _tokens(page, "plain") == _tokens(page, "spec") == _tokens(page, "select") <= 24

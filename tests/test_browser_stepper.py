@@ -43,9 +43,15 @@ def page_url():
 
 EXPECTED = {"guess": ("Guess",), "verify": ("Verify",), "accept": ("Accept", "Roll back")}
 PHASE = "document.querySelector('.step-phase')"
+# every memory panel's values, drawn or (all under a few percent of the scale) said in words instead
 HEATMAPS = ("() => { const g = document.querySelector('#stepper-memory .js-plotly-plot');"
-            " return g && g.data ? g.data.filter(t => t.type === 'heatmap' && t.visible !== false)"
+            " return g && g.data ? g.data.filter(t => t.type === 'heatmap')"
             ".map(t => JSON.stringify(t.z)) : null; }")
+# which of the states before verify, after verify and after accept the memory figure draws: e.g. "110"
+SHOWN = ("() => { const g = document.querySelector('#stepper-memory .js-plotly-plot'); if (!g || !g.data) return '';"
+         " const on = (n) => g.data.some(t => t.name === n && t.visible !== false) ? '1' : '0';"
+         " return on('before') + on('after_verify') + on('after'); }")
+SHOWS = {"guess": "100", "verify": "110", "accept": "111"}
 
 
 def wait_phase(page, phase, round_):
@@ -78,8 +84,7 @@ def test_step_three_rounds_with_the_keyboard(page_url):
                     wait_phase(page, phase, str(r))
                     label = page.inner_text(".step-phase")
                     assert any(word in label for word in EXPECTED[phase])
-                    page.wait_for_function(f"() => ({HEATMAPS})() && ({HEATMAPS})().length === "
-                                           f"{ {'guess': 1, 'verify': 3, 'accept': 6}[phase] }", timeout=60_000)
+                    page.wait_for_function(f"() => ({SHOWN})() === '{SHOWS[phase]}'", timeout=60_000)
                     seen[(r, phase)] = page.evaluate(HEATMAPS)
             # each round starts from a different memory, and verify writes into it
             assert len({seen[(r, "guess")][0] for r in (1, 2, 3)}) == 3
@@ -95,12 +100,12 @@ def test_step_three_rounds_with_the_keyboard(page_url):
 
 # the left column's boxes and the figures beside and below it: none may overlap another, and none may
 # reach past the page's right edge. A box's extent is what its content needs (scroll size), so text that
-# runs out of its box counts where it is drawn.
+# runs out of its box counts where it is drawn; a table counts by the box it scrolls in.
 BOXES = ("() => { const out = {}; for (const s of ['#stepper-text', '#stepper-legend', '#stepper-table',"
          " '#stepper-explain', '#stepper-layers', '#stepper-memory']) { const e = document.querySelector(s);"
          " if (!e) continue; const r = e.getBoundingClientRect();"
          " out[s] = [r.left, r.top, Math.max(r.width, e.scrollWidth), Math.max(r.height, e.scrollHeight)]; }"
-         " const t = document.querySelector('#stepper-table table'); if (t) { const r = t.getBoundingClientRect();"
+         " const t = document.querySelector('#stepper-table .step-scroll'); if (t) { const r = t.getBoundingClientRect();"
          " out['table'] = [r.left, r.top, r.width, r.height]; }"
          " out.page = document.documentElement.clientWidth; return out; }")
 
@@ -177,3 +182,107 @@ def test_the_phase_table_and_explanation_never_overlap_at_any_width_in_either_la
         finally:
             browser.close()
         assert len(checked) == 2 * 2 * 3 * 4           # every phase, rollback, language and width
+
+
+# Per phase table cell: words (runs of letters, digits and marks) drawn on more than one line, i.e. broken.
+BROKEN_WORDS = r"""() => {
+  const out = [];
+  for (const cell of document.querySelectorAll('#stepper-table :is(td, th)')) {
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    while (walk.nextNode()) {
+      const node = walk.currentNode;
+      for (const m of node.textContent.matchAll(/[^\s]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+        const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (tops.size > 1) out.push(m[0]);
+      }
+    }
+  }
+  return out;
+}"""
+IN_VIEW = ("(sel) => { const r = document.querySelector(sel).getBoundingClientRect();"
+           " return [r.top, r.bottom, window.innerHeight]; }")
+# every memory panel: a drawn heatmap's largest |value| as a share of its colour scale, or, for one not
+# drawn, the words in its place: [[name, share or null, words], ...]
+PANELS = r"""() => {
+  const g = document.querySelector('#stepper-memory .js-plotly-plot');
+  if (!g || !g.data) return null;
+  const notes = g.layout.annotations || [];
+  return g.data.filter(t => t.type === 'heatmap').map(t => {
+    const top = g.layout[t.coloraxis].cmax, peak = Math.max(...t.z.flat().map(Math.abs));
+    const said = notes.filter(a => a.xref === t.xaxis + ' domain' && a.text).map(a => a.text).join(' ');
+    return [t.name, t.visible === false ? null : peak / top, said];
+  });
+}"""
+
+
+def start_short_run(page, url, max_new=12, rollback="select"):
+    """Open the page with a link's settings, pick the rollback, press Start and wait for the prefill."""
+    page.goto(url + f"?max_new={max_new}&raw=1", wait_until="domcontentloaded")
+    page.wait_for_selector("#stepper-start", timeout=60_000)
+    page.locator("#stepper-settings > button.label-wrap").click()
+    page.wait_for_function("() => { const n = document.querySelector('#stepper-max-new input[type=number]');"
+                           f" return n && n.value === '{max_new}'; }}", timeout=60_000)
+    page.locator("#stepper-rollback label").filter(has_text=rollback).first.click()
+    page.click("#stepper-start")
+    wait_phase(page, "prefill", "0")
+
+
+def test_on_a_phone_next_shows_the_phase_and_its_explanation_and_tables_never_break_a_word(page_url):
+    """390 x 844: before Start the walk is hidden (one empty state); after each tap on Next, wherever the
+    page was scrolled, the phase heading, its explanation and Next are on screen, and no word of a
+    table cell is split over two lines. Each step's latency (press to painted heading) is printed."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            page.goto(page_url, wait_until="domcontentloaded")
+            page.wait_for_selector("#stepper-start", timeout=60_000)
+            assert page.evaluate("document.querySelector('#stepper-view').getBoundingClientRect().height") < 2
+            assert page.locator("#stepper-memory").is_hidden() and not page.locator("#stepper-next").is_visible()
+            start_short_run(page, page_url)
+            for step in range(1, 8):
+                if step % 2:                                  # half the taps come from far down the page
+                    page.evaluate("document.querySelector('#stepper-memory').scrollIntoView()")
+                page.locator("#stepper-next").click()
+                page.wait_for_function(f"() => {PHASE}.dataset.step === '{step}'", timeout=60_000)
+                page.wait_for_timeout(400)
+                for sel in ("#stepper-phase", "#stepper-explain", "#stepper-next"):
+                    top, bottom, height = page.evaluate(IN_VIEW, sel)
+                    assert 0 <= top and bottom <= height, f"{sel} off screen at step {step}: {top}..{bottom}"
+                assert page.evaluate(BROKEN_WORDS) == [], f"step {step}"
+                box = page.evaluate("(() => { const r = document.querySelector('#stepper-table .step-scroll')"
+                                    ".getBoundingClientRect(); return r.right; })()")
+                assert box <= 390, box                       # a wide table scrolls inside its own box
+            # printed, not asserted: a timed test fails on a slow machine (docs/benchmarks.md has the figures)
+            latency = sorted(page.evaluate("window.__stepLatency"))
+            print(f"\nphone step latency: median {latency[len(latency) // 2]:.0f} ms, max {latency[-1]:.0f} ms")
+        finally:
+            browser.close()
+
+
+@pytest.mark.parametrize("rollback", ["select", "recompute"])
+def test_every_memory_panel_shows_or_says_why_not(page_url, rollback):
+    """Every phase of the first three rounds: a drawn panel's largest |value| is at least 5% of its colour
+    scale; a panel not drawn has words in its place."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            start_short_run(page, page_url, max_new=16, rollback=rollback)
+            for step in range(1, 10):
+                page.locator("#stepper-next").click()
+                page.wait_for_function(f"() => {PHASE}.dataset.step === '{step}'", timeout=60_000)
+                page.wait_for_function(f"() => {{ const p = ({PANELS})(); return p && p.length >= 6; }}",
+                                       timeout=60_000)
+                page.wait_for_timeout(300)
+                for name, share, said in page.evaluate(PANELS):
+                    if share is None:
+                        assert said.strip(), f"panel {name} neither drawn nor said at step {step}"
+                    else:
+                        assert share >= 0.05, f"panel {name} at {share:.3f} of its scale at step {step}"
+            latency = sorted(page.evaluate("window.__stepLatency"))
+            print(f"\n{rollback} step latency: median {latency[len(latency) // 2]:.0f} ms, max {latency[-1]:.0f} ms")
+        finally:
+            browser.close()

@@ -132,11 +132,14 @@ def title_margin(title, look, legend_rows=0, half=False):
     return max(MARGIN["t"], int(need))
 
 
-def _legend_entries(fig):
-    """How many entries the figure's legend lists (0: it shows none)."""
-    if fig.layout.showlegend is False:
+def _legend_entries(data, layout):
+    """How many entries a figure's legend lists (0: it shows none), from its traces and layout as dicts."""
+    if layout.get("showlegend") is False:
         return 0
-    return sum(1 for trace in fig.data if trace.showlegend is not False and trace.type != "heatmap")
+    return sum(1 for trace in data if trace.get("showlegend") is not False and trace.get("type") != "heatmap")
+
+
+AXIS = re.compile(r"[xy]axis\d*$")
 
 
 def _frame(fig, look, title, height, fixed=False, half=False):
@@ -144,27 +147,33 @@ def _frame(fig, look, title, height, fixed=False, half=False):
     A legend the figure did not place goes just above the plot: in one row, right-aligned, or on a phone
     one entry a row, left-aligned; the margin above the plot holds the title and that legend.
     `fixed`: the figure placed its own axes and margins (no automargin, so it keeps its height from phase
-    to phase) with title_margin(title, look) above them; `half`: the page shows it half as wide."""
+    to phase) with title_margin(title, look) above them; `half`: the page shows it half as wide.
+    Works on the figure's plain dicts and builds it once more without plotly's per-property update
+    machinery (that cost 20-30 ms a figure: most of a step's time on the server)."""
+    data = [trace.to_plotly_json() for trace in fig.data]
+    layout = fig.layout.to_plotly_json()
     rows = 0
-    if fig.layout.legend.orientation is None and _legend_entries(fig):
-        rows = _legend_entries(fig) if look.narrow else 1
-        fig.update_layout(legend={"orientation": "v" if look.narrow else "h", "yanchor": "bottom", "y": 1.0,
-                                  "xanchor": "left" if look.narrow else "right", "x": 0.0 if look.narrow else 1.0})
+    if (layout.get("legend") or {}).get("orientation") is None and _legend_entries(data, layout):
+        rows = _legend_entries(data, layout) if look.narrow else 1
+        layout["legend"] = {**layout.get("legend", {}), "orientation": "v" if look.narrow else "h",
+                            "yanchor": "bottom", "y": 1.0, "xanchor": "left" if look.narrow else "right",
+                            "x": 0.0 if look.narrow else 1.0}
     scale = 1 if fixed else (1.25 if look.presenter else 1)
     top = title_margin(title, look, rows, half)
-    fig.layout.template = TEMPLATES[look.dark]      # assigned, not merged into plotly's default (6 KB more a figure)
+    layout["template"] = TEMPLATES[look.dark]       # assigned, not merged into plotly's default (6 KB more a figure)
     # hung from the top: plotly places a title of several lines by its first line's baseline, a font size lower
-    fig.update_layout(title={"text": wrap_title(title, title_columns(look, half)), "x": 0.01, "xanchor": "left",
-                             "y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": TITLE_PAD + look.font}},
-                      height=int(height * scale) + (0 if fixed else top - MARGIN["t"]), font={"size": look.font},
-                      margin={**MARGIN, "t": top, **({"l": 40, "r": 56} if look.narrow else {})})
+    layout["title"] = {**layout.get("title", {}), "text": wrap_title(title, title_columns(look, half)), "x": 0.01,
+                       "xanchor": "left", "y": 1.0, "yref": "container", "yanchor": "top",
+                       "pad": {"t": TITLE_PAD + look.font}}
+    layout["height"] = int(height * scale) + (0 if fixed else top - MARGIN["t"])
+    layout["font"] = {**layout.get("font", {}), "size": look.font}
+    layout["margin"] = {**layout.get("margin", {}), **MARGIN, "t": top, **({"l": 40, "r": 56} if look.narrow else {})}
     if not fixed:
-        fig.update_xaxes(automargin=True)
-        fig.update_yaxes(automargin=True)
-    for note in fig.layout.annotations:
-        if note.font.size is None:
-            note.font.size = look.font
-    return fig
+        for name in {"xaxis", "yaxis", *filter(AXIS.match, layout)}:
+            layout[name] = {**layout.get(name, {}), "automargin": True}
+    for note in layout.get("annotations", ()):
+        note.setdefault("font", {}).setdefault("size", look.font)
+    return _figure(data, layout)
 
 
 def _symmetric(grids):
