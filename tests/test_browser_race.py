@@ -126,8 +126,11 @@ def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
     page.uncheck("#race-raw input[type=checkbox]")
 
 
-def _box(page, selector):
-    return page.locator(selector).bounding_box()
+def _lane_boxes(page, lanes=("plain", "spec", "select")):
+    """The lanes' boxes, read in one go (the page may be scrolling to the verdict at the replay's end)."""
+    return page.evaluate("(lanes) => lanes.map(l => { const r = document.querySelector(`#race-${l}-lane`)"
+                         ".getBoundingClientRect(); return {x: r.x, y: r.y, width: r.width, height: r.height}; })",
+                         list(lanes))
 
 
 def test_compare_both_rollbacks_runs_three_lanes_side_by_side_or_stacked_on_a_phone(page):
@@ -146,7 +149,7 @@ def test_compare_both_rollbacks_runs_three_lanes_side_by_side_or_stacked_on_a_ph
     verdict = page.inner_text("#race-verdict")
     assert "✓" in verdict and "all 3 runs" in verdict and "recompute: " in verdict and "select: " in verdict
     assert "re-ran the accepted tokens" in verdict and "no re-run" in verdict
-    boxes = [_box(page, f"#race-{lane}-lane") for lane in ("plain", "spec", "select")]
+    boxes = _lane_boxes(page)
     assert boxes[0]["x"] + boxes[0]["width"] <= boxes[1]["x"] and boxes[1]["x"] + boxes[1]["width"] <= boxes[2]["x"]
     assert abs(boxes[0]["y"] - boxes[2]["y"]) < 2                          # one row at 1400 px
     os.makedirs(ARTIFACTS, exist_ok=True)
@@ -154,7 +157,7 @@ def test_compare_both_rollbacks_runs_three_lanes_side_by_side_or_stacked_on_a_ph
     page.set_viewport_size({"width": 390, "height": 844})
     try:                                                                   # a phone: the lanes stack, full width
         page.wait_for_timeout(500)
-        boxes = [_box(page, f"#race-{lane}-lane") for lane in ("plain", "spec", "select")]
+        boxes = _lane_boxes(page)
         assert all(a["y"] + a["height"] <= b["y"] for a, b in zip(boxes, boxes[1:]))
         assert all(b["x"] >= 0 and b["x"] + b["width"] <= 390 for b in boxes)
         page.screenshot(path=os.path.join(ARTIFACTS, "race_both_phone.png"), full_page=True)
