@@ -46,7 +46,7 @@ THEME = gr.themes.Soft(primary_hue="blue", secondary_hue="orange", neutral_hue="
 STATIC = Path(__file__).resolve().parent / "static"
 CSS_PATHS = [STATIC / "app.css", STATIC / "stepper.css"]       # the page's styles; the stepper view's
 HEAD_PATHS = [STATIC / "head.html", STATIC / "stepper-keys.html",   # <meta color-scheme>; the stepper's keys;
-              STATIC / "race-replay.html"]                          # the race's replay
+              STATIC / "race-replay.html", STATIC / "step-figures.html"]   # the race's replay; the step view's figures
 
 
 def static_text(name):
@@ -62,8 +62,10 @@ LANG_JS = static_text("lang.js")
 
 
 def launch_options():
-    """The keyword arguments of demo.launch() that style the page (Gradio 6 takes them there)."""
-    return {"theme": THEME, "css_paths": CSS_PATHS, "head_paths": HEAD_PATHS}
+    """The keyword arguments of demo.launch() that style the page (Gradio 6 takes them there), with the
+    step view's plotly.js (demo.stepper.drawn)."""
+    from demo.stepper import drawn
+    return {"theme": THEME, "css_paths": CSS_PATHS, "head_paths": HEAD_PATHS, **drawn.launch_options()}
 
 
 def plotly_template(dark=False):

@@ -114,6 +114,7 @@ def test_a_sampled_race_through_the_api_is_identical_with_shared_noise(client):
     assert other["rule"] == "rejection" and other["temperature"] == 0.8
 
 
+@pytest.mark.quiet                       # it times races: alone on the machine (pytest.ini)
 def test_identical_races_report_a_speedup_that_holds_still(client):
     """The speed-up /race reports is the median of the races that fit a few seconds of engine time: five
     identical default races agree within ±10% of their common median (one race alone ranged 1.01-1.27x)."""

@@ -107,7 +107,7 @@ def test_presenter_mode_enlarges_race_text_stats_verdict_and_stepper_hints(brows
                  "#race-verdict .speed-line", "#race-legend .legend"]
         page.get_by_role("tab", name="Step through").click()
         parts += ["#stepper-legend .legend", "#stepper-keys-help p"]
-        page.wait_for_selector("#stepper-keys-help p", timeout=WAIT)
+        page.wait_for_selector("#stepper-keys-help p", state="attached", timeout=WAIT)   # shown once a run exists
         before = {p: font_px(page, p) for p in parts}
         page.check("#presenter input[type=checkbox]")
         page.wait_for_function("document.body.classList.contains('presenter')", timeout=WAIT)

@@ -76,8 +76,8 @@ def test_the_stepper_predicts_the_speedup_the_race_predicts(app_compiled, rollba
     step_settings, _ = ui.read_settings(prompt, 2, rollback, 48, 0.0, 0, 0, 0, raw)
     step_ids, _ = ui.encode(app_compiled, step_settings)
     run = recording.record_run(*app_compiled.engine(), app_compiled.chat, step_ids, step_settings, app_compiled.key)
-    view = dict(zip(ui.VIEW, ui.render(ui.Session(run), "English")))
-    marker = next(t for t in view["whatif"].data if t.name.startswith("this run: a = "))
+    whatif = figures.what_if(run, figures.Look())                           # the figure the view draws
+    marker = next(t for t in whatif.data if t.name.startswith("this run: a = "))
     assert run.output_ids == raced["speculative"]["ids"]                   # the same tokens in the same rounds
     assert len(run.records) - 1 == raced["speculative"]["rounds"]
     stepper, racer = marker.y[0], raced["predicted_speedup"]

@@ -105,7 +105,7 @@ def test_the_verdict_says_why_speculative_was_slower_in_measured_numbers():
     spec = spec_run(41, 20, 10, 1.25)                       # 2 tokens a round, slower than plain
     slow = costs.Costs(k=2, rollback="select", step=0.010, draft=0.002, verify=0.025)
     html = verdict_html(Verdict(True, "verdict_identical", {"n": 41}), plain, spec, "English", slow)
-    assert "0.80× (slower)" in html and "2.00 tokens per main-model pass" in html
+    assert '0.80× <span class="vh-word">slower</span>' in html and "2.00 tokens per main-model pass" in html
     assert "verifying 3 tokens in one pass costs 2.50 plain steps" in html and "one draft pass 0.10" in html
     assert "predicted 0.74×" in html and "Why slower" in html
     zh = speed_html(plain, spec, "中文", slow)

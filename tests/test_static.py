@@ -166,3 +166,22 @@ def test_no_module_outside_the_tests_imports_app():
     importers = [p.relative_to(ROOT_DIR).as_posix() for p in source_files("demo", "qwen")
                  if re.search(r"^\s*(import app\b|from app import)", p.read_text(encoding="utf-8"), re.M)]
     assert importers == []
+
+
+def test_a_step_figure_travels_as_html_holding_its_json_and_the_page_may_fetch_plotly():
+    """demo.stepper.drawn: the figure's JSON comes back whole from the attribute (quotes, <, & and CJK
+    escaped), the plotly.js it names exists, and launch options allow exactly that file."""
+    import html
+    import json
+    import re as regex
+
+    import plotly.graph_objects as go
+
+    from demo.stepper import drawn
+    fig = go.Figure(go.Bar(x=["a\"b", "<i>&</i>", "验证"], y=[1, 2, 3]), layout={"title": {"text": "it's <b>x</b>"}})
+    out = drawn.figure_html(fig)
+    found = dict(regex.findall(r'data-(\w+)="([^"]*)"', out))
+    assert json.loads(html.unescape(found["fig"])) == json.loads(fig.to_json())
+    assert html.unescape(found["plotly"]) == drawn.PLOTLY_URL and drawn.PLOTLY_JS.is_file()
+    assert theme.launch_options()["allowed_paths"] == [str(drawn.PLOTLY_JS)]
+    assert drawn.figure_html(None) == ""

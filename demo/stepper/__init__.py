@@ -5,6 +5,7 @@ replayed from a run recorded once with the real engine.
     recording   recording a run with the real engine (qwen.trace); the skip-the-restore proof
     panels      the view's HTML: phase heading, text so far, the phase's table, the proof
     figures     plotly views: layer map, memory heatmaps, conv strip, KV lengths, costs, what-if
+    drawn       the figures sent as HTML that the page draws itself (static/step-figures.html)
     traceio     record and replay of runs as JSON: trace export and a strict importer
     ui          the tab's components and events (api `step_*`, `trace_*`)
 

@@ -142,12 +142,13 @@ def _legend_entries(data, layout):
 AXIS = re.compile(r"[xy]axis\d*$")
 
 
-def _frame(fig, look, title, height, fixed=False, half=False):
+def _frame(fig, look, title, height, fixed=False, half=False, room_for=None):
     """Template, title (wrapped to fit a phone or presenter screen, hung from the top), font and size.
     A legend the figure did not place goes just above the plot: in one row, right-aligned, or on a phone
     one entry a row, left-aligned; the margin above the plot holds the title and that legend.
     `fixed`: the figure placed its own axes and margins (no automargin, so it keeps its height from phase
-    to phase) with title_margin(title, look) above them; `half`: the page shows it half as wide.
+    to phase) with title_margin(title, look) above them; `half`: the page shows it half as wide;
+    `room_for`: a longer title whose lines the margin keeps room for (so the figure's height holds still).
     Works on the figure's plain dicts and builds it once more without plotly's per-property update
     machinery (that cost 20-30 ms a figure: most of a step's time on the server)."""
     data = [trace.to_plotly_json() for trace in fig.data]
@@ -159,7 +160,7 @@ def _frame(fig, look, title, height, fixed=False, half=False):
                             "yanchor": "bottom", "y": 1.0, "xanchor": "left" if look.narrow else "right",
                             "x": 0.0 if look.narrow else 1.0}
     scale = 1 if fixed else (1.25 if look.presenter else 1)
-    top = title_margin(title, look, rows, half)
+    top = title_margin(room_for or title, look, rows, half)
     layout["template"] = TEMPLATES[look.dark]       # assigned, not merged into plotly's default (6 KB more a figure)
     # hung from the top: plotly places a title of several lines by its first line's baseline, a font size lower
     layout["title"] = {**layout.get("title", {}), "text": wrap_title(title, title_columns(look, half)), "x": 0.01,
@@ -538,9 +539,9 @@ def memory_change(record, phase, look=Look()):
     title = t("fig_change", look.lang)
     more = [f"L{i}" for i, written, back in zip(deltanet, changes.get("after_verify", ()), changes.get("after", ()))
             if back > written] if "after" in shown else []
-    if more:
-        title += f"<br><sub>{t('change_more_back', look.lang, layers=', '.join(more))}</sub>"
-    return _frame(fig, look, title, 330, half=True)
+    note = lambda layers: f"<br><sub>{t('change_more_back', look.lang, layers=', '.join(layers))}</sub>"  # noqa: E731
+    longest = title + note([f"L{i}" for i in deltanet])        # room for it in every phase: no jump at accept
+    return _frame(fig, look, title + (note(more) if more else ""), 330, half=True, room_for=longest)
 
 
 # --- KV caches -------------------------------------------------------------------------------------------

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field, replace
 
 import gradio as gr
 from gradio.context import Context
+from plotly.basedatatypes import BaseFigure
 
 from demo import models, serving, validate
 from demo.stepper import figures, recording, steps, traceio
 from demo.stepper import panels as H
+from demo.stepper.drawn import figure_html
 from demo.stepper.figures import Look
 from demo.frame import model_error_text, model_label, words
 from demo.gpu import generation_seconds, on_gpu
@@ -111,6 +113,16 @@ def _parts(session, look):
     }
 
 
+def _sent(value):
+    """An output as the page takes it: a figure as HTML it draws itself (drawn.figure_html), the rest as is."""
+    return figure_html(value) if isinstance(value, BaseFigure) else value
+
+
+def _figure_box(elem_id, visible=True):
+    """Where the page draws one of the view's figures (static/step-figures.html)."""
+    return gr.HTML("", elem_id=elem_id, elem_classes="step-figure", visible=visible, js_on_load=None)
+
+
 def _empty_view(lang):
     """The view before a run: hidden (stepper.css), the status line alone says to press Start."""
     return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", "",
@@ -122,7 +134,7 @@ def render(session, lang, dark=False, presenter=False, narrow=False):
     if session is None:
         return _empty_view(lang)
     parts = _parts(session, Look(lang=lang, dark=bool(dark), presenter=bool(presenter), narrow=bool(narrow)))
-    return tuple(parts[name][1]() for name in VIEW)
+    return tuple(_sent(parts[name][1]()) for name in VIEW)
 
 
 def render_changes(session, look):
@@ -137,7 +149,7 @@ def render_changes(session, look):
         if key is not None and shown.get(name) == key:
             out.append(gr.skip())
         else:
-            out.append(draw())
+            out.append(_sent(draw()))
             shown[name] = key
     return replace(session, shown=shown), tuple(out)
 
@@ -265,22 +277,22 @@ def build_stepper_tab(shared):
                         speed = say(gr.Slider(0.3, 5, value=1.5, step=0.1, label=t("step_speed", L),
                                               elem_id="stepper-speed"), label="step_speed")
                 with gr.Column(scale=3):
-                    layer_fig = gr.Plot(label="layers", elem_id="stepper-layers", show_label=False)
-            memory_fig = gr.Plot(label="memory", elem_id="stepper-memory", show_label=False)
-            conv_fig = gr.Plot(label="conv", elem_id="stepper-conv", show_label=False)
+                    layer_fig = _figure_box("stepper-layers")
+            memory_fig = _figure_box("stepper-memory")
+            conv_fig = _figure_box("stepper-conv")
             with gr.Row(equal_height=False):
-                change_fig = gr.Plot(label="change", elem_id="stepper-change", show_label=False)
-                kv_fig = gr.Plot(label="kv", elem_id="stepper-kv", show_label=False)
+                change_fig = _figure_box("stepper-change")
+                kv_fig = _figure_box("stepper-kv")
             with gr.Row(equal_height=False):
-                cost_fig = gr.Plot(label="cost", elem_id="stepper-cost", show_label=False)
-                acc_fig = gr.Plot(label="acceptance", elem_id="stepper-acceptance", show_label=False)
-            whatif_fig = gr.Plot(label="what-if", elem_id="stepper-whatif", show_label=False)
+                cost_fig = _figure_box("stepper-cost")
+                acc_fig = _figure_box("stepper-acceptance")
+            whatif_fig = _figure_box("stepper-whatif")
             whatif_caption = gr.Markdown("", elem_id="stepper-whatif-caption")
             with gr.Accordion(t("skip_restore", L), open=False) as proof_box:
                 skip = say(gr.Checkbox(False, label=t("skip_restore", L), elem_id="stepper-skip-restore"),
                            label="skip_restore")
                 proof_html = gr.HTML("", elem_id="stepper-proof")
-                drift_fig = gr.Plot(label="drift", elem_id="stepper-drift", show_label=False, visible=False)
+                drift_fig = _figure_box("stepper-drift", visible=False)
             say(proof_box, label="skip_restore")
         with gr.Row(equal_height=False):
             export = say(gr.Button(t("export", L), elem_id="stepper-export"), value="export")
@@ -389,7 +401,8 @@ def build_stepper_tab(shared):
             return t("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"), gr.update(visible=False), state
         look_now = Look.from_client(language, client, presenter_on)
         return (H.proof_html(proof, language, settings.rollback),
-                gr.update(value=figures.drift(proof.drift, proof.first_diff_round, look_now), visible=True),
+                gr.update(value=figure_html(figures.drift(proof.drift, proof.first_diff_round, look_now)),
+                          visible=True),
                 replace(state, proof=proof))
 
     skip.input(on_skip, [skip, session, model, lang, presenter, look],
