@@ -22,6 +22,12 @@ def figure_html(fig):
             f'data-fig="{html.escape(fig.to_json(), quote=True)}"></div>')
 
 
+def box_value():
+    """A figure box's value before its first figure: only plotly.js's address, so that pressing Start can fetch
+    it while the run records (static/step-figures.html)."""
+    return f'<span hidden data-plotly="{html.escape(PLOTLY_URL, quote=True)}"></span>'
+
+
 def launch_options():
     """demo.launch() keywords that let the page fetch plotly.js."""
     return {"allowed_paths": [str(PLOTLY_JS)]}

@@ -24,7 +24,7 @@ from plotly.basedatatypes import BaseFigure
 from demo import models, serving, validate
 from demo.stepper import figures, recording, steps, traceio
 from demo.stepper import panels as H
-from demo.stepper.drawn import figure_html
+from demo.stepper.drawn import box_value, figure_html
 from demo.stepper.figures import Look
 from demo.frame import model_error_text, model_label, words
 from demo.gpu import generation_seconds, on_gpu
@@ -120,7 +120,7 @@ def _sent(value):
 
 def _figure_box(elem_id, visible=True):
     """Where the page draws one of the view's figures (static/step-figures.html)."""
-    return gr.HTML("", elem_id=elem_id, elem_classes="step-figure", visible=visible, js_on_load=None)
+    return gr.HTML(box_value(), elem_id=elem_id, elem_classes="step-figure", visible=visible, js_on_load=None)
 
 
 def _empty_view(lang):
