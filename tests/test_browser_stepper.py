@@ -239,8 +239,11 @@ def test_on_a_phone_next_shows_the_phase_and_its_explanation_and_tables_never_br
             page = browser.new_page(viewport={"width": 390, "height": 844})
             page.goto(page_url, wait_until="domcontentloaded")
             page.wait_for_selector("#stepper-start", timeout=60_000)
-            assert page.evaluate("document.querySelector('#stepper-view').getBoundingClientRect().height") < 2
-            assert page.locator("#stepper-memory").is_hidden() and not page.locator("#stepper-next").is_visible()
+            # once the page's load events have set the heading (the walk may show for a moment before): hidden
+            page.wait_for_function("() => { const v = document.querySelector('#stepper-view');"
+                                   " return v && v.getBoundingClientRect().height < 2; }", timeout=30_000)
+            page.wait_for_selector("#stepper-next", state="hidden", timeout=30_000)
+            assert page.locator("#stepper-memory").is_hidden()
             start_short_run(page, page_url)
             for step in range(1, 8):
                 if step % 2:                                  # half the taps come from far down the page
