@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import sympy
 import torch
-from torch._inductor import cpp_builder, sizevars
+from torch._inductor import cpp_builder
+from torch._inductor.codegen import cpp as vectorised     # where 2.11 keeps simplify_index_in_vec_range
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 from qwen.compiled import internals
@@ -40,15 +41,15 @@ INDICES = [                                       # shapes of index inductor met
 @written_for_this_torch
 def test_an_index_gets_the_stride_inductor_itself_finds(monkeypatch):
     assert internals.simplify_fewer()
-    patched = sizevars.simplify_index_in_vec_range
+    patched = vectorised.simplify_index_in_vec_range
     assert patched.polynomials_unchanged and internals.simplify_fewer()             # idempotent
-    assert sizevars.simplify_index_in_vec_range is patched
+    assert vectorised.simplify_index_in_vec_range is patched
     for index in INDICES:
         for var in (x1, x2):
-            got = sizevars.stride_at(patched(index, var, 8), var)
+            got = vectorised.stride_at(patched(index, var, 8), var)
             with monkeypatch.context() as m:          # inductor as shipped, its recursion included
-                m.setattr(sizevars, "simplify_index_in_vec_range", patched.original)
-                want = sizevars.stride_at(patched.original(index, var, 8), var)
+                m.setattr(vectorised, "simplify_index_in_vec_range", patched.original)
+                want = vectorised.stride_at(patched.original(index, var, 8), var)
             # the stride in var within a vector of 8: the one thing the rewritten index is used for
             assert sympy.simplify(got - want) == 0, (index, var, got, want)
     assert patched(INDICES[0], x1, 8) is INDICES[0]                  # a polynomial: returned as it is
@@ -142,7 +143,7 @@ print("compiled", graphs.compiled, "loaded", graphs.loaded)
 def test_every_touchpoint_applies_on_the_torch_it_was_written_for():
     """On the pinned torch each touchpoint finds what it reaches for (a moved internal would turn it off
     silently, and compiling would quietly get slower)."""
-    assert internals.simplify_fewer() and sizevars.simplify_index_in_vec_range.polynomials_unchanged
+    assert internals.simplify_fewer() and vectorised.simplify_index_in_vec_range.polynomials_unchanged
     with internals.quick_builds():
         assert getattr(cpp_builder._get_optimization_cflags, "reads_chosen_level", False)
     assert isinstance(internals.cpu_has_native_bf16(), bool)
@@ -154,15 +155,15 @@ def test_every_touchpoint_applies_on_the_torch_it_was_written_for():
 
 
 def test_on_another_torch_every_touchpoint_does_nothing(monkeypatch, tmp_path):
-    shipped_index = getattr(sizevars, "simplify_index_in_vec_range", None)   # absent from some releases
+    shipped_index = getattr(vectorised, "simplify_index_in_vec_range", None)   # absent from some releases
     shipped_index = getattr(shipped_index, "original", shipped_index)
     shipped_flags = cpp_builder._get_optimization_cflags
     shipped_flags = getattr(shipped_flags, "__wrapped__", shipped_flags)
-    monkeypatch.setattr(sizevars, "simplify_index_in_vec_range", shipped_index, raising=False)
+    monkeypatch.setattr(vectorised, "simplify_index_in_vec_range", shipped_index, raising=False)
     monkeypatch.setattr(cpp_builder, "_get_optimization_cflags", shipped_flags)
     monkeypatch.setattr(torch, "__version__", "99.0.0")
     assert not internals.applies()
-    assert internals.simplify_fewer() is False and getattr(sizevars, "simplify_index_in_vec_range") is shipped_index
+    assert internals.simplify_fewer() is False and getattr(vectorised, "simplify_index_in_vec_range") is shipped_index
     with internals.quick_builds():
         assert cpp_builder._get_optimization_cflags is shipped_flags
         assert cpp_builder._get_optimization_cflags("g++")[0] == shipped_flags("g++")[0]

@@ -3,10 +3,10 @@ TESTED_TORCH (tests/test_internals.py checks each applies here, or skips). Why e
 "Starting fast"; figures: docs/benchmarks.md, 2026-12-01, graphs built sooner.
 
     quick_builds()              g++ at -O2 for a small model's graphs (torch._inductor.cpp_builder)
-    simplify_fewer()            no sympy.simplify of a polynomial index (torch._inductor.sizevars)
+    simplify_fewer()            no sympy.simplify of a polynomial index (torch._inductor.codegen.cpp)
     skip_proven_isa_probes()    trust vector-ISA probes that passed before (torch._inductor.cpu_vec_isa)
     use_cache_dir(folder)       inductor's cache under ours (torch._inductor.runtime.cache_dir_utils)
-    configure_dynamo()          one graph per pass, no automatic dynamic shapes (torch._dynamo.config)
+    configure_dynamo()          one graph per pass, no automatic dynamic shapes, aot_compile on (torch._dynamo.config)
     saved_guard, unmark         which guards a saved graph keeps (torch._dynamo.guards)
     cpu_has_native_bf16()       AVX512-BF16 or AMX (torch.cpu._is_*_supported)
 """
@@ -20,7 +20,7 @@ import torch
 
 from qwen import settings
 
-TESTED_TORCH = "2.13."                       # the release these touchpoints were written against
+TESTED_TORCH = "2.11."                       # the release these touchpoints were written against
 
 
 def applies():
@@ -74,8 +74,8 @@ def simplify_fewer():
         return False
     try:
         import sympy
-        from torch._inductor import sizevars
-        original = sizevars.simplify_index_in_vec_range
+        from torch._inductor.codegen import cpp as vectorised
+        original = vectorised.simplify_index_in_vec_range
     except (ImportError, AttributeError):
         return False
     if getattr(original, "polynomials_unchanged", False):
@@ -88,8 +88,8 @@ def simplify_fewer():
         return original(index, var, vec_length)
 
     in_vec_range.polynomials_unchanged, in_vec_range.original = True, original
-    # stride_at_vec_range (and the original's recursion) look this name up in sizevars at each call
-    sizevars.simplify_index_in_vec_range = in_vec_range
+    # stride_at_vec_range (and the original's recursion) look this name up in their module at each call
+    vectorised.simplify_index_in_vec_range = in_vec_range
     return True
 
 
@@ -153,6 +153,7 @@ def configure_dynamo():
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)  # 2 graphs per k
     # T stays static (the delta rule unrolled per T); only the KV capacity is dynamic, where marked
     torch._dynamo.config.automatic_dynamic_shapes = False
+    torch._dynamo.config.enable_aot_compile = True      # saved.py: torch.compile(fn).aot_compile (off in 2.11)
 
 
 def cpu_has_native_bf16():
@@ -163,7 +164,7 @@ def cpu_has_native_bf16():
         return False
 
 
-# torch 2.13 does not save a graph's mark_dynamic marks, and a loaded graph refuses a marked tensor: saved
+# torch 2.11 does not save a graph's mark_dynamic marks, and a loaded graph refuses a marked tensor: saved
 # graphs are compiled from marked KV buffers and called with unmarked ones (docs/design.md, graphs saved whole)
 MARK_ATTRS = ("_dynamo_dynamic_indices", "_has_dynamo_dim_marking")
 UNSAVED_GUARDS = {"DIMENSION_DYNAMIC_MARKING_GUARD"}
