@@ -401,19 +401,27 @@ def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None):
 
 @torch.inference_mode()     # as a decorator: entered on every resume, whichever thread resumes
 def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
-                        top_k=None, top_p=None, generator=None, trace=None, seed=None):
+                        top_k=None, top_p=None, generator=None, trace=None, seed=None, tree=None):
     """Speculative decoding with the MTP head (batch 1). Yields, after prefill and after each round,
     (new tokens with their origins [(id, "main"|"draft"|"correction"|"bonus")], rounds, hits).
     Sampling (temperature > 0) is coupled with a seed (the tokens of generate(..., seed=seed)), else the
-    textbook rule with `generator`. `trace`: a qwen.trace.Trace that receives one plain-data record per round."""
+    textbook rule with `generator`. `trace`: a qwen.trace.Trace that receives one plain-data record per round.
+    `tree`: a draft tree's shape (qwen.tree.parse_tree: "2x2", "2+1", parents) in place of a chain of k."""
     from qwen import trace as tr                                       # recording lives beside, not inside
+    from qwen import tree as trees                                     # draft trees, beside the chain
     if rollback not in ROLLBACKS:
         raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, seed=seed)
+    if tree is not None:
+        tree = trees.parse_tree(tree)
+        trees.check_tree_sampling(sampling)
+        if trace is not None:
+            raise ValueError("the trace records chain rounds; step through a tree in the stepper's tree mode")
+        k = tree.depth
     if not 1 <= int(k) <= 8:
         raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
     check_prompt(model, ids)
-    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, seed=seed)
-    capacity = ids.shape[1] + max_new_tokens + k + 1                      # allocated once: nothing grows
+    capacity = ids.shape[1] + max_new_tokens + (tree.size if tree else k + 1)   # allocated once: nothing grows
     state, head_cache = State(model, capacity), AttentionState()
     head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
     clock = Clock() if trace is not None else NoClock()
@@ -432,13 +440,15 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         views = {"before": trace.view(state, head_cache)} if trace is not None else {}
         clock = Clock() if trace is not None else clock
         watch = (lambda phase: views.update({phase: trace.view(state, head_cache)})) if trace is not None else None
-        if rounds_in_one_call(model, mtp, k, rollback, sampling, trace is not None):
+        if tree is not None:
+            r = trees.tree_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, guess)
+        elif rounds_in_one_call(model, mtp, k, rollback, sampling, trace is not None):
             r = fused_round(model, mtp, state, head_cache, tok, first, k, sampling)
         else:
             r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)
         rounds = rounds + 1
-        emitted = [(d, "draft") for d in r.drafts[:r.accepted]] + \
-                  [(r.next_token, "bonus" if r.accepted == k else "correction")]
+        bonus = r.bonus if tree is not None else r.accepted == k
+        emitted = [(d, "draft") for d in r.drafts[:r.accepted]] + [(r.next_token, "bonus" if bonus else "correction")]
         emit = []                # end exactly where plain decoding would (stop token or max_new_tokens)
         for t, origin in emitted:
             if len(out) >= max_new_tokens:
@@ -456,10 +466,11 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
 
 
 def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
-                 top_k=None, top_p=None, generator=None, trace=None, seed=None):
-    """Speculative decoding, collected. -> (tokens, rounds, hits); hits counts accepted draft tokens."""
+                 top_k=None, top_p=None, generator=None, trace=None, seed=None, tree=None):
+    """Speculative decoding, collected. -> (tokens, rounds, hits); hits counts accepted draft tokens.
+    tree=SHAPE drafts a tree per round instead of a chain of k (qwen.tree)."""
     tokens, rounds, hits = [], 0, 0
     for emit, rounds, hits in generate_mtp_stream(model, mtp, ids, max_new_tokens, stop, k, rollback,
-                                                  temperature, top_k, top_p, generator, trace, seed):
+                                                  temperature, top_k, top_p, generator, trace, seed, tree):
         tokens += [t for t, _ in emit]
     return tokens, rounds, hits
