@@ -3,6 +3,7 @@
     python -m qwen "The LORD is my shepherd;"                   # embedded demo model, raw completion
     python -m qwen --mtp 2 "The LORD is my shepherd;"           # the same text, speculatively (k = 2)
     python -m qwen --temperature 0 "The LORD is my shepherd;"   # greedy
+    python -m qwen --tree 2+1 "The LORD is my shepherd;"        # a draft tree per round (qwen.tree; eager)
     python -m qwen --model Qwen/Qwen3.5-0.8B --chat --mtp 2 "用一句话介绍一下 Transformer。"
 
 Samples as the page races: temperature 0.5, seed 0, noise shared with speculative decoding, so --mtp
@@ -23,6 +24,7 @@ from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp_stream
 from qwen.sample import generate_stream
+from qwen.tree import parse_tree
 from qwen.weights import find_model
 
 TEMPERATURE = 0.5           # the page's (demo.validate.PAGE_TEMPERATURE): reads far better than greedy here
@@ -45,6 +47,8 @@ def main(argv=None):
                     help="with --mtp and sampling: the textbook rejection rule (same distribution, other text) "
                          "instead of noise shared with plain sampling")
     ap.add_argument("--mtp", type=int, default=0, metavar="K", help="speculative decoding with K draft tokens")
+    ap.add_argument("--tree", default=None, metavar="SHAPE",
+                    help='speculative decoding with a draft tree per round instead of a chain: "2+1", "2x2" (eager)')
     ap.add_argument("--rollback", default="select", choices=["select", "recompute"])
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
                     help="default: bfloat16 where the hardware multiplies it natively (on CPU only for "
@@ -54,6 +58,8 @@ def main(argv=None):
                     help="compile the decoding steps first (default; falls back to eager, saying why)")
     args = ap.parse_args(argv)
     try:
+        if args.tree:                                   # a tree drafts as deep as its longest path; it runs eagerly
+            args.mtp, args.compile = parse_tree(args.tree).depth, False
         path = find_model(args.model)
         dtype, reason = (getattr(torch, args.dtype), "--dtype") if args.dtype else \
             default_dtype(args.device, read_config(path).hidden_size)
@@ -64,7 +70,8 @@ def main(argv=None):
     except (OSError, ValueError) as e:
         sys.exit(f"error: {e}")
     plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", args.compile,
-                     ks=(args.mtp,) if args.mtp else ())
+                     ks=(args.mtp,) if args.mtp else (), eager_why="draft trees run eagerly" if args.tree else
+                     "compiling not asked for")
     print(f"[{plan}: {plan.why}]", file=sys.stderr)
     if args.compile and plan.strategy is not None:
         print("[compiling the decoding steps (cached on disk for the next run)…]", file=sys.stderr, flush=True)
@@ -92,7 +99,8 @@ def main(argv=None):
             stream = ((tok, None) for tok in generate_stream(model, ids, args.max_new_tokens, chat.stop, **sampling))
         else:
             stream = ((tok, stats) for emitted, *stats in generate_mtp_stream(
-                model, head, ids, args.max_new_tokens, chat.stop, k=args.mtp, rollback=args.rollback, **sampling)
+                model, head, ids, args.max_new_tokens, chat.stop, k=args.mtp, rollback=args.rollback, tree=args.tree,
+                **sampling)
                 for tok, _ in emitted)
         tokens, stats, detok, start = [], None, Detokenizer(chat.decode), time.perf_counter()
         for tok, stats in stream:

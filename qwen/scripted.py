@@ -8,15 +8,18 @@ replaced.
 
     head = ScriptedHead(MTP(cfg), transcript=prompt + greedy_output, hit_rate=0.7)
     generate_mtp(model, head, ids, ...)
+
+For draft trees (qwen.tree), which also try the head's second guess: second_rate, the probability that the
+true token is the head's second choice where its first is wrong.
 """
 import torch
 
 
 class ScriptedHead:
-    def __init__(self, head, transcript, hit_rate, seed=0):
+    def __init__(self, head, transcript, hit_rate, seed=0, second_rate=0.0):
         self.head, self.cfg = head, head.cfg
         self.transcript = list(transcript)
-        self.hit_rate = hit_rate
+        self.hit_rate, self.second_rate = hit_rate, second_rate
         self.rng = torch.Generator().manual_seed(seed)
 
     def draft(self, model, hidden, tokens, start, cache, row=-1):
@@ -29,4 +32,6 @@ class ScriptedHead:
         choice = true if hit else (true + 1) % self.cfg.vocab_size
         logits = torch.full((1, self.cfg.vocab_size), -30.0, device=out.device)
         logits[:, choice] = 30.0
+        if not hit and self.second_rate and torch.rand((), generator=self.rng) < self.second_rate:
+            logits[:, true] = 29.0                                  # the true token, second
         return logits, None, out

@@ -164,33 +164,6 @@ def test_no_recompiles_across_generations_positions_and_kv_growth(compiled_pair)
 TWO_LAYERS = dict(SMALL, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"])
 
 
-def test_vector_isa_probes_are_trusted_once_all_passed_here_with_this_compiler(monkeypatch, tmp_path):
-    """Inductor probes each vector instruction set the CPU lists at every start (about 2 s of a cached
-    one). Once all passed, a record in the cache folder lets later starts skip them; not where one
-    failed, nor after the CPU's list or the compiler changed."""
-    import platform
-    if platform.machine() in ("x86_64", "AMD64"):
-        assert "avx2" in internals.listed_vector_isas()
-    cpp, gxx = torch._inductor.config.cpp, "/usr/bin/g++"
-    # subtle: inductor's own patch, not monkeypatch (whose undo deletes a config key under pytest 9.2)
-    with torch._inductor.config.patch({"cpp.vec_isa_ok": None}):
-        monkeypatch.setattr(internals, "listed_vector_isas", lambda: ["avx512", "avx2"])
-        monkeypatch.setattr(internals, "passed_vector_isas", lambda: ["avx2"])                   # the AVX-512 probe failed
-        internals.record_isa_probes(tmp_path, gxx)
-        internals.skip_proven_isa_probes(tmp_path, gxx)
-        assert cpp.vec_isa_ok is None
-        monkeypatch.setattr(internals, "passed_vector_isas", lambda: ["avx512", "avx2"])
-        internals.record_isa_probes(tmp_path, gxx)
-        internals.skip_proven_isa_probes(tmp_path, "/opt/another/g++")                          # another compiler
-        assert cpp.vec_isa_ok is None
-        monkeypatch.setattr(internals, "listed_vector_isas", lambda: ["avx2"])                   # another CPU, same folder
-        internals.skip_proven_isa_probes(tmp_path, gxx)
-        assert cpp.vec_isa_ok is None
-        monkeypatch.setattr(internals, "listed_vector_isas", lambda: ["avx512", "avx2"])
-        internals.skip_proven_isa_probes(tmp_path, gxx)
-        assert cpp.vec_isa_ok is True
-
-
 def test_small_models_store_each_weight_as_the_transpose_it_is_multiplied_by():
     model, head = random_pair("small", seed=17)
     model.lm_head.weight = model.embed_tokens.weight                    # tied, as in the embedded model

@@ -149,9 +149,9 @@ def test_every_touchpoint_applies_on_the_torch_it_was_written_for():
     assert isinstance(internals.cpu_has_native_bf16(), bool)
     from torch._dynamo.guards import CheckFunctionManager
     assert CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES is not None
-    import platform
-    if platform.machine() in ("x86_64", "AMD64"):
-        assert "avx2" in internals.listed_vector_isas()
+    from torch._inductor import cpu_vec_isa
+    internals.skip_proven_isa_probes("/nonexistent", "g++")
+    assert getattr(cpu_vec_isa.VecISA.check_build, "trusts_passed_probes", False)
 
 
 def test_on_another_torch_every_touchpoint_does_nothing(monkeypatch, tmp_path):
@@ -167,8 +167,33 @@ def test_on_another_torch_every_touchpoint_does_nothing(monkeypatch, tmp_path):
     with internals.quick_builds():
         assert cpp_builder._get_optimization_cflags is shipped_flags
         assert cpp_builder._get_optimization_cflags("g++")[0] == shipped_flags("g++")[0]
-    with torch._inductor.config.patch({"cpp.vec_isa_ok": None}):
-        monkeypatch.setattr(internals, "listed_vector_isas", lambda: ["avx2"])
-        (tmp_path / internals.ISA_PROBES_PASSED).write_text('{"isas": ["avx2"], "compiler": "g++"}')
-        internals.skip_proven_isa_probes(tmp_path, "g++")
-        assert torch._inductor.config.cpp.vec_isa_ok is None
+    from torch._inductor import cpu_vec_isa
+    shipped_probe = getattr(cpu_vec_isa.VecISA.check_build, "__wrapped__", cpu_vec_isa.VecISA.check_build)
+    monkeypatch.setattr(cpu_vec_isa.VecISA, "check_build", shipped_probe)
+    internals.skip_proven_isa_probes(tmp_path, "g++")
+    assert cpu_vec_isa.VecISA.check_build is shipped_probe
+
+
+@written_for_this_torch
+def test_vector_isa_probes_that_passed_here_are_trusted_at_a_later_start(monkeypatch, tmp_path):
+    """Inductor probes each vector ISA at every start (a build and a new Python process each: seconds of a
+    cached start). A probe that passed is recorded in the cache folder and trusted later with the same
+    compiler; one that failed is run again, and so is every probe under another compiler."""
+    from torch._inductor import cpu_vec_isa
+    runs = []
+
+    def probe(isa, code):                       # stands in for the build-and-load inductor does
+        runs.append(code)
+        return "good" in code
+    monkeypatch.setattr(internals, "_run_probe", probe)
+    monkeypatch.setattr(internals, "_probes", {"compiler": None, "trusted": set(), "passed": set()})
+    isa = cpu_vec_isa.VecAVX2()
+    internals.skip_proven_isa_probes(tmp_path, "/usr/bin/g++")           # a first start: nothing recorded
+    assert isa.check_build("good code") and not isa.check_build("bad code") and runs == ["good code", "bad code"]
+    internals.record_isa_probes(tmp_path, "/usr/bin/g++")
+    for compiler, expected in [("/usr/bin/g++", ["bad code"]), ("/opt/other/g++", ["good code", "bad code"])]:
+        runs.clear()                            # a later start, with this compiler
+        monkeypatch.setattr(internals, "_probes", {"compiler": None, "trusted": set(), "passed": set()})
+        internals.skip_proven_isa_probes(tmp_path, compiler)
+        assert isa.check_build("good code") and not isa.check_build("bad code")
+        assert runs == expected, compiler

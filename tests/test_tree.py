@@ -157,3 +157,18 @@ def test_a_tree_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="trace"):
         generate_mtp(model, head, ids, max_new_tokens=5, tree="2", trace=Trace())
     assert isinstance(parse_tree(Tree((-1, 0))), Tree)
+
+
+def test_the_tree_benchmark_compares_trees_with_chains_on_the_embedded_model(capsys):
+    from qwen import tree as trees
+    from qwen.tree_bench import main
+    original = trees.tree_round
+    try:
+        main(["--ks", "1", "--shapes", "2,2+1", "--repeats", "1", "--new-tokens", "12", "--max-rows", "3"])
+    finally:
+        trees.tree_round = original                  # the benchmark records rounds by wrapping it
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("| chain", "| tree"))]
+    assert [r.split("|")[1].strip() for r in rows] == ["chain 1", "tree 2", "tree 2+1"]
+    assert all(r.rstrip(" |").endswith("True") for r in rows), rows          # identical to plain decoding
+    assert "where it was wrong, the second was right in" in out and "| 3 |" in out

@@ -21,9 +21,9 @@ import torch._inductor.config
 
 CONFIGS = {"inductor": torch._inductor.config, "dynamo": torch._dynamo.config}
 # keys the engine sets for the whole process when it prepares compiled passes (qwen/compiled/internals.py:
-# configure_dynamo, skip_proven_isa_probes); cache_size_limit is an alias of recompile_limit
+# configure_dynamo); cache_size_limit is an alias of recompile_limit
 ENGINE_OWNED = {("dynamo", "cache_size_limit"), ("dynamo", "recompile_limit"), ("dynamo", "automatic_dynamic_shapes"),
-                ("dynamo", "enable_aot_compile"), ("inductor", "cpp.vec_isa_ok")}
+                ("dynamo", "enable_aot_compile")}
 DELETED = object()
 # the keys, read once while every key is there (get_config_copy itself fails once a key is deleted)
 KEYS = {name: list(config.get_config_copy()) for name, config in CONFIGS.items()}

@@ -4,14 +4,16 @@ TESTED_TORCH (tests/test_internals.py checks each applies here, or skips). Why e
 
     quick_builds()              g++ at -O2 for a small model's graphs (torch._inductor.cpp_builder)
     simplify_fewer()            no sympy.simplify of a polynomial index (torch._inductor.codegen.cpp)
-    skip_proven_isa_probes()    trust vector-ISA probes that passed before (torch._inductor.cpu_vec_isa)
+    skip_proven_isa_probes()    trust the vector-ISA probes that passed before (torch._inductor.cpu_vec_isa)
     use_cache_dir(folder)       inductor's cache under ours (torch._inductor.runtime.cache_dir_utils)
-    configure_dynamo()          one graph per pass, no automatic dynamic shapes, aot_compile on (torch._dynamo.config)
+    configure_dynamo()          one graph per pass, no automatic dynamic shapes (torch._dynamo.config)
+    allow_aot_compile()         torch.compile(fn).aot_compile switched on (torch._dynamo.config)
     saved_guard, unmark         which guards a saved graph keeps (torch._dynamo.guards)
     cpu_has_native_bf16()       AVX512-BF16 or AMX (torch.cpu._is_*_supported)
 """
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import threading
@@ -104,48 +106,70 @@ def use_cache_dir(folder):
 
 
 ISA_PROBES_PASSED = "vector-isa-probes-passed.json"    # in the cache folder: see skip_proven_isa_probes
+_probes = {"compiler": None, "trusted": set(), "passed": set()}   # this process's view of the probes
 
 
-def listed_vector_isas():
-    """The vector ISAs inductor probes on this CPU (AMX aside), as names; None off x86 or if moved."""
+def _probe_key(compiler, isa, code):
+    """A probe: this compiler building this code with this ISA's flags."""
+    return hashlib.sha256(f"{compiler}\0{isa.build_arch_flags()}\0{code}".encode()).hexdigest()[:32]
+
+
+def _run_probe(isa, code):
+    """Inductor's own probe (cpu_vec_isa.VecISA.check_build as shipped): build `code`, load it in a new
+    Python process. Replaced in tests."""
+    return _run_probe.shipped(isa, code)
+
+
+def _trust_passed_probes():
+    """Wrap inductor's vector-ISA probe (once) so that a probe recorded as passed returns True at once, and
+    one that passes now is noted for record_isa_probes. -> whether the wrapper is in place"""
     try:
         from torch._inductor import cpu_vec_isa as isa
-        flags = isa.x86_isa_checker()
-        return [str(v) for v in isa.supported_vec_isa_list
-                if not isinstance(v, isa.VecAMX) and flags and all(f in flags for f in str(v).split())] or None
-    except Exception:
-        return None
+        shipped = isa.VecISA.check_build
+    except (ImportError, AttributeError):
+        return False
+    if getattr(shipped, "trusts_passed_probes", False):
+        return True
 
+    @functools.wraps(shipped)
+    def check_build(self, code):
+        key = _probe_key(_probes["compiler"], self, code)
+        if key in _probes["trusted"]:
+            return True
+        passed = _run_probe(self, code)
+        if passed:
+            _probes["passed"].add(key)
+        return passed
 
-def passed_vector_isas():
-    """Of those, the ones inductor's probes found g++ can build and load code for (probing if not yet)."""
-    from torch._inductor import cpu_vec_isa as isa
-    return [str(v) for v in isa.valid_vec_isa_list() if not isinstance(v, isa.VecAMX)]
+    _run_probe.shipped, check_build.trusts_passed_probes = shipped, True
+    isa.VecISA.check_build = check_build
+    return True
 
 
 def skip_proven_isa_probes(folder, compiler):
-    """Where every vector-ISA probe passed before with this compiler (record_isa_probes), make inductor
-    trust the CPU's list (cpp.vec_isa_ok) instead of building and running a probe per ISA at every start.
-    AMX it still checks itself; a user's TORCHINDUCTOR_VEC_ISA_OK is left as it is."""
-    if not applies():
+    """Inductor probes at every start that g++ can build and load code for each vector ISA it may use
+    (AVX2, AVX-512, VNNI, AMX, ...): a build and a new Python process each, seconds of a cached start.
+    Trust the probes that passed before with this compiler (record_isa_probes); run the others. The CPU's
+    own flags and AMX's kernel permission inductor still checks itself."""
+    if not applies() or not _trust_passed_probes():
         return
-    cpp = torch._inductor.config.cpp
+    _probes["compiler"] = compiler
     try:
-        passed = json.load(open(os.path.join(folder, ISA_PROBES_PASSED)))
+        record = json.load(open(os.path.join(folder, ISA_PROBES_PASSED)))
     except (OSError, ValueError):
         return
-    if cpp.vec_isa_ok is None and passed == {"isas": listed_vector_isas(), "compiler": compiler}:
-        cpp.vec_isa_ok = True
+    if isinstance(record, dict) and record.get("compiler") == compiler:
+        _probes["trusted"] |= set(record.get("probes", []))
 
 
 def record_isa_probes(folder, compiler):
-    """After compiling: note in the cache folder that every vector instruction set probe passed here."""
-    listed = listed_vector_isas()
-    if listed is None or torch._inductor.config.cpp.vec_isa_ok is not None or passed_vector_isas() != listed:
+    """After compiling: note in the cache folder the probes that passed here with this compiler."""
+    passed = _probes["passed"] | _probes["trusted"]
+    if not applies() or _probes["compiler"] != compiler or not _probes["passed"] - _probes["trusted"]:
         return
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, ISA_PROBES_PASSED), "w") as f:
-        json.dump({"isas": listed, "compiler": compiler}, f)
+        json.dump({"compiler": compiler, "probes": sorted(passed)}, f)
 
 
 def configure_dynamo():
@@ -153,7 +177,11 @@ def configure_dynamo():
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)  # 2 graphs per k
     # T stays static (the delta rule unrolled per T); only the KV capacity is dynamic, where marked
     torch._dynamo.config.automatic_dynamic_shapes = False
-    torch._dynamo.config.enable_aot_compile = True      # saved.py: torch.compile(fn).aot_compile (off in 2.11)
+
+
+def allow_aot_compile():
+    """Switch on torch.compile(fn).aot_compile, which saved.py compiles with (off by default in 2.11)."""
+    torch._dynamo.config.enable_aot_compile = True
 
 
 def cpu_has_native_bf16():

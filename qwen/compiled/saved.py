@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from qwen.cache import AttentionState, State
-from qwen.compiled.internals import quick_builds, saved_guard, unmark
+from qwen.compiled.internals import allow_aot_compile, quick_builds, saved_guard, unmark
 from qwen.mtp import greedy_round
 
 log = logging.getLogger("qwen.compile")
@@ -174,6 +174,7 @@ class SavedGraphs:
         kv = list(kv_buffers(args))
         for t in kv:                             # the capacity is dynamic: one graph for every length
             torch._dynamo.mark_dynamic(t, 2)
+        allow_aot_compile()
         try:
             compiled = torch.compile(self.fn, fullgraph=True, options=dict(self.options, guard_filter_fn=saved_guard))
             with self.build_flags():

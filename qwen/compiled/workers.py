@@ -100,6 +100,7 @@ class Helpers:
         for path in [self.job_file] + [log_file for _, log_file in self.processes]:
             if path and os.path.exists(path):
                 os.unlink(path)
+        self.processes, self.job_file = [], None           # waited for: a second wait() (on an error) returns at once
         return [(part, v) for part, v in self.handed_off if part.fn.path(v, BATCH).exists()]
 
 
