@@ -158,17 +158,24 @@ class SavedGraphs:
             if not fresh and self.graphs.get((variant, batch)):
                 return self.graphs[(variant, batch)][0]  # another thread got it meanwhile
             if not fresh and path.exists():
-                try:
-                    with open(path, "rb") as f, self.build_flags():
-                        graph = torch.compiler.load_compiled_function(f)
-                    self.loaded += 1
-                except Exception as e:           # a damaged or foreign file: compile instead
-                    log.warning("could not load %s (%s: %s); compiling", path, type(e).__name__, e)
+                graph = self._load(path)
+                self.loaded += graph is not None
             if graph is None:
                 graph = self._compile(args)
-                self._save(graph, path)
+                if self._save(graph, path):
+                    # run what a later start loads: the file's graph holds far less than compiling left in memory
+                    graph = self._load(path) or graph
             self.graphs[(variant, batch)] = [graph] + self.graphs.get((variant, batch), [])
             return graph
+
+    def _load(self, path):
+        """The graph saved at path, or None (a damaged or foreign file: the caller compiles instead)."""
+        try:
+            with open(path, "rb") as f, self.build_flags():
+                return torch.compiler.load_compiled_function(f)
+        except Exception as e:
+            log.warning("could not load %s (%s: %s); compiling", path, type(e).__name__, e)
+            return None
 
     def _compile(self, args):
         kv = list(kv_buffers(args))
@@ -185,10 +192,13 @@ class SavedGraphs:
         return graph
 
     def _save(self, graph, path):
+        """-> whether the graph is now in its file."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}.part")
             graph.save_compiled_function(str(partial))
             os.replace(partial, path)            # whole or not at all, with another process saving too
+            return True
         except Exception as e:                   # still usable in this process
             log.warning("could not save the compiled %s graph (%s: %s)", self.name, type(e).__name__, e)
+            return False
