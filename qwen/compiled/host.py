@@ -77,8 +77,14 @@ def memory_available():
 
 
 def release_freed_memory():
-    """Give the memory compiling freed back to the operating system (glibc keeps freed heap pages); a
-    no-op without glibc."""
+    """Give the memory compiling freed back to the operating system: Python's garbage collected, sympy's
+    expression cache (inductor's index arithmetic fills it) emptied, and glibc's freed heap pages returned
+    (a no-op without glibc)."""
+    import gc
+
+    import sympy
+    gc.collect()
+    sympy.core.cache.clear_cache()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):

@@ -162,9 +162,7 @@ class SavedGraphs:
                 self.loaded += graph is not None
             if graph is None:
                 graph = self._compile(args)
-                if self._save(graph, path):
-                    # run what a later start loads: the file's graph holds far less than compiling left in memory
-                    graph = self._load(path) or graph
+                self._save(graph, path)
             self.graphs[(variant, batch)] = [graph] + self.graphs.get((variant, batch), [])
             return graph
 
