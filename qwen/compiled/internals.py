@@ -1,6 +1,6 @@
 """Every place the compiled engine touches torch's private internals, each a no-op on a torch other than
 TESTED_TORCH (tests/test_internals.py checks each applies here, or skips). Why each pays: docs/design.md,
-"Starting fast"; figures: docs/benchmarks.md, 2026-12-01, graphs built sooner.
+"Starting fast"; figures: docs/benchmarks.md, 2026-12-01 (graphs built sooner) and 2026-12-05 (re-measured on 2.11).
 
     quick_builds()              g++ at -O2 for a small model's graphs (torch._inductor.cpp_builder)
     simplify_fewer()            no sympy.simplify of a polynomial index (torch._inductor.codegen.cpp)
