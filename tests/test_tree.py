@@ -3,7 +3,7 @@ equal to the recurrence run along its own path, and tree speculative decoding eq
 import pytest
 import torch
 
-from qwen.cache import State, snapshot_state
+from qwen.cache import State
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
