@@ -17,7 +17,7 @@ import statistics
 import torch
 
 from qwen import tree as trees
-from qwen.bench import PROMPTS, best_of_pair, random_head, random_model, timed
+from qwen.bench import PROMPTS, best_of_pair, print_table, random_head, random_model, timed
 from qwen.cache import State, keep_step_states, restore_state, snapshot_state
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
@@ -108,13 +108,6 @@ def kept_bytes_per_node(model):
         * (cfg.linear_conv_kernel_dim - 1) * model.embed_tokens.weight.element_size()
     S = cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim * 4
     return sum(kind == "linear_attention" for kind in cfg.layer_types) * (conv + S)
-
-
-def print_table(rows):
-    keys = list(rows[0])
-    print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
-    for r in rows:
-        print("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in r.values()) + " |")
 
 
 def main(argv=None):
