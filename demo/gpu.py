@@ -43,9 +43,11 @@ def generation_seconds(max_new_tokens, lanes=2):
     return int(min(MOST_SECONDS, max(LEAST_SECONDS, LEAST_SECONDS / 2 + lanes * tokens * SECONDS_PER_TOKEN)))
 
 
-def race_seconds(prompt=None, max_new_tokens=120, k=2, rollback="select", *args, **kwargs):
-    """The race's request: a plain lane and one speculative lane per rollback (two for "both")."""
-    return generation_seconds(max_new_tokens, lanes=3 if rollback == "both" else 2)
+def race_seconds(prompt=None, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
+                 thinking=False, model=None, lang=None, rule="shared", tree="", *args, **kwargs):
+    """The race's request: a plain lane and one speculative lane per rollback (two for "both"), or a chain
+    lane and a tree lane."""
+    return generation_seconds(max_new_tokens, lanes=3 if rollback == "both" or tree else 2)
 
 
 def device_clock(model, clock=time.perf_counter):

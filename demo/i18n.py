@@ -72,6 +72,12 @@ STRINGS = {
                            "recompute：快照、恢复、重算已接受的词元"),
     "rollback_both": ("compare both (3 lanes): plain, recompute and select, taking turns",
                       "两种都比（三栏）：普通、recompute、select 轮流运行"),
+    "tree_lane": ("Draft-tree lane", "草稿树赛道"),
+    "tree_lane_info": ("A third lane whose head guesses a tree each round (its top guesses where it is unsure), "
+                       "checked in one pass beside the chain of k. Every lane then runs eagerly.",
+                       "第三条赛道：草稿头每轮猜一棵树（不确定处给出多个候选），主模型一次前向验证整棵树，与 k 链并排比较。"
+                       "此时所有赛道都以 eager 方式运行。"),
+    "tree_off": ("off", "关闭"),
     "temperature": ("Temperature (0 = greedy)", "温度（0 = 贪心）"),
     "seed": ("Seed (used when temperature > 0)", "随机种子（温度 > 0 时使用）"),
     "rule": ("Speculative sampling rule (temperature > 0)", "投机采样规则（温度 > 0 时）"),
@@ -106,7 +112,12 @@ STRINGS = {
     "spec_sub_select": ("after a rejected draft: take the DeltaNet memory kept after the last accepted token "
                         "(no re-run)",
                         "草稿被拒后：直接选用最后一个被接受词元之后保存的 DeltaNet 记忆（不重算）"),
-    "lane_off": ("runs only with “compare both”", "仅在“两种都比”时运行"),
+    "lane_off": ("runs only with “compare both” or a draft-tree lane", "仅在“两种都比”或开启草稿树赛道时运行"),
+    "tree_setup": ("tree {tree} · {rollback}", "树 {tree} · {rollback}"),
+    "spec_tree": ("Speculative · tree {tree}", "投机解码 · 树 {tree}"),
+    "spec_sub_tree": ("the head's top guesses as a tree; one pass checks every branch, the longest accepted path "
+                      "is kept",
+                      "草稿头的多个候选组成一棵树；一次前向验证所有分支，保留最长的被接受路径"),
     "spec_setup": ("k = {k} · {rollback}", "k = {k} · {rollback}"),
     "waiting": ("waiting for its turn…", "等待轮到它…"),
     "elapsed": ("seconds", "秒"),
@@ -141,6 +152,9 @@ STRINGS = {
     "status_racing_3": ("Racing: plain decoding and speculative decoding with recompute and with select take "
                         "turns on the CPU, each turn to the one that has used the least time so far…",
                         "比赛中：普通解码、recompute 投机解码与 select 投机解码轮流使用 CPU，每次轮到目前用时最少的一方…"),
+    "status_racing_tree": ("Racing: plain decoding, the chain of k and the draft tree take turns on the CPU, each "
+                           "turn to the one that has used the least time so far (all eager)…",
+                           "比赛中：普通解码、k 链与草稿树轮流使用 CPU，每次轮到目前用时最少的一方（全部 eager）…"),
     "status_measuring": ("Measuring what a round costs on this machine…", "正在测量这台机器上一轮的耗时…"),
     "status_done": ("Done.", "完成。"),
     "status_stopped": ("Stopped. Press **Run the race** to start again.", "已停止。点 **开始比赛** 重新开始。"),
@@ -204,6 +218,22 @@ STRINGS = {
                          "在这里一轮合为一次调用，耗时 {round:.2f} 个普通步：预测加速 {predicted:.2f}×。"),
     "faster": ("faster", "更快"),
     "slower": ("(slower)", "（更慢）"),
+    "tree_vs_chain": ("Tree {tree}: {tree_x:.2f}× plain; chain of k = {k}: {chain_x:.2f}× plain (medians of {n} "
+                      "races).",
+                      "树 {tree}：普通解码的 {tree_x:.2f} 倍；k = {k} 的链：{chain_x:.2f} 倍（{n} 场比赛的中位数）。"),
+    "tree_why": ("In the race shown the tree carried {tree_pass:.2f} tokens per main-model pass against the chain's "
+                 "{chain_pass:.2f} ({gain:.2f}×), and a tree round took {cost:.2f}× a chain round's time ({rows} "
+                 "verify rows instead of {n}, more guesses to draft, a memory kept per node): a tree is faster only "
+                 "when the first ratio beats the second.",
+                 "在展示的这场比赛中，树每次主模型前向带来 {tree_pass:.2f} 个词元，链为 {chain_pass:.2f}（{gain:.2f} 倍）；"
+                 "而一轮树耗时是一轮链的 {cost:.2f} 倍（验证 {rows} 行而不是 {n} 行，要多猜几个候选，每个节点都保存一份记忆）："
+                 "只有前一个倍数超过后一个，树才更快。"),
+    "winner_tree": ("Over the races run, the tree wins.", "综合所有比赛，树赢了。"),
+    "winner_chain": ("Over the races run, the chain wins: the extra tokens do not pay for the dearer rounds.",
+                     "综合所有比赛，链赢了：多出的词元抵不上更贵的轮次。"),
+    "winner_level": ("Over the races run they come out level (within 2%): the extra tokens just pay for the "
+                     "dearer rounds.",
+                     "综合所有比赛，两者打平（相差不到 2%）：多出的词元刚好抵上更贵的轮次。"),
     "per_pass_line": ("{per_round:.2f} tokens per main-model pass (plain decoding: 1). This number does not depend "
                       "on the machine.",
                       "主模型每次前向产出 {per_round:.2f} 个词元（普通解码：1 个）。这个数字与机器无关。"),
@@ -291,6 +321,13 @@ STRINGS = {
                 "{name} = {value!s} 超出范围 {lo}–{hi}，改用 {used}。"),
     "rounded": ("{name} = {value!s} is not a whole number; using {used}.", "{name} = {value!s} 不是整数，改用 {used}。"),
     "bad_choice": ("{name} = {value!s} is not an option; using {default}.", "{name} = {value!s} 不是可选项，改用 {default}。"),
+    "tree_takes_third_lane": ("A draft-tree lane ({tree}) takes the third lane: rollback “compare both” became "
+                              "select.",
+                              "草稿树赛道（{tree}）占用第三栏：回滚方式由“两种都比”改为 select。"),
+    "tree_shared_noise": ("A draft tree ({tree}) samples with shared noise only: the rule became shared noise.",
+                          "草稿树（{tree}）只支持共享噪声采样：规则已改为共享噪声。"),
+    "tree_eager": ("The draft-tree lane runs eagerly, so every lane of this race runs eagerly too (a fair race).",
+                   "草稿树赛道以 eager 方式运行，因此本场比赛的所有赛道也都以 eager 方式运行（保证公平）。"),
     "no_template": ("This model has no chat template: the prompt is used as raw text.",
                     "该模型没有对话模板：提示词按纯文本续写。"),
     # the step-through view

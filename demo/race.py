@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from qwen.chat import Detokenizer
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
+from qwen.tree import parse_tree
 
 from demo import costs
 from demo.gpu import device_clock
@@ -40,6 +41,7 @@ class Run:
     kind: str                                   # "plain" | "speculative"
     k: int = 0
     rollback: str = ""
+    tree: str = ""                              # a draft tree's shape ("2+1"; qwen.tree), "" for a chain of k
     tokens: list = field(default_factory=list)  # every new id, a final stop token included
     origins: list = field(default_factory=list) # per token: main | draft | correction | bonus
     pieces: list = field(default_factory=list)  # per token: the text it completed (stop token: "")
@@ -159,23 +161,31 @@ def _add_token(run, item, detok, origin="main", stop=()):
     run.pieces.append("" if item in stop else detok.push(item))
 
 
+def engine_for(loaded, settings):
+    """(model, head) a race's lanes decode with: the compiled views once they serve, but the eager modules
+    for every lane when a tree lane runs (trees decode eagerly: all lanes alike keep the race fair)."""
+    return (loaded.model, loaded.mtp) if settings.tree else loaded.engine()
+
+
 def run_plain(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter):
     """Plain decoding, streamed: yields the Run after each token."""
     run = Run("plain")
     stop = loaded.chat.stop
-    stream = generate_stream(loaded.engine()[0], ids, settings.max_new_tokens, stop=stop, **sampling(settings))
+    stream = generate_stream(engine_for(loaded, settings)[0], ids, settings.max_new_tokens, stop=stop, **sampling(settings))
     add = lambda r, tok, detok: _add_token(r, tok, detok, "main", stop)
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
 
 
-def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter, rollback=None):
+def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter, rollback=None, tree=""):
     """MTP speculative decoding, streamed: yields the Run after prefill and after each round.
-    rollback: the engine's rollback (default: the settings' one; for "both", its first lane's)."""
+    rollback: the engine's rollback (default: the settings' one; for "both", its first lane's);
+    tree: a draft tree's shape (the tree lane) instead of the settings' chain of k."""
     rollback = rollback or lane_rollbacks(settings.rollback)[0]
-    run = Run("speculative", k=settings.k, rollback=rollback)
+    k = parse_tree(tree).depth if tree else settings.k
+    run = Run("speculative", k=k, rollback=rollback, tree=tree)
     stop = loaded.chat.stop
-    stream = generate_mtp_stream(*loaded.engine(), ids, settings.max_new_tokens, stop=stop, k=settings.k,
-                                 rollback=rollback, **sampling(settings))
+    stream = generate_mtp_stream(*engine_for(loaded, settings), ids, settings.max_new_tokens, stop=stop, k=k,
+                                 rollback=rollback, tree=tree or None, **sampling(settings))
 
     def add(r, item, detok):
         emitted, r.rounds, r.hits = item
@@ -184,6 +194,15 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
         r.rolled_back += any(origin == "correction" for _, origin in emitted)
 
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
+
+
+def lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks):
+    """The race's lane generators: plain, a chain lane per rollback, and the tree lane when settings.tree."""
+    lanes = [run_plain(loaded, ids, settings, max_seconds, clock)] + \
+        [run_speculative(loaded, ids, settings, max_seconds, clock, r) for r in rollbacks]
+    if settings.tree:
+        lanes.append(run_speculative(loaded, ids, settings, max_seconds, clock, rollbacks[0], settings.tree))
+    return lanes
 
 
 def take_turns(lanes, quantum=TURN_SECONDS):
@@ -228,14 +247,15 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     costs of a round are measured, once per rollback (demo.costs), and "done" with the verdict, those
     costs and the speed-ups."""
     rollbacks = lane_rollbacks(settings.rollback)
-    runs = [Run("plain")] + [Run("speculative", k=settings.k, rollback=r) for r in rollbacks]
+    runs = [Run("plain")] + [Run("speculative", k=settings.k, rollback=r) for r in rollbacks] + \
+        ([Run("speculative", k=parse_tree(settings.tree).depth, rollback=rollbacks[0], tree=settings.tree)]
+         if settings.tree else [])
     clock = device_clock(loaded.model, clock)          # on a GPU: seconds of finished work, not of launches
 
     def update(phase, **more):
         return RaceUpdate(phase, runs[0], runs[1], select=runs[2] if len(runs) > 2 else None, **more)
 
-    lanes = [run_plain(loaded, ids, settings, max_seconds, clock)] + \
-        [run_speculative(loaded, ids, settings, max_seconds, clock, r) for r in rollbacks]
+    lanes = lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks)
     yield update("racing")
     last = clock()
     for i, run in schedule(lanes):
@@ -253,11 +273,12 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
             ratios.append(speedup(again[0], lane))
     measured = {}
     if measure_costs and all(lane.rounds for lane in spec_lanes):
-        measured = costs.measure_each(*loaded.engine(), ids, settings.k, rollbacks,
-                                      sampling=sampling(settings))
+        measured = costs.measure_each(*engine_for(loaded, settings), ids, settings.k, rollbacks,
+                                      sampling=sampling(settings))            # the chain lanes' rounds
     yield update("done", verdict=verdict(plain, spec_lanes[0], settings.temperature, *spec_lanes[1:],
                                          rule=settings.rule, seed=settings.seed),
-                 costs=measured.get(rollbacks[0]), select_costs=measured.get("select") if len(runs) > 2 else None,
+                 costs=measured.get(rollbacks[0]),
+                 select_costs=measured.get("select") if len(runs) > 2 and not settings.tree else None,
                  speedups=speedups)
 
 
@@ -270,8 +291,7 @@ def repeats(loaded, ids, settings, max_seconds, clock, rollbacks, first, schedul
     if any(run.ended == "time" for run in first):
         return
     while races < REPEATS_MAX and spent + spent / races <= REPEAT_SECONDS:    # one more race of the mean length fits
-        lanes = [run_plain(loaded, ids, settings, max_seconds, clock)] + \
-            [run_speculative(loaded, ids, settings, max_seconds, clock, r) for r in rollbacks]
+        lanes = lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks)
         runs = [None] * len(lanes)
         for i, run in schedule(lanes):
             runs[i] = run
@@ -315,7 +335,8 @@ def _verdict_of_lanes(plain, lanes, temperature, rule="shared", seed=0):
         return Verdict(True, "verdict_identical_all", {"n": len(plain.tokens), "lanes": 1 + len(lanes)})
     for v, lane in zip(each, lanes):
         if v.key == "verdict_diverged":
-            return Verdict(False, "verdict_diverged_lane", {**v.params, "rollback": lane.rollback})
+            name = f"{lane.rollback}, tree {lane.tree}" if lane.tree else lane.rollback
+            return Verdict(False, "verdict_diverged_lane", {**v.params, "rollback": name})
     return Verdict(False, "verdict_prefix", {"n": min(v.params["n"] for v in each)})
 
 
@@ -351,7 +372,8 @@ def summary(model_key, plain, spec, settings=None, notices=(), measured=None, se
     (speedups: per speculative lane, as RaceUpdate.speedups; None: the shown race alone), with
     "speedup_range" and "races"; "speedup_shown" is the race the page showed. With a third lane
     (`select`, rollback "both"), "select" holds it like "speculative", with its own speed-up, costs and
-    prediction, and "identical" covers all three lanes."""
+    prediction, and "identical" covers all three lanes; a tree lane (settings.tree) is "tree" instead,
+    with its shape and no costs."""
     speedups = speedups or [[speedup(plain, spec)]] + ([[speedup(plain, select)]] if select is not None else [])
 
     def speeds(ratios, run):
@@ -366,7 +388,7 @@ def summary(model_key, plain, spec, settings=None, notices=(), measured=None, se
     def speculative(run):
         return {**common(run), "rounds": run.rounds, "hits": run.hits, "acceptance": round(run.acceptance, 4),
                 "k": run.k, "rollback": run.rollback, "tokens_per_round": round(run.per_round, 3),
-                "rolled_back": run.rolled_back, "origins": list(run.origins)}
+                "rolled_back": run.rolled_back, "origins": list(run.origins), **({"tree": run.tree} if run.tree else {})}
 
     def measured_part(run, m):
         if m is None:
@@ -385,11 +407,12 @@ def summary(model_key, plain, spec, settings=None, notices=(), measured=None, se
         **measured_part(spec, measured),
     }
     if select is not None:
-        out["select"] = {**speculative(select), **speeds(speedups[1], select), **measured_part(select, select_costs)}
+        out["tree" if select.tree else "select"] = {**speculative(select), **speeds(speedups[1], select), **measured_part(select, select_costs)}
     if settings is not None:
         out["rollback"] = settings.rollback
         out["temperature"], out["seed"] = settings.temperature, settings.seed
         out["rule"] = settings.rule if settings.temperature else "greedy"
+        out["tree_shape"] = settings.tree
         out["max_new_tokens"], out["raw"], out["thinking"] = settings.max_new_tokens, settings.raw, settings.thinking
     out["notices"] = list(notices)
     return out

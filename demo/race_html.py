@@ -9,6 +9,7 @@ from demo import costs
 from demo.race import repeating, speedup, spread
 from demo.i18n import is_zh, t
 from demo.tokens import text_html, token_spans
+from qwen.tree import parse_tree
 
 
 def _text_box(inner, running=False, ended="", lang="English", extra_class="", run=None):
@@ -64,7 +65,7 @@ def stats_html(run, lang="English", max_seconds=120.0):
     if run.kind == "speculative":
         parts += [_stat(str(run.rounds), t("rounds", lang)), _stat(str(run.hits), t("hits", lang)),
                   _stat(f"{run.acceptance:.0%}", t("acceptance", lang)),
-                  f'<span class="ended">{escape(t("spec_setup", lang, k=run.k, rollback=run.rollback))}</span>']
+                  f'<span class="ended">{escape(setup_text(run, lang))}</span>']
     if run.ended:
         why = {"stop": t("ended_stop", lang), "length": t("ended_length", lang),
                "time": t("ended_time", lang, seconds=max_seconds)}[run.ended]
@@ -72,12 +73,20 @@ def stats_html(run, lang="English", max_seconds=120.0):
     return f'<div class="race-stats">{"".join(parts)}</div>'
 
 
+def setup_text(run, lang="English"):
+    """A speculative lane's setting in a few words: "k = 2 · select", or "tree 2+1 · select"."""
+    if run.tree:
+        return t("tree_setup", lang, tree=run.tree, rollback=run.rollback)
+    return t("spec_setup", lang, k=run.k, rollback=run.rollback)
+
+
 def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, select=None, select_costs=None,
                  speedups=None):
     """The verdict: a headline in large type (headline_html), then the verdict in words, then what explains
     the speed-up (speed_html); with a third lane (`select`, rollback "both"), each speculative lane's
     speed-up and why (lanes_speed_html). speedups: per speculative lane, its speed-up in every race run
-    (demo.race.RaceUpdate.speedups; None: the shown race alone)."""
+    (demo.race.RaceUpdate.speedups; None: the shown race alone). A third lane that drafts a tree
+    (select.tree) is compared with the chain lane instead (tree_speed_html); the headline stays the chain's."""
     if verdict is None:
         return '<div class="verdict"></div>'
     tone = "ok" if verdict.key in ("verdict_identical", "verdict_identical_all", "verdict_prefix",
@@ -89,11 +98,15 @@ def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, 
     # markup first, then the (escaped) values: model text may hold "*" or "<"
     params = {k: escape(v) if isinstance(v, str) else v for k, v in verdict.params.items()}
     body = _markup(escape(t(verdict.key, lang))).format(**params)
-    head = headline_html(verdict, spec, speedups[-1], lang) if speedups and spec is not None else ""
+    tree = select is not None and bool(select.tree)
+    head = headline_html(verdict, spec, speedups[0 if tree else -1], lang) if speedups and spec is not None else ""
     loop = f'<span class="speed-line">{escape(t("loop_note", lang))}</span>' \
         if plain is not None and repeating(plain.tokens) else ""
-    speed = speed_html(plain, spec, lang, measured, speedups[0] if speedups else None) if select is None else \
-        lanes_speed_html(plain, [(spec, measured), (select, select_costs)], lang, speedups)
+    if select is None or tree:
+        speed = speed_html(plain, spec, lang, measured, speedups[0] if speedups else None)
+        speed += tree_speed_html(plain, spec, select, lang, speedups) if tree else ""
+    else:
+        speed = lanes_speed_html(plain, [(spec, measured), (select, select_costs)], lang, speedups)
     return f'<div class="verdict {tone}" role="status">{head}<div class="verdict-body">{body}{speed}{loop}</div></div>'
 
 
@@ -177,6 +190,31 @@ def lanes_speed_html(plain, lanes, lang="English", speedups=None):
     return "".join(rows)
 
 
+def round_cost(run):
+    """A speculative lane's engine seconds per main-model pass (its rounds and the prefill)."""
+    return run.seconds / (run.rounds + 1)
+
+
+def tree_speed_html(plain, chain, tree, lang="English", speedups=None):
+    """The tree lane against the chain lane, honestly: each one's median speed-up over plain; then, in the
+    race shown, tokens per main-model pass and what a tree round costs in chain rounds on this host (their
+    quotient is exactly the shown race's tree ÷ chain speed: the tree wins when its tokens per pass grow by
+    more than its rounds' cost); then which one won over the races run (level within 2%)."""
+    if plain is None or not plain.tok_s or chain is None or tree is None or not chain.rounds or not tree.rounds \
+            or not chain.tok_s or not tree.tok_s:
+        return ""
+    speedups = speedups or [[chain.tok_s / plain.tok_s], [tree.tok_s / plain.tok_s]]
+    chain_x, tree_x = spread(speedups[0])[0], spread(speedups[-1])[0]
+    head = t("tree_vs_chain", lang, tree=tree.tree, tree_x=tree_x, k=chain.k, chain_x=chain_x, n=len(speedups[-1]))
+    gain, cost = tree.per_pass / chain.per_pass, round_cost(tree) / round_cost(chain)
+    why = t("tree_why", lang, tree_pass=tree.per_pass, chain_pass=chain.per_pass, gain=gain, cost=cost,
+            rows=parse_tree(tree.tree).size, n=chain.k + 1)
+    winner = "level" if abs(tree_x - chain_x) <= 0.02 * chain_x else "tree" if tree_x > chain_x else "chain"
+    return (f'<span class="lane-speed tree-speed" data-winner="{winner}" data-gain="{gain:.4f}" data-cost="{cost:.4f}">'
+            f'<span class="speedup {"up" if tree_x >= 1 else "down"}">{escape(head)}</span>'
+            f'<span class="speed-line">{escape(why)} {escape(t(f"winner_{winner}", lang))}</span></span>')
+
+
 def _markup(text):
     """**x** -> <b>x</b>, *x* -> <em>x</em>, in already-escaped text (the i18n strings use both)."""
     def wrap(s, mark, tag):
@@ -252,7 +290,8 @@ def timeline_html(plain, lanes, lang="English", measured=(), race_id=""):
     rows = [(t("tl_plain", lang), _blocks(plain, total, None, lang))]
     costs_of = list(measured) + [None] * len(lanes)
     for run, m in zip(lanes, costs_of):
-        name = t("tl_spec", lang) + (f" · {run.rollback}" if len(lanes) > 1 else "")
+        name = t("tl_spec", lang) + (f" · {t('tree_setup', lang, tree=run.tree, rollback=run.rollback)}" if run.tree
+                                     else f" · {run.rollback}" if len(lanes) > 1 else "")
         rows.append((name, _blocks(run, total, _draft_share(run, m), lang)))
     body = "".join(f'<div class="tl-row"><span class="tl-label">{escape(name)}</span>'
                    f'<div class="tl-track">{blocks}<span class="tl-cursor"></span></div></div>' for name, blocks in rows)

@@ -2,13 +2,15 @@
 
     build_race_tab(shared)      # inside `with gr.Tab(...)`; shared: a demo.frame.Shared (sets its prompt, raw, k)
 
-API: `/race` (prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model, lang, rule) streams
+API: `/race` (prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model, lang, rule, tree) streams
 (status, plain stats, plain text, speculative stats, speculative text, verdict, third lane's stats,
 third lane's text, timeline, summary JSON); only the first two inputs are needed (rule: "shared" noise, the
 default, or "rejection" sampling; demo.validate.RULES), and the last output of the
 last update is the full summary (demo.race.summary), or {"error": message} when the race could not
 run. rollback "both" runs three lanes: plain, speculative with recompute, speculative with select
-(the third lane; with any other rollback it says it did not run, and the page hides it). Values of
+(the third lane); tree "2+1" (demo.validate.TREES) makes the third lane draft a tree of that shape each
+round, beside the chain of k, every lane eager; without either the third lane says it did not run, and
+the page hides it. Values of
 the wrong type, NaN or out of range are replaced (demo.validate) and the summary's "notices" say so;
 an unknown model key is refused with the list of offered ones. When every compute slot is busy, the
 status says where the visitor stands in the queue (demo.serving).
@@ -28,8 +30,8 @@ from demo.race_html import (lane_off_html, plain_text_html, spec_text_html, stat
                             waiting_html)
 from demo.theme import FULL_MARKS_JS
 from demo.tokens import legend_html
-from demo.validate import (BOTH, LIMITS, PAGE_TEMPERATURE, RACE_ROLLBACKS, RULES, InputError, Notice, lane_rollbacks,
-                           race_settings)
+from demo.validate import (BOTH, LIMITS, PAGE_TEMPERATURE, RACE_ROLLBACKS, RULES, TREES, InputError, Notice,
+                           lane_rollbacks, race_settings)
 from qwen.compiled import Phase
 
 log = logging.getLogger(__name__)
@@ -49,9 +51,11 @@ def _status(key, lang, notices=(), **params):
     return "\n\n".join(lines)
 
 
-def _phase_status(phase, rollback, lang, notices):
-    """The status line of a phase; with three lanes the racing one names them."""
-    if phase == "racing" and rollback == BOTH:
+def _phase_status(phase, chosen, lang, notices):
+    """The status line of a phase (chosen: the RaceSettings); with three lanes the racing one names them."""
+    if phase == "racing" and chosen.tree:
+        return _status("status_racing_tree", lang, notices)
+    if phase == "racing" and chosen.rollback == BOTH:
         return _status("status_racing_3", lang, notices)
     return _status(f"status_{phase}", lang, notices)
 
@@ -68,20 +72,23 @@ def _failed(message):
 
 
 def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
-                thinking=False, model=None, lang=DEFAULT_LANG, progress=None, max_seconds=None, rule="shared"):
+                thinking=False, model=None, lang=DEFAULT_LANG, progress=None, max_seconds=None, rule="shared",
+                tree=""):
     """The race event: validate, load, run, and stream the nine outputs. Never raises: every
     problem ends as a message in the status line (and {"error": ...} as the summary)."""
     lang = lang if lang in LANGS else DEFAULT_LANG
     max_seconds = max_seconds or settings.max_seconds()
     try:
-        chosen = race_settings(prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, rule)
+        chosen = race_settings(prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, rule, tree)
         loaded = store.get(model or store.default, progress)
         if loaded.mtp is None:
             raise models.ModelError(t("no_mtp", lang, model=loaded.key))
         ids, more = prepare(loaded, chosen, settings.max_prompt_tokens())
         notices = list(chosen.notices) + list(more)
         # the compiler shares the CPU: say the timings suffer
-        if loaded.compile_status().phase in (Phase.COMPILING, Phase.COMPILING_MORE):
+        if chosen.tree and loaded.engine()[0] is not loaded.model:
+            notices.append(Notice("tree_eager"))
+        elif loaded.compile_status().phase in (Phase.COMPILING, Phase.COMPILING_MORE):
             notices.append(Notice("timing_while_compiling"))
         for n in notices[:3]:
             gr.Warning(notice_text(n, lang))
@@ -99,7 +106,7 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
             final = u.phase == "done"
             live = live or max(run.seconds for run in [u.plain] + u.lanes) >= LIVE_AFTER
             if u.phase == "racing" and not live:
-                yield (_phase_status(u.phase, chosen.rollback, lang, notices),) + (gr.skip(),) * 9
+                yield (_phase_status(u.phase, chosen, lang, notices),) + (gr.skip(),) * 9
                 continue
             plain_changed, spec_changed = changed("plain", u.plain, final), changed("spec", u.spec, final)
             third = u.select
@@ -109,7 +116,7 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
                 third_out = (stats_html(None), lane_off_html(lang))
             else:
                 third_out = (stats_html(third, lang, max_seconds), spec_text_html(third, lang))
-            yield (_phase_status(u.phase, chosen.rollback, lang, notices),
+            yield (_phase_status(u.phase, chosen, lang, notices),
                    stats_html(u.plain, lang, max_seconds) if plain_changed else gr.skip(),
                    plain_text_html(u.plain, lang) if plain_changed else gr.skip(),
                    stats_html(u.spec, lang, max_seconds) if spec_changed else gr.skip(),
@@ -172,6 +179,9 @@ def build_race_tab(shared):
                                     elem_id="race-rollback", scale=3), label="rollback", choices=race_rollback_choices)
             rule = say(gr.Radio(rule_choices(L), value="shared", label=t("rule", L), elem_id="race-rule", scale=2),
                        label="rule", choices=rule_choices)
+            tree = say(gr.Radio(tree_choices(L), value="", label=t("tree_lane", L), info=t("tree_lane_info", L),
+                                elem_id="race-tree", scale=2), label="tree_lane", info="tree_lane_info",
+                       choices=tree_choices)
             with gr.Column(scale=1, min_width=200):
                 raw = say(gr.Checkbox(raw0, label=t("raw", L), elem_id="race-raw"), label="raw")
                 thinking = say(gr.Checkbox(False, label=t("thinking", L), elem_id="race-thinking",
@@ -222,28 +232,28 @@ def build_race_tab(shared):
 
     @on_gpu(race_seconds)              # ZeroGPU: a GPU for the race's lanes, its seconds asked from its length
     def run_race(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
-                 thinking=False, model=store.default, lang=DEFAULT_LANG, rule="shared",
+                 thinking=False, model=store.default, lang=DEFAULT_LANG, rule="shared", tree="",
                  progress=gr.Progress(track_tqdm=True)):
         yield from race_stream(store, prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model,
-                               lang, progress, rule=rule)
+                               lang, progress, rule=rule, tree=tree)
 
     blocks = shared.blocks or Context.root_block
 
-    def queued(language, chosen):
+    def queued(language, chosen, tree_shape):
         """Runs at once on click (outside the queue): clear the old verdict and summary, show the third lane
         when the race will run it, and say where the visitor stands when every compute slot is taken (or
         that the queue is full)."""
         busy = serving.queue_message(blocks, language)
-        return (busy if busy else gr.skip(), verdict_html(None), None, gr.update(visible=chosen == BOTH),
-                timeline_html(None, []))
+        return (busy if busy else gr.skip(), verdict_html(None), None,
+                gr.update(visible=chosen == BOTH or tree_shape in TREES[1:]), timeline_html(None, []))
 
-    inputs = [prompt, max_new, k, rollback, temperature, seed, raw, thinking, model, lang, rule]
+    inputs = [prompt, max_new, k, rollback, temperature, seed, raw, thinking, model, lang, rule, tree]
     # the third lane's outputs come after the verdict, so the summary stays the last output
     outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, select_stats, select_text, timeline,
                result]
     events = []
     for trigger, name in ((run.click, "race"), (prompt.submit, "race_on_enter")):
-        pre = trigger(queued, [lang, rollback], [status, verdict, result, select_lane, timeline], queue=False,
+        pre = trigger(queued, [lang, rollback, tree], [status, verdict, result, select_lane, timeline], queue=False,
                       api_name=f"{name}_queued", api_visibility="private", js=SHOW_LANES_JS)
         # preprocess=False: the values reach demo.validate as sent, so a string, null or NaN from an API
         # caller gets the same clamp-or-default-with-a-notice as everything else (Gradio's own checks
@@ -277,13 +287,14 @@ def build_race_tab(shared):
     lang.change(relabel, [lang, status, plain_text, spec_text, select_text],
                 [status, plain_text, spec_text, select_text], api_name="race_language", queue=False)
 
-    def lanes_for(chosen, language):
-        """The speculative lanes' titles name their rollback; the third lane shows only for "both"."""
-        spec_now, select_now = lane_titles(chosen, language)
-        return spec_now, select_now, gr.update(visible=chosen == BOTH)
+    def lanes_for(chosen, tree_shape, language):
+        """The speculative lanes' titles name their rollback (or the tree); the third lane shows only for
+        "both" or a tree."""
+        spec_now, select_now = lane_titles(chosen, language, tree_shape)
+        return spec_now, select_now, gr.update(visible=chosen == BOTH or tree_shape in TREES[1:])
 
-    for trigger in (rollback.change, lang.change):
-        trigger(lanes_for, [rollback, lang], [spec_title, select_title, select_lane], api_visibility="private",
+    for trigger in (rollback.change, tree.change, lang.change):
+        trigger(lanes_for, [rollback, tree, lang], [spec_title, select_title, select_lane], api_visibility="private",
                 queue=False, show_progress="hidden")
     return {"prompt": prompt, "run": run, "stop": stop, "status": status, "result": result, "events": events}
 
@@ -293,14 +304,18 @@ def _lane_title(lane, lang):
     return f"### {t(lane, lang)}\n{sub}"
 
 
-def lane_titles(rollback, lang):
-    """(second lane's title, third lane's title) for the race's rollback choice. Beside one speculative
-    lane, its title names the rollback and says how a round works; with three lanes (narrower) each
-    says only what its rollback does to the DeltaNet memory after a rejected draft."""
+def lane_titles(rollback, lang, tree=""):
+    """(second lane's title, third lane's title) for the race's rollback and tree choices. Beside one
+    speculative lane, its title names the rollback and says how a round works; with three lanes (narrower)
+    each says only what its rollback does to the DeltaNet memory after a rejected draft, or, for a tree
+    lane, how a tree round works (a tree lane takes the place of "both")."""
     rollback = rollback if rollback in RACE_ROLLBACKS else "select"
 
     def compact(rb):
         return f"### {t('spec_short', lang, rollback=rb)}\n{t(f'spec_sub_{rb}', lang)}"
+    if tree in TREES[1:]:
+        rb = "select" if rollback == BOTH else rollback
+        return compact(rb), f"### {t('spec_tree', lang, tree=tree)}\n{t('spec_sub_tree', lang)}"
     if rollback == BOTH:
         return tuple(compact(rb) for rb in lane_rollbacks(BOTH))
     return f"### {t('spec_with', lang, rollback=rollback)}\n{t('spec_sub', lang)}", compact("select")
@@ -309,6 +324,11 @@ def lane_titles(rollback, lang):
 def replay_choices(lang):
     """The replay's slow motions: auto (demo.race_html.auto_slowdown), or a fixed one."""
     return [(t("replay_auto", lang), "auto"), ("1×", "1"), ("10×", "10"), ("50×", "50")]
+
+
+def tree_choices(lang):
+    """The tree lane's shapes (demo.validate.TREES), "" = off."""
+    return [(t("tree_off", lang) if not shape else shape, shape) for shape in TREES]
 
 
 def race_rollback_choices(lang):

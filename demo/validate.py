@@ -129,6 +129,7 @@ class RaceSettings:
     thinking: bool
     notices: list
     rule: str = "shared"        # sampling's rule: one of RULES
+    tree: str = ""              # one of TREES: a third lane drafting a tree of that shape ("": none)
 
 
 # every number a visitor may set: (lowest, highest, default); the stepper's own max_new_tokens is
@@ -156,6 +157,11 @@ RULES = ("shared", "rejection")
 PAGE_TEMPERATURE = 0.5
 
 
+# the race's draft-tree lane: a third speculative lane drafting a tree of this shape (qwen.tree.parse_tree) each
+# round, beside the chain of k; "" = no tree lane. The stepper's tree mode offers the same shapes
+TREES = ("", "2+1", "2+1+1", "2x2")
+
+
 def clamp_all(values, limits=LIMITS):
     """Each named value clamped by clamp_number to its limits (temperature stays a float, the rest are
     whole numbers). values: {name: value as sent}. -> ({name: number}, [Notice])"""
@@ -174,8 +180,10 @@ def lane_rollbacks(rollback):
 
 
 def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
-                  thinking=False, rule="shared"):
-    """Every race input checked at once. -> RaceSettings; raises InputError only for an unusable prompt."""
+                  thinking=False, rule="shared", tree=""):
+    """Every race input checked at once. -> RaceSettings; raises InputError only for an unusable prompt.
+    A tree lane takes the third lane (rollback "both" becomes "select") and samples with shared noise (a
+    tree has no rejection rule here), each change with a Notice."""
     text, notices = clean_prompt(prompt)
     numbers, more = clamp_all({"max_new_tokens": max_new_tokens, "k": k, "temperature": temperature, "seed": seed})
     notices += more
@@ -183,8 +191,16 @@ def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperatur
     notices += more
     rule, more = choose(rule, RULES, "shared", "rule")
     notices += more
+    tree, more = choose("" if tree is None else str(tree).strip(), TREES, "", "tree")
+    notices += more
+    if tree and rollback == BOTH:
+        rollback = "select"
+        notices.append(Notice("tree_takes_third_lane", {"tree": tree}))
+    if tree and rule == "rejection" and numbers["temperature"]:
+        rule = "shared"
+        notices.append(Notice("tree_shared_noise", {"tree": tree}))
     return RaceSettings(text, numbers["max_new_tokens"], numbers["k"], rollback, float(numbers["temperature"]),
-                        numbers["seed"], as_bool(raw), as_bool(thinking), notices, rule)
+                        numbers["seed"], as_bool(raw), as_bool(thinking), notices, rule, tree)
 
 
 def fit_prompt(text, count, text_ids, ids_text, budget):

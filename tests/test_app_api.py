@@ -85,7 +85,7 @@ def test_bad_input_gets_a_message_and_the_app_keeps_serving(client):
 def test_a_lone_surrogate_sent_as_raw_json_is_removed(client):
     # gradio_client cannot even encode "\ud800"; a hand-made request can (JSON escapes are ASCII)
     base = client.src.rstrip("/")
-    data = ["x\ud800y", 6, 2, "select", 0, 0, False, False, "Embedded demo checkpoint", "English", "shared"]
+    data = ["x\ud800y", 6, 2, "select", 0, 0, False, False, "Embedded demo checkpoint", "English", "shared", ""]
     body = json.dumps({"data": data}).encode("ascii")
     request = urllib.request.Request(f"{base}/gradio_api/call/race", body, {"Content-Type": "application/json"})
     event_id = json.load(urllib.request.urlopen(request, timeout=30))["event_id"]

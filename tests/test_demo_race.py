@@ -322,6 +322,64 @@ def test_a_race_of_both_rollbacks_runs_three_lanes_all_equal_to_plain_greedy(loa
     assert not [w for w in re.findall(r"[A-Za-z]{3,}", re.sub(r"<[^>]+>", "", zh)) if w not in names]
 
 
+@pytest.mark.parametrize("tree, temperature", [("2+1", 0.0), ("2x2", 0.7)])
+def test_a_tree_lane_races_beside_the_chain_equal_to_plain_and_the_verdict_says_which_wins(loaded, tree, temperature):
+    from qwen.sample import generate
+    s = race_settings("1 In the beginning God created the heaven and the earth.", max_new_tokens=40, k=2,
+                      temperature=temperature, seed=3, raw=True, tree=tree)
+    ids, _ = prepare(loaded, s)
+    sampled = {"temperature": temperature, "seed": 3} if temperature else {}
+    reference = generate(loaded.model, ids, s.max_new_tokens, stop=loaded.chat.stop, **sampled)
+    u = list(race(loaded, ids, s, every=0.0))[-1]
+    plain, chain, lane = u.plain, u.spec, u.select
+    assert (chain.tree, lane.tree, lane.rollback, lane.k) == ("", tree, "select", 2) and u.lanes == [chain, lane]
+    assert plain.tokens == chain.tokens == lane.tokens == reference        # the tree lane is exact too
+    assert lane.rounds >= 1 and u.verdict.identical and u.select_costs is None and u.costs is not None
+    assert len(u.speedups) == 2 and len(u.speedups[1]) == len(u.speedups[0]) >= 1
+    out = summary(loaded.key, plain, chain, s, [], u.costs, lane, None, u.speedups)
+    json.dumps(out)
+    assert out["tree_shape"] == tree and out["tree"]["tree"] == tree and "select" not in out
+    assert out["tree"]["ids"] == reference and out["identical"] is True
+    for lang in LANGS:
+        html = verdict_html(u.verdict, plain, chain, lang, u.costs, lane, None, u.speedups)
+        match = re.search(r'data-winner="(\w+)"', html)
+        tree_x, chain_x = statistics.median(u.speedups[1]), statistics.median(u.speedups[0])
+        expected = "level" if abs(tree_x - chain_x) <= 0.02 * chain_x else "tree" if tree_x > chain_x else "chain"
+        assert match and match.group(1) == expected
+        # the shown race's tokens-per-pass ratio over its round-cost ratio is its tree / chain speed
+        gain, cost = (float(x) for x in re.search(r'data-gain="([\d.]+)" data-cost="([\d.]+)"', html).groups())
+        assert gain / cost == pytest.approx(lane.tok_s / chain.tok_s, rel=0.01)
+        assert f"{gain:.2f}" in html and f"{cost:.2f}" in html
+        assert t(f"winner_{expected}", lang) in html.replace("&#x27;", "'")
+    assert f"tree {tree} · select" in stats_html(lane) and "k = 2" in stats_html(chain)
+
+
+def test_a_tree_lane_takes_the_third_lane_and_shared_noise_with_notices():
+    s = race_settings("hi", rollback="both", tree="2+1")
+    assert (s.rollback, s.tree) == ("select", "2+1") and [n.key for n in s.notices] == ["tree_takes_third_lane"]
+    s = race_settings("hi", temperature=0.5, rule="rejection", tree="2x2")
+    assert (s.rule, [n.key for n in s.notices]) == ("shared", ["tree_shared_noise"])
+    s = race_settings("hi", tree="9x9")
+    assert s.tree == "" and [n.key for n in s.notices] == ["bad_choice"]
+    assert race_settings("hi", tree=None).tree == "" and race_settings("hi").notices == []
+
+
+def test_a_tree_lane_with_compiled_views_runs_every_lane_eagerly(loaded, monkeypatch):
+    seen = []
+    real = race_module.generate_mtp_stream
+
+    def spy(model, head, *args, **kwargs):
+        seen.append((model, head))
+        return real(model, head, *args, **kwargs)
+    monkeypatch.setattr(race_module, "generate_mtp_stream", spy)
+    monkeypatch.setattr(type(loaded), "engine", lambda self: ("compiled model", "compiled head"))
+    s = race_settings("In the beginning", max_new_tokens=8, raw=True, tree="2+1")
+    ids, _ = prepare(loaded, s)
+    assert race_module.engine_for(loaded, s) == (loaded.model, loaded.mtp)
+    list(race(loaded, ids, s, every=0.0, measure_costs=False, repeat=False))
+    assert seen and all(pair == (loaded.model, loaded.mtp) for pair in seen)
+
+
 def test_three_lane_verdicts_name_the_lane_that_parts_from_plain():
     a = Run("plain", tokens=[1, 2, 3], pieces=["a", "b", "c"], ended="length")
     same = Run("speculative", rollback="recompute", tokens=[1, 2, 3])
