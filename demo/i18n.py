@@ -430,6 +430,118 @@ STRINGS = {
     "draft_head_guesses": ("The draft head's guesses", "草稿头的猜测"),
     "alternatives": ("alternatives", "备选"),
     "position_after": ("after", "在此之后"),
+    # the stepper's tree mode (demo.stepper.treeview)
+    "step_tree": ("Draft: a chain of k, or a tree", "草稿：k 链，或一棵树"),
+    "step_tree_info": ("A tree drafts the head's top guesses where it is unsure; the stepper then shows its tree "
+                       "mode (k follows the tree's depth)",
+                       "树在草稿头不确定处给出多个候选；此时单步视图进入树模式（k 取树的深度）"),
+    "tree_chain": ("chain of k", "k 链"),
+    "tree_no_export": ("Trace files hold chain runs; a tree run is not exported.", "轨迹文件只保存链式运行；树模式的运行不导出。"),
+    "tree_no_proof": ("The skip-the-restore proof runs chains. A tree's own pitfall is in the memory figure: the "
+                      "second row of panels, a pass in row order.",
+                      "“跳过恢复”的验证只针对链。树自己的陷阱见记忆图第二行：按行顺序计算的结果。"),
+    "tree_main_after": ("main model after it: {token}", "主模型在它之后选：{token}"),
+    "tree_row": ("row {r}", "第 {r} 行"),
+    "tree_v_root": ("the round's first token", "本轮第一个词元"),
+    "tree_v_guess": ("a guess, not checked yet", "猜测，尚未验证"),
+    "tree_v_accepted": ("accepted", "接受"),
+    "tree_v_rejected": ("rejected: the main model picked another token", "拒绝：主模型选了别的词元"),
+    "tree_v_unchecked": ("not reached: its parent was not accepted", "未到达：它的父节点没有被接受"),
+    "tree_next": ("row {row} wins; the main model's next token: {token} ({origin})",
+                  "第 {row} 行获胜；主模型的下一个词元：{token}（{origin}）"),
+    "tree_depth": ("depth {d}", "深度 {d}"),
+    "fig_tree": ("Draft tree {shape}: {rows} rows in one verify pass", "草稿树 {shape}：一次验证前向共 {rows} 行"),
+    "fig_tree_guess": ("The head's top guesses (q: its probability); ? = not checked yet",
+                       "草稿头的候选（q：它给出的概率）；? = 尚未验证"),
+    "fig_tree_verify": ("✓ the main model picks this token after its parent · ✗ it picks another · – parent "
+                        "not accepted",
+                        "✓ 主模型在父节点之后也选这个词元 · ✗ 选了别的 · – 父节点未被接受"),
+    "fig_tree_accept": ("The walk: the longest accepted path (thick) to the winning node (ringed)",
+                        "路径：最长的被接受路径（粗线），直到获胜节点（圆圈）"),
+    "fig_mask": ("Who sees whom in the verify pass", "验证前向中谁能看到谁"),
+    "fig_mask_sub": ("✓ seen · ✗ a sibling branch that running the rows in order would wrongly mix in",
+                     "✓ 可见 · ✗ 按行顺序计算时会被错误混入的兄弟分支"),
+    "mask_chain": ("chain of k = {k}: causal", "k = {k} 的链：因果掩码"),
+    "mask_tree": ("tree: ancestor mask", "树：祖先掩码"),
+    "fig_nodes": ("Each node's memory · DeltaNet layer L{layer}, head {head}", "每个节点的记忆 · DeltaNet 层 L{layer}，头 {head}"),
+    "fig_nodes_sub": ("what the node's own path wrote (its memory − the memory before the round)",
+                      "该节点自身路径写入的内容（它的记忆 − 本轮开始前的记忆）"),
+    "nodes_tree_row": ("Tree: each node from its parent's memory", "树：每个节点从父节点的记忆出发"),
+    "nodes_tree_row_short": ("Tree", "树"),
+    "nodes_row_order_short": ("Row order ✗", "按行顺序 ✗"),
+    "nodes_row_order": ("Pitfall: the rows run in order (a chain engine)", "陷阱：按行顺序计算（链式引擎的做法）"),
+    "tree_no_memory": ("This model has no DeltaNet layer: no memory to show.", "该模型没有 DeltaNet 层：没有记忆可展示。"),
+    "tree_selected": ("selected", "被选用"),
+    "tree_recomputed": ("recomputed", "重算得到"),
+    "tree_same": ("same (its rows come in order)", "相同（它的行本来就按顺序）"),
+    "tree_wrong": ("wrong: off by {x:.0%}", "错误：偏差 {x:.0%}"),
+    "fig_windows": ("Each row's conv window ({k} inputs, oldest first)", "每一行的卷积窗口（{k} 个输入，最旧的在左）"),
+    "fig_windows_sub": ("grey: before the round · sky blue: an ancestor's row · blue: its own · ✗ what row order "
+                        "would read there",
+                        "灰：本轮之前 · 天蓝：祖先行 · 蓝：它自己 · ✗ 按行顺序时这里会读到的词元"),
+    "window_col": ("t{i}", "t{i}"),
+    "window_self": ("itself", "自身"),
+    "window_own": ("its own input", "它自己的输入"),
+    "window_row": ("an ancestor's row", "祖先行"),
+    "window_before": ("from before the round", "来自本轮之前"),
+    "fig_slots": ("KV slots of every attention layer", "每个注意力层的 KV 槽位"),
+    "fig_slots_sub": ("verify writes row r at slot P + r; the walk moves the winning path to P, P+1, … and cuts the "
+                      "rest",
+                      "验证把第 r 行写到槽位 P + r；之后把获胜路径移到 P、P+1、…，其余截掉"),
+    "slots_verify": ("after verify", "验证后"),
+    "slots_accept": ("after the walk", "选定路径后"),
+    "slot_cut": ("cut", "截掉"),
+    "slot_position": ("position", "位置"),
+    "tree_row_h": ("row", "行"),
+    "tree_parent_h": ("after", "接在"),
+    "tree_rank_h": ("head's rank", "草稿头排名"),
+    "tree_guesses": ("The draft head's {n} guesses, as a tree", "草稿头的 {n} 个猜测，组成一棵树"),
+    "tree_path_h": ("its path", "它的路径"),
+    "tree_roworder_h": ("in row order", "按行顺序"),
+    "tree_same_pick": ("same", "相同"),
+    "tree_walk_h": ("accepted path", "被接受的路径"),
+    "tree_kv_moved": ("rows {rows} moved to positions {p}…; {cut} slots cut", "第 {rows} 行移到位置 {p}…；截掉 {cut} 个槽位"),
+    "tree_mem_select": ("every DeltaNet layer takes the memory and conv window kept after row {row} (no re-run)",
+                        "每个 DeltaNet 层直接选用第 {row} 行之后保存的记忆和卷积窗口（不重算）"),
+    "tree_mem_recompute": ("snapshot restored, the path's {n} tokens run again", "恢复快照，再重算路径上的 {n} 个词元"),
+    "tree_explain_guess": (
+        "**Guess, as a tree ({shape}).** Where the head is unsure, one guess per position wastes the round when "
+        "it is wrong. A tree keeps its top guesses as siblings: {n} guesses, each under the token it follows. "
+        "Every one of them will be checked in the same single pass.",
+        "**以树的形式猜测（{shape}）。** 草稿头不确定时，每个位置只猜一个，猜错就浪费整轮。树把它排名靠前的几个候选"
+        "并列为兄弟节点：共 {n} 个猜测，各自挂在它所接续的词元下面。它们会在同一次前向里全部得到验证。"),
+    "tree_explain_verify": (
+        "**Verify {rows} rows in one pass.** The rows are no longer a sequence. Attention: each row sees the "
+        "cache plus its ancestors only (the ancestor mask), rotated at its depth. DeltaNet: each node's memory "
+        "is its parent's memory updated with its own token (one batched step per depth), and its conv window "
+        "holds its ancestors' inputs.",
+        "**一次前向验证 {rows} 行。** 这些行不再是一条序列。注意力层：每行只能看到缓存和它的祖先（祖先掩码），并按"
+        "它的深度做旋转位置编码。DeltaNet 层：每个节点的记忆是父节点的记忆再写入它自己的词元（每一层深度一次批量更新），"
+        "卷积窗口里放的是它祖先的输入。"),
+    "tree_explain_pitfall": (
+        "*The pitfall:* run the rows in order, as a chain engine would, and a sibling's token ends up in the "
+        "memory of the rows after it: up to {x:.0%} off here (the second row of memory panels).",
+        "*陷阱：* 如果像链式引擎那样按行顺序计算，兄弟节点的词元就会混进后面各行的记忆：这里最多偏差 {x:.0%}"
+        "（记忆图第二行）。"),
+    "tree_explain_bonus": (
+        "**Accept: the walk reached a leaf.** {n} guesses accepted along one path, and the main model's next "
+        "token comes free (bonus): {m} tokens from one pass. The winning node is row {row}.",
+        "**接受：路径走到了叶子。** 一条路径上接受了 {n} 个猜测，主模型的下一个词元白送（奖励）：一次前向得到 {m} 个"
+        "词元。获胜节点是第 {row} 行。"),
+    "tree_explain_correction": (
+        "**Accept and roll back.** From the root, follow the child whose token the main model picks: {n} "
+        "accepted, then no child matches and the main model's own token corrects it ({m} tokens). The "
+        "winning node is row {row}; every other branch is dropped.",
+        "**接受并回滚。** 从根出发，沿着主模型选中的子节点往下走：接受 {n} 个后，没有子节点匹配，由主模型自己的词元"
+        "修正（共 {m} 个词元）。获胜节点是第 {row} 行；其余分支全部丢弃。"),
+    "tree_explain_select": (
+        "KV: the winning path's slots are moved into place and the rest cut. DeltaNet: a memory was kept for "
+        "every node, so each layer simply takes the winner's (select, extended to trees).",
+        "KV：把获胜路径的槽位移到正确位置，其余截掉。DeltaNet：每个节点都保存了一份记忆，所以每层直接取获胜节点的"
+        "那一份（select 推广到树）。"),
+    "tree_explain_recompute": (
+        "KV is cut back; DeltaNet: the snapshot is restored and the winning path run again.",
+        "KV 截回；DeltaNet：恢复快照，再把获胜路径重算一遍。"),
     "main_choice": ("main model's choice", "主模型的选择"),
     "prob": ("p", "概率"),
     "draft_p": ("p(guess)", "p(猜测)"),

@@ -406,18 +406,22 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     (new tokens with their origins [(id, "main"|"draft"|"correction"|"bonus")], rounds, hits).
     Sampling (temperature > 0) is coupled with a seed (the tokens of generate(..., seed=seed)), else the
     textbook rule with `generator`. `trace`: a qwen.trace.Trace that receives one plain-data record per round.
-    `tree`: a draft tree's shape (qwen.tree.parse_tree: "2x2", "2+1", parents) in place of a chain of k."""
+    `tree`: a draft tree's shape (qwen.tree.parse_tree: "2x2", "2+1", parents) in place of a chain of k;
+    then `trace` may be a qwen.tree.TreeWatch, which hears every round from the inside."""
     from qwen import trace as tr                                       # recording lives beside, not inside
     from qwen import tree as trees                                     # draft trees, beside the chain
     if rollback not in ROLLBACKS:
         raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, seed=seed)
+    tree_watch = None                                                  # a tree's: a qwen.tree.TreeWatch
     if tree is not None:
         tree = trees.parse_tree(tree)
         trees.check_tree_sampling(sampling)
-        if trace is not None:
-            raise ValueError("the trace records chain rounds; step through a tree in the stepper's tree mode")
-        k = tree.depth
+        if trace is not None and not isinstance(trace, trees.TreeWatch):
+            raise ValueError("with a tree, trace is a qwen.tree.TreeWatch (a qwen.trace.Trace records chain rounds)")
+        tree_watch, trace, k = trace, None, tree.depth
+    elif isinstance(trace, trees.TreeWatch):
+        raise ValueError("a qwen.tree.TreeWatch hears tree rounds: pass tree=SHAPE, or a qwen.trace.Trace")
     if not 1 <= int(k) <= 8:
         raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
     check_prompt(model, ids)
@@ -441,7 +445,8 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         clock = Clock() if trace is not None else clock
         watch = (lambda phase: views.update({phase: trace.view(state, head_cache)})) if trace is not None else None
         if tree is not None:
-            r = trees.tree_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, guess)
+            r = trees.tree_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, guess,
+                                 tree_watch)
         elif rounds_in_one_call(model, mtp, k, rollback, sampling, trace is not None):
             r = fused_round(model, mtp, state, head_cache, tok, first, k, sampling)
         else:

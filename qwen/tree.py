@@ -23,7 +23,8 @@ On a hybrid model each kind of layer needs its own fix for that:
     tree = parse_tree("2+1")         # or "2x2" (width per depth, every node), or parents [0, 0, 1]
     tokens, rounds, hits = generate_mtp(model, head, ids, tree="2x2")      # qwen.mtp: same output as plain
 
-Eager only (the compiled engine stays chain-only). Greedy decoding and sampling with a seed (the
+A qwen.tree.TreeWatch passed as generate_mtp's `trace` hears each round from the inside (the stepper's
+tree mode records with one). Eager only (the compiled engine stays chain-only). Greedy decoding and sampling with a seed (the
 drafts are the top candidates of the head's scores plus the shared noise; verification is coupled as
 for a chain), so the output is token-identical to plain decoding.
 """
@@ -324,6 +325,23 @@ def select_tree_state(state, kept, row):
         s.S.copy_(S_after[row])
 
 
+class TreeWatch:
+    """Hears a tree round from the inside (pass one as generate_mtp's `trace` with a tree; the stepper's tree
+    mode records with one). Each method is called inside the round, so it may read the state but must leave
+    it as it found it."""
+
+    def drafted(self, state, tree, tokens, nodes):
+        """Before the verify pass: `state` as the round found it; tokens (1, rows): the root and every draft."""
+
+    def verified(self, state, logits, kept, picks, path):
+        """After the verify pass, before the rollback: logits (1, rows, V); kept: per DeltaNet layer (conv
+        windows, memories) after each row (tree_pass); picks: the main model's token after each row; path: the
+        accepted rows."""
+
+    def rolled_back(self, state):
+        """After the rollback: the state the next round starts from."""
+
+
 @dataclass
 class TreeRound:
     """What one tree round did (qwen.mtp.Round's fields that the decoding loop reads, and the tree)."""
@@ -340,20 +358,24 @@ class TreeRound:
     seconds: dict
 
 
-def tree_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, guess):
+def tree_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, guess, watch=None):
     """One round with a draft tree: draft every node, verify all rows in one pass, walk the longest
     accepted path, roll the state back to it, and let the head catch up with `guess` (qwen.mtp's, which
-    imports this module). -> TreeRound"""
+    imports this module). watch: a TreeWatch, or None. -> TreeRound"""
     P, device = state.pos, head_cache.k.device
     nodes = draft_tree(mtp, model, tree, first, P, head_cache, sampling)
     clock.lap("draft")
     snap = snapshot_state(state) if rollback == "recompute" else None
     clock.lap("snapshot")
     tokens = torch.tensor([[tok] + [n.token for n in nodes[1:]]], device=device)     # (1, rows)
+    if watch is not None:
+        watch.drafted(state, tree, tokens, nodes)
     logits, hidden, kept = tree_pass(model, tokens, state, tree)
     clock.lap("verify")
     picks = choices(logits[0], tree, P, sampling)
     path, nxt = walk(tree, nodes, picks)
+    if watch is not None:
+        watch.verified(state, logits, kept, picks, path)
     n = len(path) - 1
     in_place = path == list(range(tree.size))                        # a chain all accepted: nothing to undo
     if rollback == "select":
@@ -368,6 +390,8 @@ def tree_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampli
         truncate_kv(state, P + n + 1)
         state.pos = P + n + 1
     clock.lap("restore")
+    if watch is not None:
+        watch.rolled_back(state)
     # the head catches up along the path, then guesses the next round's first draft; it runs depth + 1
     # rows as a chain's catch-up runs k + 1 (the rows past n are overwritten before anything reads them)
     rows = path + [c for c in first_children(tree, path[-1])]

@@ -154,7 +154,7 @@ def test_a_tree_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="seed"):
         generate_mtp(model, head, ids, max_new_tokens=5, tree="2", temperature=0.8)
     from qwen.trace import Trace
-    with pytest.raises(ValueError, match="trace"):
+    with pytest.raises(ValueError, match="TreeWatch"):
         generate_mtp(model, head, ids, max_new_tokens=5, tree="2", trace=Trace())
     assert isinstance(parse_tree(Tree((-1, 0))), Tree)
 

@@ -78,9 +78,10 @@ def _cut_short(run, r):
     return "max_mid_round"
 
 
-def text_so_far(run, step, lang):
+def text_so_far(run, step, lang, pending=None):
     """The output up to this step, each token marked by origin (demo.race_html's marks), the tokens of the
-    current round framed, and this round's guesses shown pending (? while guessed, ✓/✗ once verified)."""
+    current round framed, and this round's guesses shown pending (? while guessed, ✓/✗ once verified);
+    `pending`: that last part's HTML when the caller draws it (a tree's guesses: demo.stepper.treeview)."""
     if run is None:
         return '<div class="race-text step-text empty"></div>'
     shown = steps.emitted_count(run, step)
@@ -90,7 +91,9 @@ def text_so_far(run, step, lang):
     html = token_spans(run.pieces[:fresh], orig[:fresh], lang)
     if shown > fresh:
         html += f'<span class="step-current">{token_spans(run.pieces[fresh:shown], orig[fresh:shown], lang)}</span>'
-    if phase in ("guess", "verify"):
+    if phase in ("guess", "verify") and pending is not None:
+        html += pending
+    elif phase in ("guess", "verify"):
         rec = run.records[r]
         n = rec["accepted"]
         marks = ["?" if phase == "guess" else "✓" if i < n else "✗" if i == n else "–" for i in range(rec["k"])]

@@ -36,6 +36,7 @@ class Settings:
                                       # nearest DeltaNet layer); -1: the one whose memory figure is clearest
     watch_head: int = -1              # value head; -1: the one whose memory figure is clearest
     raw: bool = False                 # True: the prompt as raw text, no chat template
+    tree: str = ""                    # a draft tree's shape (demo.validate.TREES): the tree mode; "": a chain of k
 
 
 @dataclass

@@ -22,8 +22,10 @@ from gradio.context import Context
 from plotly.basedatatypes import BaseFigure
 
 from demo import models, serving, validate
-from demo.stepper import figures, recording, steps, traceio
+from demo.stepper import figures, recording, steps, traceio, treerec
 from demo.stepper import panels as H
+from demo.stepper import treeview as TV
+from demo.stepper.treerec import is_tree_run
 from demo.stepper.drawn import box_value, figure_html
 from demo.stepper.figures import Look
 from demo.frame import model_error_text, model_label, words
@@ -33,7 +35,9 @@ from demo.prompts import EXAMPLES, example_samples, pick_example, prepare, rollb
 from demo.tokens import legend_html
 from demo.settings import max_prompt_tokens, max_seconds, session_ttl
 from demo.theme import static_text
-from demo.validate import ROLLBACKS, InputError, RaceSettings, as_bool, choose, clamp_all, clamp_number, clean_prompt
+from demo.validate import (ROLLBACKS, TREES, InputError, RaceSettings, as_bool, choose, clamp_all, clamp_number,
+                           clean_prompt)
+from qwen.tree import parse_tree
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +63,19 @@ class Session:
 
 # --- plain functions behind the events ---------------------------------------------------------------------
 
-def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, raw):
-    """Visitor input -> (steps.Settings, [Notice]); raises InputError for an empty prompt."""
+def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, raw, tree=""):
+    """Visitor input -> (steps.Settings, [Notice]); raises InputError for an empty prompt. A tree (one of
+    demo.validate.TREES) sets k to its depth."""
     text, notices = clean_prompt(prompt)
     values, more = clamp_all({"k": k, "max_new_tokens": max_new, "temperature": temperature, "seed": seed,
                               "watch_layer": layer, "watch_head": head}, LIMITS)
     notices += more
     rollback, more = choose(rollback, ROLLBACKS, "select", "rollback")
-    return steps.Settings(prompt=text, rollback=rollback, raw=as_bool(raw), **values), notices + more
+    notices += more
+    tree, more = choose("" if tree is None else str(tree).strip(), TREES, "", "tree")
+    if tree:
+        values["k"] = parse_tree(tree).depth
+    return steps.Settings(prompt=text, rollback=rollback, raw=as_bool(raw), tree=tree, **values), notices + more
 
 
 def encode(loaded, settings):
@@ -89,6 +98,8 @@ def _parts(session, look):
     r, phase = steps.where(run, step)
     rec = run.records[r]
     run_key = (session.id, look)
+    if is_tree_run(run):
+        return _tree_parts(session, look, r, phase, rec, run_key)
     scales = session.scales or figures.run_scales(run.records)
 
     def conv():
@@ -111,6 +122,39 @@ def _parts(session, look):
         "whatif": (run_key, lambda: figures.what_if(run, look)),
         "caption": (run_key, lambda: figures.whatif_caption(run, lang)),
     }
+
+
+def _tree_parts(session, look, r, phase, rec, run_key):
+    """_parts for a draft-tree run (the tree mode: demo.stepper.treeview): the same outputs, other pictures.
+    The prefill has no tree yet; the costs and the what-if are the chain's (not drawn)."""
+    run, step, lang = session.run, session.step, look.lang
+    here = (run_key, r, phase)
+    tree = rec.get("kind") == "tree_round"
+    draw = (lambda f: (lambda: f(run, rec, phase, look))) if tree else (lambda f: (lambda: None))   # noqa: E731
+    none = (run_key, lambda: None)
+    return {
+        "heading": (None, lambda: H.phase_heading(run, step, lang)),
+        "text": (None, lambda: H.text_so_far(run, step, lang, TV.pending_chips(run, rec, phase, lang) if tree else None)),
+        "panel": (None, lambda: TV.panel_html(run, rec, phase, lang) if tree else H.phase_panel(run, step, lang)),
+        "explain": (None, lambda: TV.explanation(run, rec, phase, lang) if tree else H.explanation(run, step, lang)),
+        "layers": (here, draw(TV.tree_figure)),
+        "memory": (here, (lambda: TV.node_memories(run, rec, phase, look, session.scales.get("nodes")))
+                   if tree else (lambda: None)),
+        "change": (here, draw(TV.mask_figure)),
+        "conv": (here, draw(TV.window_figure)),
+        "kv": (here, draw(TV.slots_figure)),
+        "cost": none, "acceptance": none, "whatif": none, "caption": (run_key, lambda: ""),
+    }
+
+
+def run_scales(run):
+    """The colour scales of a run's figures, computed once: the chain's (figures.run_scales), or a tree run's
+    one scale for every node's memory panel."""
+    if is_tree_run(run):
+        cells = [abs(v) for rec in run.records if rec.get("memory") for g in rec["memory"]["tree"] for row in g
+                 for v in row]
+        return {"nodes": figures.quantile(cells) or 1e-9}
+    return figures.run_scales(run.records)
 
 
 def _sent(value):
@@ -142,7 +186,7 @@ def render_changes(session, look):
     two or three small figures instead of seven). -> (session recording what is shown, outputs)"""
     if session is None:
         return session, _empty_view(look.lang)
-    session = replace(session, scales=session.scales or figures.run_scales(session.run.records))
+    session = replace(session, scales=session.scales or run_scales(session.run))
     shown, parts, out = dict(session.shown), _parts(session, look), []
     for name in VIEW:
         key, draw = parts[name]
@@ -156,7 +200,7 @@ def render_changes(session, look):
 
 def new_session(run):
     """A fresh Session for a recorded or loaded run (its own id: nothing of an earlier run is reused)."""
-    return Session(run, id=next(_RUN_IDS), scales=figures.run_scales(run.records))
+    return Session(run, id=next(_RUN_IDS), scales=run_scales(run))
 
 
 _RUN_IDS = itertools.count(1)
@@ -164,10 +208,10 @@ _RUN_IDS = itertools.count(1)
 
 def controls_of(run):
     """The control values that reproduce a run (set when a trace is loaded): prompt, k, rollback, max new
-    tokens, temperature, seed, watched layer and head, raw."""
+    tokens, temperature, seed, watched layer and head, raw, tree."""
     s = run.settings
     return (s.prompt, s.k, s.rollback if s.rollback in ROLLBACKS else gr.skip(), s.max_new_tokens, s.temperature,
-            s.seed, s.watch_layer, s.watch_head, s.raw)
+            s.seed, s.watch_layer, s.watch_head, s.raw, s.tree)
 
 
 def _seconds(value):
@@ -193,7 +237,7 @@ def moved(session, how):
 
 def apply_deep_link(request):
     """Values a link such as ?view=step&prompt=…&raw=1&k=2&rollback=recompute&max_new=64&temperature=0&layer=1&head=0
-    prefills (a dict; only keys present and valid). "view": "step" asks for this tab to be selected."""
+    (or &tree=2%2B1) prefills (a dict; only keys present and valid). "view": "step" asks for this tab to be selected."""
     params = dict(request.query_params) if request is not None and hasattr(request, "query_params") else {}
     out = {}
     if "prompt" in params:
@@ -208,6 +252,8 @@ def apply_deep_link(request):
         out["rollback"] = params["rollback"]
     if "raw" in params:
         out["raw"] = as_bool(params["raw"])
+    if params.get("tree") in TREES:
+        out["tree"] = params["tree"]
     if str(params.get("view", "")).lower() in ("step", "stepper"):
         out["view"] = "step"
     return out
@@ -255,6 +301,10 @@ def build_stepper_tab(shared):
                            label="step_seed")
                 raw = say(gr.Checkbox(race_raw.value if race_raw else True, label=t("raw", L), elem_id="stepper-raw"),
                           label="raw")
+            with gr.Row():
+                tree = say(gr.Radio(step_tree_choices(L), value="", label=t("step_tree", L), info=t("step_tree_info", L),
+                                    elem_id="stepper-tree"), label="step_tree", info="step_tree_info",
+                           choices=step_tree_choices)
         say(settings_box, label="settings")
         status = gr.Markdown(t("no_run", L), elem_id="stepper-status")
         # the walk through a run: hidden until one is recorded or loaded (stepper.css, by the heading's phase),
@@ -280,10 +330,10 @@ def build_stepper_tab(shared):
                     layer_fig = _figure_box("stepper-layers")
             memory_fig = _figure_box("stepper-memory")
             conv_fig = _figure_box("stepper-conv")
-            with gr.Row(equal_height=False):
+            with gr.Row(equal_height=False, elem_classes="step-fig-pair"):
                 change_fig = _figure_box("stepper-change")
                 kv_fig = _figure_box("stepper-kv")
-            with gr.Row(equal_height=False):
+            with gr.Row(equal_height=False, elem_classes="step-fig-pair"):
                 cost_fig = _figure_box("stepper-cost")
                 acc_fig = _figure_box("stepper-acceptance")
             whatif_fig = _figure_box("stepper-whatif")
@@ -308,7 +358,7 @@ def build_stepper_tab(shared):
     timer = gr.Timer(1.5, active=False)
     view = [heading, text, panel, explain, layer_fig, memory_fig, change_fig, conv_fig, kv_fig, cost_fig, acc_fig,
             whatif_fig, whatif_caption]
-    controls = [prompt, k, rollback, max_new, temperature, seed, layer, head, raw]
+    controls = [prompt, k, rollback, max_new, temperature, seed, layer, head, raw, tree]
     nav = dict(show_progress="hidden", js=LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
 
     def failed(message):
@@ -317,18 +367,22 @@ def build_stepper_tab(shared):
     # ZeroGPU: a GPU while recording (one traced run, then the race's cost measurement: about three runs)
     @on_gpu(lambda model_key=None, text_in=None, k_in=2, rollback_in=None, max_in=48, *rest, **kw:
             generation_seconds(max_in, lanes=3))
-    def on_start(model_key, text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in, raw_in, language,
-                 presenter_on, client, progress=gr.Progress()):
+    def on_start(model_key, text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in, raw_in, tree_in,
+                 language, presenter_on, client, progress=gr.Progress()):
         try:
             settings, notices = read_settings(text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in,
-                                              raw_in)
+                                              raw_in, tree_in)
             loaded = store.get(model_key or store.default)
             if loaded.mtp is None:
                 raise models.ModelError(t("model_no_mtp", language).strip(", "))
             ids, more = encode(loaded, settings)
-            run = recording.record_run(
-                *loaded.engine(), loaded.chat, ids, settings, loaded.key, max_seconds=max_seconds(),
-                progress=lambda done, total: progress(done / max(total, 1), desc=t("recording", language)))
+            told = lambda done, total: progress(done / max(total, 1), desc=t("recording", language))  # noqa: E731
+            if settings.tree:               # trees decode eagerly (qwen.tree)
+                run = treerec.record_tree_run(loaded.model, loaded.mtp, loaded.chat, ids, settings, loaded.key,
+                                              max_seconds=max_seconds(), progress=told)
+            else:
+                run = recording.record_run(*loaded.engine(), loaded.chat, ids, settings, loaded.key,
+                                           max_seconds=max_seconds(), progress=told)
         except InputError as e:
             return failed(t("error", language, error=notice_text(e, language)))
         except models.ModelError as e:
@@ -388,6 +442,8 @@ def build_stepper_tab(shared):
         run = state.run if state is not None else None
         if run is None:
             return t("no_run", language), gr.update(visible=False), state
+        if is_tree_run(run):
+            return t("tree_no_proof", language), gr.update(visible=False), state
         try:
             loaded = store.get(model_key or store.default)
             layer_w, head_w = steps.watched(run)         # the run's watched layer and head, also when chosen after it
@@ -413,6 +469,8 @@ def build_stepper_tab(shared):
         run = state.run if state is not None else None
         if run is None:
             return None, t("nothing_to_export", language)
+        if is_tree_run(run):
+            return None, t("tree_no_export", language)
         return traceio.write_trace(run), run_summary(run, language)
 
     export.click(on_export, [session, lang], [export_file, status], api_name="trace_export",
@@ -461,10 +519,15 @@ def build_stepper_tab(shared):
                           show_progress="hidden")
     _wire_deep_link(shared, {"prompt": prompt, "k": k, "rollback": rollback, "max_new_tokens": max_new,
                              "temperature": temperature, "seed": seed, "watch_layer": layer, "watch_head": head,
-                             "raw": raw})
+                             "raw": raw, "tree": tree})
     return {"prompt": prompt, "start": start, "next": nxt, "prev": prev, "play": play, "reset": reset,
             "session": session, "timer": timer, "status": status, "view": view, "skip": skip, "export": export,
             "upload": upload, "controls": controls}
+
+
+def step_tree_choices(lang):
+    """The stepper's drafts: a chain of k (""), or a tree of one of demo.validate.TREES."""
+    return [(t("tree_chain", lang) if not shape else shape, shape) for shape in TREES]
 
 
 def _wire_deep_link(shared, controls):

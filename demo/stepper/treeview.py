@@ -1,0 +1,415 @@
+"""The stepper's tree mode: a draft-tree run (demo.stepper.treerec) drawn one phase at a time.
+
+    fig = tree_figure(run, rec, "verify", Look())      # the tree: each node's guess, probability and verdict
+
+Figures (plotly, the chain view's look: demo.stepper.figures) and HTML for a "tree_round" record:
+
+    tree_figure       the tree, each node with the head's probability; ✓ / ✗ once verified, the walk to
+                      the winning node and the main model's next token after it
+    mask_figure       the chain's causal triangle beside the tree's ancestor mask, the cells a pass in
+                      row order would wrongly let a row see marked ✗
+    node_memories     each node's memory as a small heatmap (what its path wrote into the watched layer and
+                      head), under it what a pass in row order leaves there: a sibling's token mixed in
+    window_figure     each row's conv window: its ancestors' inputs, not the rows before it
+    slots_figure      the KV slots the verify pass wrote (one per row) and, after the walk, the winning
+                      path's moved into place, the rest cut
+    panel_html, explanation, pending_chips     the phase's table, its words, the guesses in the text line
+"""
+from html import escape
+
+from demo.i18n import t
+from demo.stepper.figures import (DIVERGING, MARGIN, Look, _axis_key, _frame, _figure, _grid_layout, _wrap_rows,
+                                  quantile, title_margin, wrap_title)
+from demo.theme import OKABE_ITO
+
+VERDICT_COLOURS = {"root": "#777777", "guess": OKABE_ITO["sky_blue"], "accepted": OKABE_ITO["bluish_green"],
+                   "rejected": OKABE_ITO["vermillion"], "unchecked": "#BBBBBB"}
+MARKS = {"root": "", "guess": "?", "accepted": "✓", "rejected": "✗", "unchecked": "–"}
+
+
+def _label(run, token, chars=10):
+    text = run.labels.get(token, f"#{token}").replace("\n", "↵").replace("\t", "⇥")
+    return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
+def children(rec):
+    out = [[] for _ in rec["parents"]]
+    for node, parent in enumerate(rec["parents"][1:], start=1):
+        out[parent].append(node)
+    return out
+
+
+def ancestors(rec, row):
+    path = [row]
+    while path[-1] != 0:
+        path.append(rec["parents"][path[-1]])
+    return path[::-1]
+
+
+def verdicts(rec, phase):
+    """Per row: root | guess (not verified yet) | accepted (on the walk) | rejected (its parent was accepted,
+    the main model picked another token) | unchecked (its parent was not accepted: nobody asks)."""
+    out = []
+    for row, parent in enumerate(rec["parents"]):
+        if row == 0:
+            out.append("root")
+        elif phase in ("guess", "prefill"):
+            out.append("guess")
+        elif row in rec["path"]:
+            out.append("accepted")
+        elif parent in rec["path"]:
+            out.append("rejected")
+        else:
+            out.append("unchecked")
+    return out
+
+
+def _layout_positions(rec):
+    """(x, y) per row: x = depth, y = order of the leaves below it (a parent centred on its children)."""
+    kids, ys, next_leaf = children(rec), {}, [0]
+
+    def place(row):
+        if not kids[row]:
+            ys[row] = next_leaf[0]
+            next_leaf[0] += 1
+        else:
+            for c in kids[row]:
+                place(c)
+            ys[row] = sum(ys[c] for c in kids[row]) / len(kids[row])
+    place(0)
+    return [(rec["depths"][r], -ys[r]) for r in range(len(rec["parents"]))], next_leaf[0]
+
+
+def tree_figure(run, rec, phase, look=None):
+    """The round's draft tree: each node's token and the head's probability of it; ✓ / ✗ / – from verify
+    on, the accepted path drawn thick at accept with the main model's next token after it (a correction, or
+    a bonus when the winner is a leaf)."""
+    look = look or Look()
+    pos, leaves = _layout_positions(rec)
+    marks = verdicts(rec, phase)
+    path = rec["path"] if phase == "accept" else []
+    data = []
+    for row, parent in enumerate(rec["parents"][1:], start=1):
+        on = row in path and parent in path
+        (x0, y0), (x1, y1) = pos[parent], pos[row]
+        data.append({"type": "scatter", "x": [x0, x1], "y": [y0, y1], "mode": "lines", "hoverinfo": "skip",
+                     "showlegend": False, "line": {"width": 6 if on else 2,
+                                                   "color": VERDICT_COLOURS["accepted"] if on else "#999999"}})
+    texts, hovers, colours = [], [], []
+    for row, token in enumerate(rec["tokens"]):
+        node = rec["nodes"][row]
+        mark = MARKS[marks[row]]
+        prob = "" if node is None else f"<br>q {node['prob'] * 100:.1f}%"
+        texts.append(f"{'<b>' if row in path else ''}{mark} {escape(_label(run, token))}"
+                     f"{'</b>' if row in path else ''}{prob}")
+        pick = f" · {t('tree_main_after', look.lang, token=_label(run, rec['picks'][row]))}" \
+            if phase in ("verify", "accept") else ""
+        hovers.append(escape(f"{t('tree_row', look.lang, r=row)} · {t(f'tree_v_{marks[row]}', look.lang)}") +
+                      escape(pick))
+        colours.append(VERDICT_COLOURS[marks[row]])
+    data.append({"type": "scatter", "x": [p[0] for p in pos], "y": [p[1] for p in pos], "mode": "markers+text",
+                 "text": texts, "textposition": "top center", "hovertext": hovers, "hoverinfo": "text",
+                 "showlegend": False, "name": "nodes", "cliponaxis": False,
+                 "marker": {"size": 22 if look.presenter else 18, "color": colours,
+                            "line": {"width": 2, "color": "#333333"}}})
+    notes = []
+    if phase == "accept":           # the winner ringed; the main model's next token said in the corner
+        winner = rec["path"][-1]
+        origin = "correction" if rec["rolled_back"] else "bonus"
+        colour = OKABE_ITO["vermillion"] if origin == "correction" else OKABE_ITO["bluish_green"]
+        data.append({"type": "scatter", "x": [pos[winner][0]], "y": [pos[winner][1]], "mode": "markers",
+                     "showlegend": False, "hoverinfo": "skip", "name": "winner",
+                     "marker": {"size": 40 if look.presenter else 34, "symbol": "circle-open",
+                                "line": {"width": 3, "color": colour}}})
+        next_words = t("tree_next", look.lang, row=winner, token=_label(run, rec["next_token"]),
+                       origin=t("short_origin_" + origin, look.lang))
+    depth = max(rec["depths"])
+    layout = {"xaxis": {"range": [-0.4, depth + 0.6], "tickvals": list(range(depth + 1)),
+                        "ticktext": [t("tree_depth", look.lang, d=d) for d in range(depth + 1)], "showgrid": False,
+                        "zeroline": False},
+              "yaxis": {"visible": False, "range": [-leaves + 0.3, 1.0]}, "annotations": notes, "showlegend": False}
+    sub = t("fig_tree_" + ("guess" if phase in ("guess", "prefill") else phase), look.lang)
+    if phase == "accept":
+        sub += f"<br><span style='color:{colour}'>◯ {escape(next_words)}</span>"
+    title = t("fig_tree", look.lang, shape=run.settings.tree, rows=len(rec["tokens"])) + f"<br><sub>{sub}</sub>"
+    longest = title if phase == "accept" else title + "<br>" + "xxxx " * 14    # the same height in every phase
+    return _frame(_figure(data, layout), look, title, 150 + 90 * leaves, half=True, room_for=longest)
+
+
+def chain_mask(k):
+    """The causal mask of a chain round: tok, d1..dk, each row seeing itself and every row before it."""
+    return [[int(c <= r) for c in range(k + 1)] for r in range(k + 1)]
+
+
+def mask_cells(rec):
+    """The tree's mask as cells: 1 = an ancestor (seen), 2 = before it in row order but not an ancestor (what a
+    pass in row order would wrongly let it see: a sibling's branch), 0 = not seen either way."""
+    return [[1 if seen else (2 if c < r else 0) for c, seen in enumerate(row)] for r, row in enumerate(rec["mask"])]
+
+
+def mask_figure(run, rec, phase, look=None):
+    """The chain's causal triangle (k + 1 rows) beside the tree's ancestor mask (one row per node), rows and
+    columns named by their tokens; the cells a pass in row order would let a row see, wrongly, marked ✗."""
+    look = look or Look()
+    k = rec["k"]
+    rows = [f"{r}: {_label(run, tok, 8)}" for r, tok in enumerate(rec["tokens"])]
+    chain_rows = ["tok"] + [f"d{i}" for i in range(1, k + 1)]
+    cells = mask_cells(rec)
+    scale = [[0, "#F2F2F2"], [0.33, "#F2F2F2"], [0.34, OKABE_ITO["blue"]], [0.66, OKABE_ITO["blue"]],
+             [0.67, OKABE_ITO["orange"]], [1, OKABE_ITO["orange"]]]
+    narrow, n, side = look.narrow, len(rows), k + 1
+    # square cells (each panel keeps its aspect ratio inside its domain); on a phone one panel above the other
+    square = {"constrain": "domain", "showgrid": False}
+    axes = {"xaxis": {**square, "domain": [0, 1] if narrow else [0, 0.36], "anchor": "y", "side": "top"},
+            "yaxis": {**square, "domain": [0.62, 1] if narrow else [0.08, 1], "anchor": "x", "autorange": "reversed",
+                      "scaleanchor": "x"},
+            "xaxis2": {**square, "domain": [0, 1] if narrow else [0.44, 1], "anchor": "y2", "side": "top"},
+            "yaxis2": {**square, "domain": [0, 0.5] if narrow else [0.08, 1], "anchor": "x2",
+                       "autorange": "reversed", "scaleanchor": "x2"}}
+    text = [["✓" if v == 1 else "✗" if v == 2 else "" for v in row] for row in cells]
+    data = [{"type": "heatmap", "z": chain_mask(k), "x": chain_rows, "y": chain_rows, "xaxis": "x", "yaxis": "y",
+             "zmin": 0, "zmax": 2, "colorscale": scale, "showscale": False, "xgap": 2, "ygap": 2, "name": "chain",
+             "hovertemplate": "%{y} ← %{x}<extra></extra>"},
+            {"type": "heatmap", "z": cells, "x": rows, "y": rows, "xaxis": "x2", "yaxis": "y2", "zmin": 0, "zmax": 2,
+             "colorscale": scale, "showscale": False, "xgap": 2, "ygap": 2, "text": text, "texttemplate": "%{text}",
+             "name": "tree", "hovertemplate": "%{y} ← %{x}<extra></extra>"}]
+    # each panel's name under it
+    notes = [{"text": t("mask_chain", look.lang, k=k), "xref": "x domain", "yref": "y domain", "x": 0.5, "y": 0.0,
+              "yshift": -6, "showarrow": False, "yanchor": "top", "name": "panel-title"},
+             {"text": t("mask_tree", look.lang), "xref": "x2 domain", "yref": "y2 domain", "x": 0.5, "y": 0.0,
+              "yshift": -6, "showarrow": False, "yanchor": "top", "name": "panel-title"}]
+    title = t("fig_mask", look.lang) + f"<br><sub>{t('fig_mask_sub', look.lang)}</sub>"
+    height = (200 + 44 * n) * (2 if narrow else 1) + 40 * (side < n)
+    return _frame(_figure(data, {**axes, "annotations": notes}), look, title, height)
+
+
+def node_memories(run, rec, phase, look=None, scale=None):
+    """Each node's memory, the watched DeltaNet layer and head: what its path wrote (its memory minus the
+    memory before the round), one small heatmap per row on the tree's row order; under each, the same row
+    after a pass in row order (a chain engine's), with how far it is from the right one. Written by verify:
+    before it the panels say so; at accept the winner's panel is the one selected (or recomputed)."""
+    look = look or Look()
+    mem = rec.get("memory")
+    n = len(rec["tokens"])
+    title = t("fig_nodes", look.lang, layer=(mem or {}).get("layer", "?"), head=(mem or {}).get("head", "?")) + \
+        f"<br><sub>{t('fig_nodes_sub', look.lang)}</sub>"
+    if mem is None:
+        return _frame(_figure([], {"annotations": [{"text": t("tree_no_memory", look.lang), "showarrow": False,
+                                                     "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]}),
+                      look, title, 200)
+    shown = phase in ("verify", "accept")
+    marks = verdicts(rec, phase)
+    winner = rec["path"][-1] if phase == "accept" else None
+    tree_panels, row_panels = [], []
+    for row in range(n):
+        name = f"{row}: {_label(run, rec['tokens'][row], 8)}"
+        tail = f" {MARKS[marks[row]]}" if row else ""
+        if row == winner:
+            tail = " ★ " + t("tree_selected" if rec["rollback"] == "select" else "tree_recomputed", look.lang)
+        tree_panels.append((f"tree{row}", name + tail, mem["tree"][row] if shown else None))
+        wrong = rec["mixed"][row]
+        words = t("tree_same", look.lang) if wrong < 1e-3 else t("tree_wrong", look.lang, x=wrong)
+        row_panels.append((f"row{row}", words, mem["row_order"][row] if shown else None))
+    # wide: the tree's panels in one row, row order's under them; a phone: a row per node, tree | row order
+    if look.narrow:
+        cols, groups = 2, [[a, b] for a, b in zip(tree_panels, row_panels)]
+    else:
+        cols, groups = n, [tree_panels, row_panels]
+    panels = [p for g in groups for p in g]
+    top = title_margin(title, look) + (40 if look.narrow else 24)
+    panel_px = 110 if look.narrow else (120 if n > 5 else 150)
+    title_px, axis_px = (48, 12) if not look.presenter else (64, 16)
+    gap_px = 0 if look.narrow else 30                    # room for the second group's title
+    height = top + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups) + gap_px
+    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
+    if gap_px:                                           # the row-order panels a little lower
+        shift = gap_px / (height - top - MARGIN["b"])
+        for _, yref in refs[n:]:
+            axes[_axis_key("y", yref)]["domain"] = [max(0, v - shift) for v in axes[_axis_key("y", yref)]["domain"]]
+    bound = scale or quantile([abs(v) for g in mem["tree"] for r in g for v in r]) or 1e-9
+    data, notes = [], []
+    for (name, words, grid), (xref, yref) in zip(panels, refs):
+        z = grid or [[0.0]]
+        data.append({"type": "heatmap", "z": z, "coloraxis": "coloraxis", "name": name, "xaxis": xref, "yaxis": yref,
+                     "visible": grid is not None, "hovertemplate": "%{y}, %{x}: %{z:.4f}<extra></extra>"})
+        axes[_axis_key("x", xref)].update(showticklabels=False, showgrid=False, zeroline=False)
+        axes[_axis_key("y", yref)].update(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
+        dx, dy = axes[_axis_key("x", xref)]["domain"], axes[_axis_key("y", yref)]["domain"]
+        bad = name.startswith("row") and not words == t("tree_same", look.lang)
+        notes.append({"text": wrap_title(words, 18 if look.narrow else max(12, 90 // cols)), "showarrow": False,
+                      "xref": "paper", "yref": "paper", "x": sum(dx) / 2, "y": dy[1], "yanchor": "bottom",
+                      "yshift": 2, "xanchor": "center", "name": "panel-title",
+                      "font": {"size": look.font - 2, **({"color": OKABE_ITO["vermillion"]} if bad else {})}})
+        if grid is None:
+            notes.append({"text": t("not_yet", look.lang), "showarrow": False, "opacity": 0.6,
+                          "xref": f"{xref} domain", "yref": f"{yref} domain", "x": 0.5, "y": 0.5})
+    short = "_short" if look.narrow else ""             # a phone: the columns' short names
+    tree_title = {"text": f"<b>{t('nodes_tree_row' + short, look.lang)}</b>", "name": "group-title"}
+    row_title = {"text": f"<b>{t('nodes_row_order' + short, look.lang)}</b>", "name": "group-title",
+                 "font": {"color": OKABE_ITO["vermillion"]}}
+    first_y = axes["yaxis"]["domain"][1]
+    if look.narrow:                                      # column headings over the first pair
+        x_left, x_right = (sum(axes[_axis_key("x", refs[i][0])]["domain"]) / 2 for i in (0, 1))
+        notes += [{**tree_title, "x": x_left, "xanchor": "center"}, {**row_title, "x": x_right, "xanchor": "center"}]
+    else:
+        notes += [{**tree_title, "x": 0, "xanchor": "left"}, {**row_title, "x": 0, "xanchor": "left",
+                                                               "y": axes[_axis_key("y", refs[n][1])]["domain"][1]}]
+    for note in notes[-2:]:
+        note.update({"xref": "paper", "yref": "paper", "yanchor": "bottom", "showarrow": False,
+                     "yshift": title_px - 4})
+        note.setdefault("y", first_y)
+    layout = {**axes, "annotations": notes,
+              "coloraxis": {"colorscale": DIVERGING, "cmin": -bound, "cmax": bound, "cmid": 0,
+                            "colorbar": {"thickness": 12, "len": 0.5, "x": 1.01, "title": {"text": "ΔS", "side": "top"}}}}
+    return _frame(_figure(data, layout), look, title, height, fixed=True)
+
+
+def _window_sources(rec, row, chain=False):
+    """The K inputs row `row`'s conv reads, as indices into [the state's K-1 last inputs, then the rows]:
+    the recorded ancestor windows, or (chain=True) what a pass in row order reads: the rows before it."""
+    if not chain:
+        return rec["windows"][row]
+    K = rec["kernel"]
+    return (list(range(K - 1)) + [K - 1 + r for r in range(row + 1)])[-K:]
+
+
+def _source_token(run, rec, index):
+    K = rec["kernel"]
+    if index >= K - 1:
+        return rec["tokens"][index - (K - 1)], "row"
+    pos = rec["pos"] - (K - 1) + index
+    seq = run.prompt_ids + run.output_ids
+    return (seq[pos] if 0 <= pos < len(seq) else None), "before"
+
+
+def window_figure(run, rec, phase, look=None):
+    """Each row's conv window (its K inputs, oldest first): inputs from before the round (grey), its
+    ancestors' rows (sky blue), its own (blue); a cell that a pass in row order would fill with another
+    row's input is marked ✗ with that token."""
+    look = look or Look()
+    K, n = rec["kernel"], len(rec["tokens"])
+    z, text, hover = [], [], []
+    for row in range(n):
+        mine, chain = _window_sources(rec, row), _window_sources(rec, row, chain=True)
+        zr, tr, hr = [], [], []
+        for i, (src, other) in enumerate(zip(mine, chain)):
+            token, kind = _source_token(run, rec, src)
+            own = i == K - 1
+            zr.append(0 if kind == "before" else (2 if own else 1))
+            label = "∅" if token is None else _label(run, token, 8)
+            if src != other:
+                wrong_token, _ = _source_token(run, rec, other)
+                label += f"<br>✗ {_label(run, wrong_token, 6) if wrong_token is not None else '∅'}"
+            tr.append(label)
+            hr.append(t("window_" + ("own" if own else kind), look.lang))
+        z.append(zr)
+        text.append(tr)
+        hover.append(hr)
+    names = [f"{r}: {_label(run, tok, 8)}" for r, tok in enumerate(rec["tokens"])]
+    scale = [[0, "#DDDDDD"], [0.33, "#DDDDDD"], [0.34, OKABE_ITO["sky_blue"]], [0.66, OKABE_ITO["sky_blue"]],
+             [0.67, OKABE_ITO["blue"]], [1, OKABE_ITO["blue"]]]
+    cols = [t("window_col", look.lang, i=i - K + 1) if i < K - 1 else t("window_self", look.lang) for i in range(K)]
+    data = [{"type": "heatmap", "z": z, "x": cols, "y": names, "text": text, "texttemplate": "%{text}",
+             "customdata": hover, "hovertemplate": "%{y} · %{x}: %{customdata}<extra></extra>", "zmin": 0, "zmax": 2,
+             "colorscale": scale, "showscale": False, "xgap": 3, "ygap": 3, "name": "windows",
+             "textfont": {"size": look.font - 2}}]
+    layout = {"xaxis": {"showgrid": False}, "yaxis": {"autorange": "reversed", "showgrid": False}}
+    title = t("fig_windows", look.lang, k=K) + f"<br><sub>{t('fig_windows_sub', look.lang)}</sub>"
+    return _frame(_figure(data, layout), look, title, 140 + 56 * n)
+
+
+def slots_figure(run, rec, phase, look=None):
+    """KV slots of every attention layer: the verify pass writes row r at slot P + r (rotated at its depth);
+    after the walk the winning path's slots are moved to P, P+1, … and the rest cut off."""
+    look = look or Look()
+    P, n, path = rec["pos"], len(rec["tokens"]), rec["path"]
+    rows = [t("slots_verify", look.lang)] + ([t("slots_accept", look.lang)] if phase == "accept" else [])
+    x = [str(P + i) for i in range(n)]
+    written = phase in ("verify", "accept")
+    z = [[1 if written else 0] * n]
+    name = (lambda r: str(r)) if look.narrow else (lambda r: f"{r}: {_label(run, rec['tokens'][r], 7)}")  # noqa: E731
+    text = [[name(r) if written else "" for r in range(n)]]
+    if phase == "accept":
+        z.append([2 if i < len(path) else 0 for i in range(n)])
+        text.append([name(path[i]) if i < len(path) else "✗" if look.narrow else t("slot_cut", look.lang)
+                     for i in range(n)])
+    scale = [[0, "#EEEEEE"], [0.33, "#EEEEEE"], [0.34, OKABE_ITO["orange"]], [0.66, OKABE_ITO["orange"]],
+             [0.67, OKABE_ITO["bluish_green"]], [1, OKABE_ITO["bluish_green"]]]
+    data = [{"type": "heatmap", "z": z, "x": x, "y": rows, "text": text, "texttemplate": "%{text}", "zmin": 0,
+             "zmax": 2, "colorscale": scale, "showscale": False, "xgap": 3, "ygap": 3, "name": "slots",
+             "hoverinfo": "skip", "textfont": {"size": look.font - 2}}]
+    layout = {"xaxis": {"title": t("slot_position", look.lang), "type": "category", "showgrid": False},
+              "yaxis": {"autorange": "reversed", "showgrid": False}}
+    title = t("fig_slots", look.lang) + f"<br><sub>{t('fig_slots_sub', look.lang)}</sub>"
+    return _frame(_figure(data, layout), look, title, 220 + 50 * len(rows), half=True)
+
+
+# --- words ---------------------------------------------------------------------------------------------------
+
+def _chip(run, token, cls=""):
+    return f'<span class="step-chip {cls}">{escape(_label(run, token, 24))}</span>'
+
+
+def pending_chips(run, rec, phase, lang):
+    """The round's guesses in the text line: every node in row order, ? while guessed, ✓ / ✗ / – once verified."""
+    marks = verdicts(rec, phase)
+    return '<span class="step-pending">' + "".join(
+        _chip(run, tok, "step-guess") + f"<sup>{MARKS[marks[row]]}</sup>"
+        for row, tok in enumerate(rec["tokens"]) if row) + "</span>"
+
+
+def _table(rows):
+    return f'<div class="step-scroll"><table class="step-table">{"".join(rows)}</table></div>'
+
+
+def panel_html(run, rec, phase, lang):
+    """The phase's table: the guesses with their parents and probabilities; the verify rows with the main
+    model's pick after each (and, where a pass in row order would pick otherwise, that pick); or what the
+    round kept and what each kind of state did."""
+    marks = verdicts(rec, phase)
+    if phase == "guess":
+        head = [f"<tr><th>{escape(t('tree_row_h', lang))}</th><th>{escape(t('tree_parent_h', lang))}</th>"
+                f"<th>{escape(t('guess', lang))}</th><th>q</th><th>{escape(t('tree_rank_h', lang))}</th></tr>"]
+        body = [f"<tr><td>{row}</td><td>{_chip(run, rec['tokens'][rec['parents'][row]])}</td>"
+                f"<td>{_chip(run, tok, 'step-guess')}</td><td>{rec['nodes'][row]['prob'] * 100:.1f}%</td>"
+                f"<td>#{rec['nodes'][row]['rank'] + 1}</td></tr>" for row, tok in enumerate(rec["tokens"]) if row]
+        return f"<h4>{escape(t('tree_guesses', lang, n=len(rec['tokens']) - 1))}</h4>" + _table(head + body)
+    if phase == "verify":
+        head = [f"<tr><th>{escape(t('tree_row_h', lang))}</th><th>{escape(t('tree_path_h', lang))}</th>"
+                f"<th>{escape(t('main_choice', lang))}</th><th></th><th>{escape(t('tree_roworder_h', lang))}</th></tr>"]
+        body = []
+        for row, tok in enumerate(rec["tokens"]):
+            path = " ".join(_chip(run, rec["tokens"][a]) for a in ancestors(rec, row))
+            other = rec["row_picks"][row]
+            differs = other != rec["picks"][row]
+            cell = _chip(run, other, "step-bad") + " ≠" if differs else escape(t("tree_same_pick", lang))
+            cls = {"accepted": "step-ok", "rejected": "step-bad"}.get(marks[row], "step-skipped")
+            body.append(f"<tr class='{cls}'><td>{row}</td><td>{path}</td><td>{_chip(run, rec['picks'][row], 'tok-main')}"
+                        f"</td><td class='step-mark'>{MARKS[marks[row]]}</td><td>{cell}</td></tr>")
+        return _table(head + body)
+    n, winner = rec["accepted"], rec["path"][-1]
+    chips = " ".join(_chip(run, e["token"], f"tok tok-{e['origin']}") +
+                     f"<small> {escape(t('short_origin_' + e['origin'], lang))}</small>" for e in rec["emitted"])
+    memory = t("tree_mem_select" if rec["rollback"] == "select" else "tree_mem_recompute", lang, row=winner, n=n + 1)
+    cut = len(rec["tokens"]) - len(rec["path"])
+    rows = [f"<tr><td>{escape(t('emitted', lang))}</td><td>{chips}</td></tr>",
+            f"<tr><td>{escape(t('tree_walk_h', lang))}</td><td>{' → '.join(_chip(run, rec['tokens'][r]) for r in rec['path'])}"
+            f"</td></tr>",
+            f"<tr><td>KV</td><td>{escape(t('tree_kv_moved', lang, rows=', '.join(map(str, rec['path'])), p=rec['pos'], cut=cut))}"
+            "</td></tr>",
+            f"<tr><td>DeltaNet</td><td>{escape(memory)}</td></tr>"]
+    return _table(rows)
+
+
+def explanation(run, rec, phase, lang):
+    """The spoken words of a tree round's phase (Markdown)."""
+    if phase == "guess":
+        return t("tree_explain_guess", lang, shape=run.settings.tree, n=len(rec["tokens"]) - 1)
+    if phase == "verify":
+        mixed = max(rec["mixed"])
+        return t("tree_explain_verify", lang, rows=len(rec["tokens"])) + "\n\n" + \
+            t("tree_explain_pitfall", lang, x=mixed)
+    n = rec["accepted"]
+    key = "tree_explain_bonus" if not rec["rolled_back"] else "tree_explain_correction"
+    return t(key, lang, n=n, m=n + 1, row=rec["path"][-1]) + " " + \
+        t("tree_explain_" + ("select" if rec["rollback"] == "select" else "recompute"), lang)
