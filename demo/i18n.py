@@ -290,6 +290,8 @@ STRINGS = {
     "tl_title": ("Main-model passes over time (engine seconds)", "主模型前向随时间分布（引擎秒）"),
     "tl_plain": ("plain", "普通"),
     "tl_spec": ("speculative", "投机"),
+    "tl_chain": ("chain k={k}", "k={k} 链"),
+    "tl_tree": ("tree {tree}", "树 {tree}"),
     "tl_prefill": ("prompt", "提示词"),
     "tl_step": ("step: 1 token", "一步：1 个词元"),
     "tl_draft": ("draft (MTP head)", "草稿（MTP 头）"),

@@ -290,8 +290,10 @@ def timeline_html(plain, lanes, lang="English", measured=(), race_id=""):
     rows = [(t("tl_plain", lang), _blocks(plain, total, None, lang))]
     costs_of = list(measured) + [None] * len(lanes)
     for run, m in zip(lanes, costs_of):
-        name = t("tl_spec", lang) + (f" · {t('tree_setup', lang, tree=run.tree, rollback=run.rollback)}" if run.tree
-                                     else f" · {run.rollback}" if len(lanes) > 1 else "")
+        if any(lane.tree for lane in lanes):            # a tree lane beside the chain: short names say which
+            name = t("tl_tree", lang, tree=run.tree) if run.tree else t("tl_chain", lang, k=run.k)
+        else:
+            name = t("tl_spec", lang) + (f" · {run.rollback}" if len(lanes) > 1 else "")
         rows.append((name, _blocks(run, total, _draft_share(run, m), lang)))
     body = "".join(f'<div class="tl-row"><span class="tl-label">{escape(name)}</span>'
                    f'<div class="tl-track">{blocks}<span class="tl-cursor"></span></div></div>' for name, blocks in rows)
