@@ -5,6 +5,7 @@ after the other.
     python -m demo.race_bench --turns-ms 0,5,50        # turns of several lengths against one after the other
     python -m demo.race_bench --prompts 2 --repeats 4 --no-compile --model PATH
     python -m demo.race_bench --reported               # the speed-up the page reports: each a median of repeats
+    python -m demo.race_bench --tree 2+1               # the race's tree lane against its chain lane (all eager)
 
 For each of the race's example prompts (demo.prompts.EXAMPLES, the first --prompts), greedy, with k
 and rollback `select` as the page's defaults: --repeats races with each schedule, alternating
@@ -16,7 +17,9 @@ race gave identical tokens; with the CPU capability torch uses and the thread co
 race is the page's whole race (demo.race.race with its unseen repeats) and its speed-up the median the page
 reports, so the spread shows how well that holds still. A machine
 shared with other work makes single races vary; the schedule that keeps the spread narrow is the
-one a presenter can trust.
+one a presenter can trust. With --tree, each race also runs the tree lane (the app's, every lane eager) and
+the table gives, per prompt, the chain's and the tree's median speed-up over plain, how many races the tree
+won, and each lane's tokens per main-model pass.
 """
 import argparse
 import functools
@@ -28,7 +31,7 @@ from demo.models import load_model, start_compiling
 from demo.prompts import prepare
 from demo.race import TURN_SECONDS, one_after_another, race, speedup, take_turns
 from demo.prompts import EXAMPLES
-from demo.validate import race_settings
+from demo.validate import TREES, race_settings
 from qwen.weights import find_model
 
 
@@ -51,6 +54,34 @@ def races(loaded, prompt, raw, max_new, k, repeats, by_name, reported=False):
             out[name].append((ratio, last.plain.seconds, last.spec.seconds))
             identical &= last.verdict.identical
     return out, identical
+
+
+def tree_races(loaded, prompt, raw, max_new, k, tree, repeats, reported=False):
+    """Races with a tree lane beside the chain lane. -> [(chain speed-up, tree speed-up, chain tokens per
+    pass, tree tokens per pass) per race], and whether every race was identical to plain."""
+    settings = race_settings(prompt, max_new_tokens=max_new, k=k, raw=raw, tree=tree)
+    ids, _ = prepare(loaded, settings)
+    out, identical = [], True
+    for _ in range(repeats):
+        *_, last = race(loaded, ids, settings, measure_costs=False, repeat=reported)
+        chain, tree_x = (statistics.median(x) for x in last.speedups)
+        out.append((chain, tree_x, last.spec.per_pass, last.select.per_pass))
+        identical &= last.verdict.identical
+    return out, identical
+
+
+def print_tree_table(loaded, args):
+    print("| prompt | chain | tree | chain ÷ plain (median) | tree ÷ plain (median) | tree won | "
+          "tokens per pass, chain | tree | every race, tree ÷ chain |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for _, prompt, raw, max_new in EXAMPLES[:args.prompts]:
+        rows, identical = tree_races(loaded, prompt, raw, max_new, args.k, args.tree, args.repeats, args.reported)
+        label = prompt[:24].replace("\n", " ").replace("|", "/") + "…"
+        med = lambda i: statistics.median(r[i] for r in rows)       # noqa: E731
+        print(f"| {label} | k={args.k} | {args.tree} | {med(0):.2f}× | {med(1):.2f}× | "
+              f"{sum(t > c for c, t, _, _ in rows)} of {len(rows)} | {med(2):.2f} | {med(3):.2f} | "
+              f"{' '.join(f'{t / c:.2f}' for c, t, _, _ in rows)} |"
+              + ("" if identical else " NOT IDENTICAL to plain decoding in some race"), flush=True)
 
 
 def positive(text):
@@ -84,7 +115,11 @@ def main(argv=None):
                              f"{TURN_SECONDS * 1000:g}; 0: a turn per token or round)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--reported", action="store_true", help="each race as the page runs it, with its repeats")
+    parser.add_argument("--tree", choices=[shape for shape in TREES if shape], default=None,
+                        help="race a draft-tree lane of this shape beside the chain (every lane eager)")
     args = parser.parse_args(argv)
+    if args.tree:
+        args.compile = False
     torch.set_num_threads(args.threads)
     source = args.model or find_model()
     loaded = load_model(source, source, compile=False)          # compiled below and waited for
@@ -94,6 +129,8 @@ def main(argv=None):
         start_compiling(loaded, (args.k,)).join()
     print(f"host: CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s); "
           f"model {loaded.key}, {loaded.compile_status()}; k={args.k}, select, greedy")
+    if args.tree:
+        return print_tree_table(loaded, args)
     print("| prompt | schedule | median | lowest | highest | plain lane (median) | speculative lane (median) | "
           "every race |")
     print("|---|---|---|---|---|---|---|---|")

@@ -523,6 +523,21 @@ def test_the_race_bench_prints_a_row_per_schedule_and_every_race_identical(capsy
     assert all(len(row.split(" | ")[-1].split()) == 2 + 1 for row in rows)    # two races, then the closing "|"
 
 
+def test_the_race_bench_races_a_tree_lane_against_the_chain(capsys):
+    from demo import race_bench
+    threads = torch.get_num_threads()
+    try:
+        race_bench.main(["--prompts", "1", "--repeats", "2", "--tree", "2+1"])      # --tree runs every lane eager
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "CPU capability" in out and "eager" in out and "NOT IDENTICAL" not in out
+    row = next(line for line in out.splitlines() if line.startswith("| 1 In the beginning"))
+    cells = row.split(" | ")
+    assert cells[1:3] == ["k=2", "2+1"] and cells[5].endswith("of 2") and len(cells[-1].split()) == 2 + 1
+    assert float(cells[6]) > 1 and float(cells[7]) > 1        # both carry more than one token per main-model pass
+
+
 @pytest.mark.parametrize("status, note, settled", [
     (("EAGER", "NOT_ASKED", ""), "", True),
     (("LAZY", None, ""), " · compiling the decoding steps into optimized graphs… (plain PyTorch meanwhile)", False),
