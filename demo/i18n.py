@@ -476,6 +476,7 @@ STRINGS = {
     "tree_selected": ("selected", "被选用"),
     "tree_recomputed": ("recomputed", "重算得到"),
     "tree_same": ("same (its rows come in order)", "相同（它的行本来就按顺序）"),
+    "tree_same_short": ("same", "相同"),
     "tree_wrong": ("wrong: off by {x:.0%}", "错误：偏差 {x:.0%}"),
     "fig_windows": ("Each row's conv window ({k} inputs, oldest first)", "每一行的卷积窗口（{k} 个输入，最旧的在左）"),
     "fig_windows_sub": ("grey: before the round · sky blue: an ancestor's row · blue: its own · ✗ what row order "

@@ -208,7 +208,8 @@ def node_memories(run, rec, phase, look=None, scale=None):
             tail = " ★ " + t("tree_selected" if rec["rollback"] == "select" else "tree_recomputed", look.lang)
         tree_panels.append((f"tree{row}", name + tail, mem["tree"][row] if shown else None))
         wrong = rec["mixed"][row]
-        words = t("tree_same", look.lang) if wrong < 1e-3 else t("tree_wrong", look.lang, x=wrong)
+        same = t("tree_same_short" if look.narrow else "tree_same", look.lang)
+        words = same if wrong < 1e-3 else t("tree_wrong", look.lang, x=wrong)
         row_panels.append((f"row{row}", words, mem["row_order"][row] if shown else None))
     # wide: the tree's panels in one row, row order's under them; a phone: a row per node, tree | row order
     if look.narrow:
@@ -235,7 +236,7 @@ def node_memories(run, rec, phase, look=None, scale=None):
         axes[_axis_key("x", xref)].update(showticklabels=False, showgrid=False, zeroline=False)
         axes[_axis_key("y", yref)].update(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
         dx, dy = axes[_axis_key("x", xref)]["domain"], axes[_axis_key("y", yref)]["domain"]
-        bad = name.startswith("row") and not words == t("tree_same", look.lang)
+        bad = name.startswith("row") and words != same
         notes.append({"text": wrap_title(words, 18 if look.narrow else max(12, 90 // cols)), "showarrow": False,
                       "xref": "paper", "yref": "paper", "x": sum(dx) / 2, "y": dy[1], "yanchor": "bottom",
                       "yshift": 2, "xanchor": "center", "name": "panel-title",
