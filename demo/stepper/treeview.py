@@ -8,8 +8,9 @@ Figures (plotly, the chain view's look: demo.stepper.figures) and HTML for a "tr
                       the winning node and the main model's next token after it
     mask_figure       the chain's causal triangle beside the tree's ancestor mask, the cells a pass in
                       row order would wrongly let a row see marked ✗
-    node_memories     each node's memory as a small heatmap (what its path wrote into the watched layer and
-                      head), under it what a pass in row order leaves there: a sibling's token mixed in
+    node_memories     each node's memory as a small heatmap placed as the tree is (what its path wrote into the
+                      watched layer and head); under them what a pass in row order leaves there: a sibling's
+                      token mixed in
     window_figure     each row's conv window: its ancestors' inputs, not the rows before it
     slots_figure      the KV slots the verify pass wrote (one per row) and, after the walk, the winning
                       path's moved into place, the rest cut
@@ -183,10 +184,49 @@ def mask_figure(run, rec, phase, look=None):
     return _frame(_figure(data, {**axes, "annotations": notes}), look, title, height)
 
 
+def _tree_layout(rec, top, title_px, panel_px=120, gap_px=10, group_px=34):
+    """Axes for node_memories on a wide screen: under a group title (group_px), the tree's panels where its nodes
+    are (depth across, the leaves' order down; a parent level with the middle of its children), joined parent to
+    child by lines, and under another group title row order's panels in one row. -> (axes dict, [(xref, yref)] tree's then row order's, line shapes, height)"""
+    pos, leaves = _layout_positions(rec)
+    n, depth = len(pos), max(rec["depths"])
+    row_px = title_px + panel_px + gap_px
+    tree_px = leaves * row_px
+    height = top + MARGIN["b"] + group_px + tree_px + group_px + title_px + panel_px + gap_px
+    plot_h = height - top - MARGIN["b"]
+    column = 1 / (depth + 1)
+    width = min(0.62 * column, 0.16)
+    axes, refs, boxes = {}, [], []
+
+    def add(x0, x1, top_px):
+        i = len(refs) + 1
+        suffix = str(i) if i > 1 else ""
+        y1 = 1 - top_px / plot_h
+        y0 = y1 - panel_px / plot_h
+        axes[f"xaxis{suffix}"] = {"domain": [x0, x1], "anchor": f"y{suffix}"}
+        axes[f"yaxis{suffix}"] = {"domain": [max(0.0, y0), y1], "anchor": f"x{suffix}"}
+        refs.append((f"x{suffix}", f"y{suffix}"))
+        boxes.append((x0, x1, y0, y1))
+    for d, y in pos:                                     # y: minus the leaf order
+        x0 = d * column + (column - width) / 2
+        add(x0, x0 + width, group_px - y * row_px + title_px)
+    gap = 0.04 if n > 1 else 0.0
+    each = (1 - gap * (n - 1)) / n
+    for i in range(n):
+        add(i * (each + gap), i * (each + gap) + each, group_px + tree_px + group_px + title_px)
+    links = []
+    for row, parent in enumerate(rec["parents"][1:], start=1):
+        (_, px1, py0, py1), (cx0, _, cy0, cy1) = boxes[parent], boxes[row]
+        links.append({"type": "line", "xref": "paper", "yref": "paper", "x0": px1, "y0": (py0 + py1) / 2,
+                      "x1": cx0, "y1": (cy0 + cy1) / 2, "line": {"color": "#999999", "width": 2}, "layer": "below"})
+    return axes, refs, links, height
+
+
 def node_memories(run, rec, phase, look=None, scale=None):
     """Each node's memory, the watched DeltaNet layer and head: what its path wrote (its memory minus the
-    memory before the round), one small heatmap per row on the tree's row order; under each, the same row
-    after a pass in row order (a chain engine's), with how far it is from the right one. Written by verify:
+    memory before the round), one small heatmap per node placed as the tree is (_tree_layout; on a phone a
+    row per node); under them each row after a pass in row order (a chain engine's), with how far it is from the
+    right one. Written by verify:
     before it the panels say so; at accept the winner's panel is the one selected (or recomputed)."""
     look = look or Look()
     mem = rec.get("memory")
@@ -210,23 +250,25 @@ def node_memories(run, rec, phase, look=None, scale=None):
         wrong = rec["mixed"][row]
         same = t("tree_same_short" if look.narrow else "tree_same", look.lang)
         words = same if wrong < 1e-3 else t("tree_wrong", look.lang, x=wrong)
-        row_panels.append((f"row{row}", words, mem["row_order"][row] if shown else None))
-    # wide: the tree's panels in one row, row order's under them; a phone: a row per node, tree | row order
+        row_panels.append((f"row{row}", words if look.narrow else f"{name} · {words}",
+                           mem["row_order"][row] if shown else None))
+    # wide: the tree's panels laid out as the tree (depth across, leaves down, parent to child joined), row
+    # order's in one row under them; a phone: a row per node, tree | row order
     if look.narrow:
         cols, groups = 2, [[a, b] for a, b in zip(tree_panels, row_panels)]
+        panels = [p for g in groups for p in g]
+        top = title_margin(title, look) + 40
+        panel_px = 110
+        title_px, axis_px = (48, 12) if not look.presenter else (64, 16)
+        height = top + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
+        axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
+        links = []
     else:
-        cols, groups = n, [tree_panels, row_panels]
-    panels = [p for g in groups for p in g]
-    top = title_margin(title, look) + (40 if look.narrow else 24)
-    panel_px = 110 if look.narrow else (120 if n > 5 else 150)
-    title_px, axis_px = (48, 12) if not look.presenter else (64, 16)
-    gap_px = 0 if look.narrow else 30                    # room for the second group's title
-    height = top + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups) + gap_px
-    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
-    if gap_px:                                           # the row-order panels a little lower
-        shift = gap_px / (height - top - MARGIN["b"])
-        for _, yref in refs[n:]:
-            axes[_axis_key("y", yref)]["domain"] = [max(0, v - shift) for v in axes[_axis_key("y", yref)]["domain"]]
+        panels = tree_panels + row_panels
+        cols = n
+        title_px = 44 if not look.presenter else 60
+        top = title_margin(title, look)
+        axes, refs, links, height = _tree_layout(rec, top, title_px, group_px=2 * look.font + 10)
     bound = scale or quantile([abs(v) for g in mem["tree"] for r in g for v in r]) or 1e-9
     data, notes = [], []
     for (name, words, grid), (xref, yref) in zip(panels, refs):
@@ -236,7 +278,7 @@ def node_memories(run, rec, phase, look=None, scale=None):
         axes[_axis_key("x", xref)].update(showticklabels=False, showgrid=False, zeroline=False)
         axes[_axis_key("y", yref)].update(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
         dx, dy = axes[_axis_key("x", xref)]["domain"], axes[_axis_key("y", yref)]["domain"]
-        bad = name.startswith("row") and words != same
+        bad = name.startswith("row") and not words.endswith(same)
         notes.append({"text": wrap_title(words, 18 if look.narrow else max(12, 90 // cols)), "showarrow": False,
                       "xref": "paper", "yref": "paper", "x": sum(dx) / 2, "y": dy[1], "yanchor": "bottom",
                       "yshift": 2, "xanchor": "center", "name": "panel-title",
@@ -248,18 +290,20 @@ def node_memories(run, rec, phase, look=None, scale=None):
     tree_title = {"text": f"<b>{t('nodes_tree_row' + short, look.lang)}</b>", "name": "group-title"}
     row_title = {"text": f"<b>{t('nodes_row_order' + short, look.lang)}</b>", "name": "group-title",
                  "font": {"color": OKABE_ITO["vermillion"]}}
-    first_y = axes["yaxis"]["domain"][1]
     if look.narrow:                                      # column headings over the first pair
         x_left, x_right = (sum(axes[_axis_key("x", refs[i][0])]["domain"]) / 2 for i in (0, 1))
-        notes += [{**tree_title, "x": x_left, "xanchor": "center"}, {**row_title, "x": x_right, "xanchor": "center"}]
-    else:
-        notes += [{**tree_title, "x": 0, "xanchor": "left"}, {**row_title, "x": 0, "xanchor": "left",
-                                                               "y": axes[_axis_key("y", refs[n][1])]["domain"][1]}]
+        first_y = axes["yaxis"]["domain"][1]
+        notes += [{**tree_title, "x": x_left, "xanchor": "center", "y": first_y},
+                  {**row_title, "x": x_right, "xanchor": "center", "y": first_y}]
+    else:                                                # over the tree, and over row order's row
+        row_y = axes[_axis_key("y", refs[n][1])]["domain"][1]
+        notes += [{**tree_title, "x": 0, "xanchor": "left", "y": 1.0, "yshift": 0, "yanchor": "top"},
+                  {**row_title, "x": 0, "xanchor": "left", "y": row_y}]
     for note in notes[-2:]:
-        note.update({"xref": "paper", "yref": "paper", "yanchor": "bottom", "showarrow": False,
-                     "yshift": title_px - 4})
-        note.setdefault("y", first_y)
-    layout = {**axes, "annotations": notes,
+        note.update({"xref": "paper", "yref": "paper", "showarrow": False})
+        note.setdefault("yanchor", "bottom")
+        note.setdefault("yshift", title_px - 4)
+    layout = {**axes, "annotations": notes, "shapes": links,
               "coloraxis": {"colorscale": DIVERGING, "cmin": -bound, "cmax": bound, "cmid": 0,
                             "colorbar": {"thickness": 12, "len": 0.5, "x": 1.01, "title": {"text": "ΔS", "side": "top"}}}}
     return _frame(_figure(data, layout), look, title, height, fixed=True)
