@@ -171,7 +171,8 @@ def run_plain(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter)
     """Plain decoding, streamed: yields the Run after each token."""
     run = Run("plain")
     stop = loaded.chat.stop
-    stream = generate_stream(engine_for(loaded, settings)[0], ids, settings.max_new_tokens, stop=stop, **sampling(settings))
+    model = engine_for(loaded, settings)[0]
+    stream = generate_stream(model, ids, settings.max_new_tokens, stop=stop, **sampling(settings))
     add = lambda r, tok, detok: _add_token(r, tok, detok, "main", stop)
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
 
@@ -388,7 +389,8 @@ def summary(model_key, plain, spec, settings=None, notices=(), measured=None, se
     def speculative(run):
         return {**common(run), "rounds": run.rounds, "hits": run.hits, "acceptance": round(run.acceptance, 4),
                 "k": run.k, "rollback": run.rollback, "tokens_per_round": round(run.per_round, 3),
-                "rolled_back": run.rolled_back, "origins": list(run.origins), **({"tree": run.tree} if run.tree else {})}
+                "rolled_back": run.rolled_back, "origins": list(run.origins),
+                **({"tree": run.tree} if run.tree else {})}
 
     def measured_part(run, m):
         if m is None:
@@ -407,7 +409,8 @@ def summary(model_key, plain, spec, settings=None, notices=(), measured=None, se
         **measured_part(spec, measured),
     }
     if select is not None:
-        out["tree" if select.tree else "select"] = {**speculative(select), **speeds(speedups[1], select), **measured_part(select, select_costs)}
+        out["tree" if select.tree else "select"] = {**speculative(select), **speeds(speedups[1], select),
+                                                    **measured_part(select, select_costs)}
     if settings is not None:
         out["rollback"] = settings.rollback
         out["temperature"], out["seed"] = settings.temperature, settings.seed

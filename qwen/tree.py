@@ -24,9 +24,9 @@ On a hybrid model each kind of layer needs its own fix for that:
     tokens, rounds, hits = generate_mtp(model, head, ids, tree="2x2")      # qwen.mtp: same output as plain
 
 A qwen.tree.TreeWatch passed as generate_mtp's `trace` hears each round from the inside (the stepper's
-tree mode records with one). Eager only (the compiled engine stays chain-only). Greedy decoding and sampling with a seed (the
-drafts are the top candidates of the head's scores plus the shared noise; verification is coupled as
-for a chain), so the output is token-identical to plain decoding.
+tree mode records with one). Eager only (the compiled engine stays chain-only). Greedy decoding and
+sampling with a seed (the drafts are the top candidates of the head's scores plus the shared noise;
+verification is coupled as for a chain), so the output is token-identical to plain decoding.
 """
 from dataclasses import dataclass
 from functools import cached_property

@@ -21,6 +21,7 @@ The row-order pass runs on a copy of the state, so the engine's own state is nev
 """
 import copy
 import time
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -156,7 +157,7 @@ def record_tree_run(model, mtp, chat, ids, settings, model_name="", max_seconds=
     named = record_ids(records) | set(prompt_ids) | set(out)
     named |= {tok for rec in records for tok in rec.get("tokens", []) + rec.get("picks", []) + rec.get("row_picks", [])}
     labels = {i: token_label(chat, i) for i in named}
-    settings.k = tree.depth
+    settings = replace(settings, k=tree.depth)          # a tree drafts as deep as its longest path
     return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
                pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
                ended=ended)

@@ -19,8 +19,8 @@ Figures (plotly, the chain view's look: demo.stepper.figures) and HTML for a "tr
 from html import escape
 
 from demo.i18n import t
-from demo.stepper.figures import (DIVERGING, MARGIN, Look, _axis_key, _frame, _figure, _grid_layout, _wrap_rows,
-                                  quantile, title_margin, wrap_title)
+from demo.stepper.figures import (DIVERGING, MARGIN, Look, _axis_key, _frame, _figure, _grid_layout, quantile,
+                                  title_margin, wrap_title)
 from demo.theme import OKABE_ITO
 
 VERDICT_COLOURS = {"root": "#777777", "guess": OKABE_ITO["sky_blue"], "accepted": OKABE_ITO["bluish_green"],
@@ -187,7 +187,8 @@ def mask_figure(run, rec, phase, look=None):
 def _tree_layout(rec, top, title_px, panel_px=120, gap_px=10, group_px=34):
     """Axes for node_memories on a wide screen: under a group title (group_px), the tree's panels where its nodes
     are (depth across, the leaves' order down; a parent level with the middle of its children), joined parent to
-    child by lines, and under another group title row order's panels in one row. -> (axes dict, [(xref, yref)] tree's then row order's, line shapes, height)"""
+    child by lines, and under another group title row order's panels in one row.
+    -> (axes dict, [(xref, yref)] the tree's then row order's, line shapes, height)"""
     pos, leaves = _layout_positions(rec)
     n, depth = len(pos), max(rec["depths"])
     row_px = title_px + panel_px + gap_px
@@ -305,7 +306,8 @@ def node_memories(run, rec, phase, look=None, scale=None):
         note.setdefault("yshift", title_px - 4)
     layout = {**axes, "annotations": notes, "shapes": links,
               "coloraxis": {"colorscale": DIVERGING, "cmin": -bound, "cmax": bound, "cmid": 0,
-                            "colorbar": {"thickness": 12, "len": 0.5, "x": 1.01, "title": {"text": "ΔS", "side": "top"}}}}
+                            "colorbar": {"thickness": 12, "len": 0.5, "x": 1.01,
+                                         "title": {"text": "ΔS", "side": "top"}}}}
     return _frame(_figure(data, layout), look, title, height, fixed=True)
 
 
@@ -429,19 +431,20 @@ def panel_html(run, rec, phase, lang):
             differs = other != rec["picks"][row]
             cell = _chip(run, other, "step-bad") + " ≠" if differs else escape(t("tree_same_pick", lang))
             cls = {"accepted": "step-ok", "rejected": "step-bad"}.get(marks[row], "step-skipped")
-            body.append(f"<tr class='{cls}'><td>{row}</td><td>{path}</td><td>{_chip(run, rec['picks'][row], 'tok-main')}"
-                        f"</td><td class='step-mark'>{MARKS[marks[row]]}</td><td>{cell}</td></tr>")
+            pick = _chip(run, rec["picks"][row], "tok-main")
+            body.append(f"<tr class='{cls}'><td>{row}</td><td>{path}</td><td>{pick}</td>"
+                        f"<td class='step-mark'>{MARKS[marks[row]]}</td><td>{cell}</td></tr>")
         return _table(head + body)
     n, winner = rec["accepted"], rec["path"][-1]
     chips = " ".join(_chip(run, e["token"], f"tok tok-{e['origin']}") +
                      f"<small> {escape(t('short_origin_' + e['origin'], lang))}</small>" for e in rec["emitted"])
     memory = t("tree_mem_select" if rec["rollback"] == "select" else "tree_mem_recompute", lang, row=winner, n=n + 1)
     cut = len(rec["tokens"]) - len(rec["path"])
+    walk = " → ".join(_chip(run, rec["tokens"][r]) for r in rec["path"])
+    kv = t("tree_kv_moved", lang, rows=", ".join(map(str, rec["path"])), p=rec["pos"], cut=cut)
     rows = [f"<tr><td>{escape(t('emitted', lang))}</td><td>{chips}</td></tr>",
-            f"<tr><td>{escape(t('tree_walk_h', lang))}</td><td>{' → '.join(_chip(run, rec['tokens'][r]) for r in rec['path'])}"
-            f"</td></tr>",
-            f"<tr><td>KV</td><td>{escape(t('tree_kv_moved', lang, rows=', '.join(map(str, rec['path'])), p=rec['pos'], cut=cut))}"
-            "</td></tr>",
+            f"<tr><td>{escape(t('tree_walk_h', lang))}</td><td>{walk}</td></tr>",
+            f"<tr><td>KV</td><td>{escape(kv)}</td></tr>",
             f"<tr><td>DeltaNet</td><td>{escape(memory)}</td></tr>"]
     return _table(rows)
 

@@ -134,7 +134,8 @@ def _tree_parts(session, look, r, phase, rec, run_key):
     none = (run_key, lambda: None)
     return {
         "heading": (None, lambda: H.phase_heading(run, step, lang)),
-        "text": (None, lambda: H.text_so_far(run, step, lang, TV.pending_chips(run, rec, phase, lang) if tree else None)),
+        "text": (None, lambda: H.text_so_far(run, step, lang,
+                                             TV.pending_chips(run, rec, phase, lang) if tree else None)),
         "panel": (None, lambda: TV.panel_html(run, rec, phase, lang) if tree else H.phase_panel(run, step, lang)),
         "explain": (None, lambda: TV.explanation(run, rec, phase, lang) if tree else H.explanation(run, step, lang)),
         "layers": (here, draw(TV.tree_figure)),
@@ -302,9 +303,9 @@ def build_stepper_tab(shared):
                 raw = say(gr.Checkbox(race_raw.value if race_raw else True, label=t("raw", L), elem_id="stepper-raw"),
                           label="raw")
             with gr.Row():
-                tree = say(gr.Radio(step_tree_choices(L), value="", label=t("step_tree", L), info=t("step_tree_info", L),
-                                    elem_id="stepper-tree"), label="step_tree", info="step_tree_info",
-                           choices=step_tree_choices)
+                tree = say(gr.Radio(step_tree_choices(L), value="", label=t("step_tree", L),
+                                    info=t("step_tree_info", L), elem_id="stepper-tree"),
+                           label="step_tree", info="step_tree_info", choices=step_tree_choices)
         say(settings_box, label="settings")
         status = gr.Markdown(t("no_run", L), elem_id="stepper-status")
         # the walk through a run: hidden until one is recorded or loaded (stepper.css, by the heading's phase),
