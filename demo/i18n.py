@@ -210,12 +210,49 @@ STRINGS = {
     "lane_select": ("{rolled} of {rounds} rounds rolled back: each took the DeltaNet memory kept after the last "
                     "accepted token, with no re-run.",
                     "{rounds} 轮中有 {rolled} 轮回滚：每次都直接选用最后一个被接受词元之后保存的 DeltaNet 记忆，不重算。"),
-    "lane_costs": ("Here a round costs {round:.2f} plain steps (verify {verify:.2f}, drafts {draft:.2f}, rollback "
-                   "work {rollback:.2f}): predicted {predicted:.2f}×.",
-                   "在这里一轮耗时 {round:.2f} 个普通步（验证 {verify:.2f}，草稿 {draft:.2f}，回滚开销 {rollback:.2f}）："
+    "lane_costs": ("Here a round costs {round:.2f} plain tokens ({passes:.2f} in model passes, {around:.2f} around "
+                   "them): predicted {predicted:.2f}×.",
+                   "在这里一轮耗时相当于 {round:.2f} 个普通词元（模型前向 {passes:.2f}，前向之外 {around:.2f}）："
                    "预测加速 {predicted:.2f}×。"),
-    "lane_costs_whole": ("Here a round, run as one call, costs {round:.2f} plain steps: predicted {predicted:.2f}×.",
-                         "在这里一轮合为一次调用，耗时 {round:.2f} 个普通步：预测加速 {predicted:.2f}×。"),
+    "cost_plain_token": ("On this machine a plain token costs {total:.3f} ms: its model pass {step:.3f} ms and "
+                         "{around:.3f} ms around it (picking the token, the loop).",
+                         "在这台机器上，普通解码一个词元耗时 {total:.3f} 毫秒：模型前向 {step:.3f} 毫秒，前向之外 "
+                         "{around:.3f} 毫秒（选词、循环）。"),
+    "cost_round": ("A round costs {total:.3f} ms: its model passes {passes:.3f} ms ({what}{one_call}) and {around:.3f} ms "
+                   "around them; it yields {per_round:.2f} tokens, {per_token:.3f} ms each.",
+                   "一轮耗时 {total:.3f} 毫秒：模型前向 {passes:.3f} 毫秒（{what}{one_call}），前向之外 {around:.3f} "
+                   "毫秒；一轮产出 {per_round:.2f} 个词元，每个 {per_token:.3f} 毫秒。"),
+    "round_passes": ("{k} head passes, the verify of {n} tokens", "{k} 次草稿头前向、一次验证 {n} 个词元"),
+    "round_passes_rollback": (", snapshot and rollback", "、快照与回滚"),
+    "round_passes_tree": ("the head's guesses for tree {tree}, the verify of {rows} rows, selecting the path",
+                          "为树 {tree} 猜测、一次验证 {rows} 行、选出路径"),
+    "one_call": (", run as one call", "，合为一次调用"),
+    "cost_predict": ("With each lane's prompt pass ({prefill:.1f} ms plain, {prefill_spec:.1f} ms speculative), these "
+                     "terms predict {predicted:.2f}×; measured {measured:.2f}×.",
+                     "加上两边各自的提示词前向（普通 {prefill:.1f} 毫秒，投机 {prefill_spec:.1f} 毫秒），这些分项预测"
+                     " {predicted:.2f}×；实测 {measured:.2f}×。"),
+    "differs_token": ("The prediction misses: in this race a plain token took {race:.3f} ms, against {alone:.3f} ms "
+                      "measured on its own ({off:+.0%}); this machine was busier during one of them.",
+                      "预测有偏差：这场比赛里普通解码每个词元用了 {race:.3f} 毫秒，单独测得 {alone:.3f} 毫秒"
+                      "（{off:+.0%}）；其中一次测量时机器更忙。"),
+    "differs_round": ("The prediction misses: in this race a round took {race:.3f} ms, against {alone:.3f} ms measured "
+                      "on its own ({off:+.0%}); this machine was busier during one of them.",
+                      "预测有偏差：这场比赛里每轮用了 {race:.3f} 毫秒，单独测得 {alone:.3f} 毫秒（{off:+.0%}）；"
+                      "其中一次测量时机器更忙。"),
+    "tg_title": ("Where the time goes, per token, on this machine", "时间花在哪里：每个词元，在这台机器上"),
+    "tg_plain": ("plain: one token", "普通：一个词元"),
+    "tg_spec": ("k = {k} · {rollback}: a round ÷ {m:.2f} tokens", "k = {k} · {rollback}：一轮 ÷ {m:.2f} 个词元"),
+    "tg_tree": ("tree {tree}: a round ÷ {m:.2f} tokens", "树 {tree}：一轮 ÷ {m:.2f} 个词元"),
+    "tg_flat": ("assumed: a pass over {n} tokens costs one step", "假设：一次前向 {n} 个词元只花一步"),
+    "tg_predicts": (" → {x:.2f}×", " → {x:.2f}×"),
+    "tg_ms": ("{ms:.3f} ms", "{ms:.3f} 毫秒"),
+    "tg_passes": ("model passes", "模型前向"),
+    "tg_around": ("work around them", "前向之外的工作"),
+    "tg_note": ("The last row is an assumption, not a measurement: where a pass over {n} tokens costs about one step "
+                "(a GPU, or a model whose weights outrun the cache, so that a pass pays for reading them), the "
+                "same rounds would be worth that much. On this CPU each extra row costs.",
+                "最后一行是假设，不是测量：如果一次前向 {n} 个词元只花大约一步（GPU，或权重大到放不进缓存、一次前向"
+                "主要花在读权重上的模型），同样的轮次就值这么多。在这台 CPU 上每多一行都要多花时间。"),
     "faster": ("faster", "更快"),
     "slower": ("(slower)", "（更慢）"),
     "tree_vs_chain": ("Tree {tree}: {tree_x:.2f}× plain; chain of k = {k}: {chain_x:.2f}× plain (medians of {n} "
@@ -237,21 +274,10 @@ STRINGS = {
     "per_pass_line": ("{per_round:.2f} tokens per main-model pass (plain decoding: 1). This number does not depend "
                       "on the machine.",
                       "主模型每次前向产出 {per_round:.2f} 个词元（普通解码：1 个）。这个数字与机器无关。"),
-    "costs_line": ("On this machine, verifying {n} tokens in one pass costs {verify:.2f} plain steps and one draft "
-                   "pass {draft:.2f}{rollback}, so a round costs {round:.2f} steps: predicted {predicted:.2f}×.",
-                   "在这台机器上，一次前向验证 {n} 个词元耗时相当于 {verify:.2f} 个普通步，一次草稿 {draft:.2f} 步"
-                   "{rollback}，所以一轮耗时 {round:.2f} 步：预测加速 {predicted:.2f}×。"),
-    "costs_line_whole": ("On this machine a whole round ({k} head passes and the verify of {n} tokens, run as one "
-                         "call) costs {round:.2f} plain steps; taken apart, step by step, the verify costs "
-                         "{verify:.2f} and a head pass {draft:.2f}: predicted {predicted:.2f}×.",
-                         "在这台机器上，完整的一轮（{k} 次草稿头前向加一次验证 {n} 个词元，合为一次调用）耗时相当于 "
-                         "{round:.2f} 个普通步；分开逐步计时，验证 {verify:.2f} 步，一次草稿 {draft:.2f} 步："
-                         "预测加速 {predicted:.2f}×。"),
-    "costs_rollback": (", snapshots and rollbacks {rollback:.2f} a round", "，快照与回滚每轮 {rollback:.2f} 步"),
-    "why_slower": ("Why slower: a round yields {per_round:.2f} tokens but costs {round:.2f} plain steps here. On a GPU "
-                   "a pass over {n} tokens costs about one step; on this CPU it costs {verify:.2f}.",
-                   "为什么更慢：一轮产出 {per_round:.2f} 个词元，在这里却要花 {round:.2f} 个普通步。GPU 上一次处理 "
-                   "{n} 个词元的前向约等于一步；在这台 CPU 上是 {verify:.2f} 步。"),
+    "why_slower": ("Why slower: a round yields {per_round:.2f} tokens but costs {round:.2f} plain tokens here. On a "
+                   "GPU a pass over {n} tokens costs about one step; on this CPU it costs {verify:.2f} plain tokens.",
+                   "为什么更慢：一轮产出 {per_round:.2f} 个词元，在这里却要花 {round:.2f} 个普通词元的时间。GPU 上一次"
+                   "处理 {n} 个词元的前向约等于一步；在这台 CPU 上是 {verify:.2f} 个普通词元。"),
     # the race's verdict headline, its replay and timeline (demo.race_html)
     "slower_word": ("slower", "更慢"),
     "races_range": ("median of {n} races: {lo:.2f}–{hi:.2f}×", "{n} 场比赛的中位数：{lo:.2f}–{hi:.2f}×"),
@@ -266,17 +292,6 @@ STRINGS = {
     "within_noise": ("The races ranged from {lo:.2f}× to {hi:.2f}×, on both sides of 1×: on this machine the "
                      "difference is within its noise, so call it a tie.",
                      "各场比赛在 {lo:.2f}× 到 {hi:.2f}× 之间，跨过了 1×：在这台机器上差别在噪声之内，算作平手。"),
-    "why_trails": ("Measured ({measured:.2f}×) trails the {predicted:.2f}× these costs predict: the costs time each "
-                   "pass alone, back to back, while in the race the lanes take turns and a speculative round also "
-                   "does work between its passes (comparing drafts, copying states) that the costs leave out.",
-                   "实测（{measured:.2f}×）低于这些耗时预测的 {predicted:.2f}×：耗时是逐个前向连续测得的，而比赛中"
-                   "两条跑道轮流运行，投机解码的一轮在前向之间还有比较草稿、复制状态等工作，耗时里没有算进去。"),
-    "why_beats": ("Measured ({measured:.2f}×) beats the {predicted:.2f}× these costs predict: the costs count only "
-                  "the model's passes, but every token also costs work outside them (picking it, turning it into "
-                  "text, the loop's Python), which plain decoding pays per token and speculative decoding once per "
-                  "round.",
-                  "实测（{measured:.2f}×）高于这些耗时预测的 {predicted:.2f}×：耗时只算模型的前向，而每个词元在前向"
-                  "之外还有开销（选词、转成文字、循环里的 Python），普通解码每个词元付一次，投机解码每轮才付一次。"),
     "loop_note": ("Repeating text: the output loops, and drafts are easy there, so tokens per pass is higher than "
                   "on text that does not repeat.",
                   "文本在重复：输出陷入循环，草稿很容易猜中，所以每次前向的词元数比不重复的文本要高。"),
@@ -662,42 +677,20 @@ STRINGS = {
     "break_even": ("break-even a = {a:.2f}", "盈亏平衡 a = {a:.2f}"),
     "no_break_even": ("no break-even: slower at every a", "无盈亏平衡点：任何 a 下都更慢"),
     "this_run": ("this run: a = {a:.2f}, predicted {s:.2f}×", "本次：a = {a:.2f}，预测 {s:.2f}×"),
-    "whatif_costs_race": ("the race's costs on this machine: verify {verify:.2f}, head pass {draft:.2f}, round "
-                          "{round:.2f} plain steps (a plain step: {ms:.2f} ms)",
-                          "比赛在本机测得的耗时：验证 {verify:.2f}、草稿头一次 {draft:.2f}、一轮 {round:.2f} 个普通步"
-                          "（普通一步 {ms:.2f} 毫秒）"),
-    "whatif_costs_race_whole": ("the race's costs on this machine: a round, run as one call, {round:.2f} plain steps "
-                                "(verify {verify:.2f}, head pass {draft:.2f}; a plain step: {ms:.2f} ms)",
-                                "比赛在本机测得的耗时：一轮合为一次调用，{round:.2f} 个普通步（验证 {verify:.2f}、"
-                                "草稿头一次 {draft:.2f}；普通一步 {ms:.2f} 毫秒）"),
-    "whatif_costs_recording": ("this recording's own times (no measurement of the race's path in this trace): "
-                               "verify {verify:.2f}, head pass {draft:.2f}, round {round:.2f} plain steps "
-                               "(a plain step: {ms:.2f} ms)",
-                               "本次录制自身的耗时（此轨迹里没有比赛路径的测量）：验证 {verify:.2f}、草稿头一次 "
-                               "{draft:.2f}、一轮 {round:.2f} 个普通步（普通一步 {ms:.2f} 毫秒）"),
-    "whatif_costs_recording_whole": ("this recording's own times: a round {round:.2f} plain steps "
-                                     "(a plain step: {ms:.2f} ms)",
-                                     "本次录制自身的耗时：一轮 {round:.2f} 个普通步（普通一步 {ms:.2f} 毫秒）"),
-    "whatif_caption": ("The curve is the speed-up over plain decoding that the race predicts at each acceptance rate "
-                       "a: the tokens a round yields (its accepted guesses, plus one of the main model's) divided by "
-                       "what the round costs in plain decoding steps of {plain:.2f} ms: the head's guesses, one "
-                       "verify pass, the copies a rollback needs, and the rollback itself in the rounds that miss a "
-                       "guess; with {how}.",
-                       "曲线是比赛在每个接受率 a 下预测的、相对普通解码的加速比：一轮产出的词元数（被接受的猜测，"
-                       "再加主模型自己的一个）除以这一轮的耗时，以普通解码步（每步 {plain:.2f} 毫秒）计：草稿头的"
-                       "猜测、一次验证前向、回滚所需的状态副本，以及猜错时的回滚本身。{how}。"),
-    "whatif_caption_whole": ("The curve is the speed-up over plain decoding that the race predicts at each acceptance "
-                             "rate a: the tokens a round yields (its accepted guesses, plus one of the main model's) "
-                             "divided by what the round costs in plain decoding steps of {plain:.2f} ms. The race runs "
-                             "a round as one call (greedy select), so a round costs the same at every a; with {how}.",
-                             "曲线是比赛在每个接受率 a 下预测的、相对普通解码的加速比：一轮产出的词元数（被接受的"
-                             "猜测，再加主模型自己的一个）除以这一轮的耗时，以普通解码步（每步 {plain:.2f} 毫秒）计。"
-                             "比赛把一轮合为一次调用（贪心 select），所以每轮耗时与 a 无关。{how}。"),
-    "whatif_from_race": ("this host's costs as the race measures them (its own measurement where it ran these "
-                         "settings, else measured after the recording: untraced rounds and plain steps, medians), "
-                         "not the recording's own slower times",
-                         "本机耗时按比赛的方式测得（比赛跑过同样设置时即用它的测量，否则在录制之后测：不带记录的轮次与"
-                         "普通步，取中位数），而非录制自身较慢的耗时"),
+    "whatif_costs_race": ("the race's costs on this machine: a plain token {tok:.3f} ms (its pass {ms:.3f} ms); a round {round:.2f} plain tokens (verify {verify:.2f}, head pass {draft:.2f}, work around the round {around:.2f})",
+        '比赛在本机测得的耗时：普通一个词元 {tok:.3f} 毫秒（其中前向 {ms:.3f} 毫秒）；一轮 {round:.2f} 个普通词元（验证 {verify:.2f}、草稿头一次 {draft:.2f}、前向之外 {around:.2f}）'),
+    "whatif_costs_race_whole": ("the race's costs on this machine: a plain token {tok:.3f} ms (its pass {ms:.3f} ms); a round, run as one call, {round:.2f} plain tokens (taken apart: verify {verify:.2f}, head pass {draft:.2f}; work around the round {around:.2f})",
+        '比赛在本机测得的耗时：普通一个词元 {tok:.3f} 毫秒（其中前向 {ms:.3f} 毫秒）；一轮合为一次调用，{round:.2f} 个普通词元（拆开看：验证 {verify:.2f}、草稿头一次 {draft:.2f}；前向之外 {around:.2f}）'),
+    "whatif_costs_recording": ("this recording's own times (no measurement of the race's path in this trace): verify {verify:.2f}, head pass {draft:.2f}, round {round:.2f} plain tokens (a plain token: {tok:.3f} ms)",
+        '本次录制自身的耗时（此轨迹里没有比赛路径的测量）：验证 {verify:.2f}、草稿头一次 {draft:.2f}、一轮 {round:.2f} 个普通词元（普通一个词元 {tok:.3f} 毫秒）'),
+    "whatif_costs_recording_whole": ("this recording's own times: a round {round:.2f} plain tokens (a plain token: {tok:.3f} ms)",
+        '本次录制自身的耗时：一轮 {round:.2f} 个普通词元（普通一个词元 {tok:.3f} 毫秒）'),
+    "whatif_caption": ("The curve is the speed-up over plain decoding that the race predicts at each acceptance rate a: the tokens a round yields (its accepted guesses, plus one of the main model's) divided by what the round costs in plain tokens of {plain:.3f} ms (a plain token: its model pass and the work around it): the head's guesses, one verify pass, the copies a rollback needs, the rollback itself in the rounds that miss a guess, and the work around the round; with {how}.",
+        '曲线是比赛在每个接受率 a 下预测的、相对普通解码的加速比：一轮产出的词元数（被接受的猜测，再加主模型自己的一个）除以这一轮的耗时，以普通词元（每个 {plain:.3f} 毫秒：模型前向加前向之外的工作）计：草稿头的猜测、一次验证前向、回滚所需的状态副本、猜错时的回滚本身，以及这一轮前向之外的工作。{how}。'),
+    "whatif_caption_whole": ("The curve is the speed-up over plain decoding that the race predicts at each acceptance rate a: the tokens a round yields (its accepted guesses, plus one of the main model's) divided by what the round costs in plain tokens of {plain:.3f} ms (a plain token: its model pass and the work around it). The race runs a round's passes as one call (greedy select), so they cost the same at every a; with {how}.",
+        '曲线是比赛在每个接受率 a 下预测的、相对普通解码的加速比：一轮产出的词元数（被接受的猜测，再加主模型自己的一个）除以这一轮的耗时，以普通词元（每个 {plain:.3f} 毫秒：模型前向加前向之外的工作）计。比赛把一轮的前向合为一次调用（贪心 select），所以其耗时与 a 无关。{how}。'),
+    "whatif_from_race": ("this host's cost terms as the race measures them (once per model and settings, in lanes run for them, medians), not the recording's own slower times",
+        '本机的各项耗时按比赛的方式测得（每个模型与设置测一次，在专门运行的跑道里，取中位数），而非录制自身较慢的耗时'),
     "whatif_from_recording": ("costs from this recording's own instrumented times (the trace holds no measurement "
                               "of the race's path): slower than the race",
                               "耗时取自本次录制自身的插桩时间（轨迹里没有比赛路径的测量）：比赛跑中的慢"),

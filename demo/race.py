@@ -22,11 +22,12 @@ Tokens become text through a Detokenizer, whole characters only (demo.tokens say
 """
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from qwen.chat import Detokenizer
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
+from qwen.trace import Trace
 from qwen.tree import parse_tree
 
 from demo import costs
@@ -93,10 +94,11 @@ class RaceUpdate:
     plain: Run
     spec: Run           # speculative, with the settings' rollback ("both": recompute)
     verdict: "Verdict | None" = None
-    costs: "costs.Costs | None" = None       # this host's measured costs for spec (demo.costs), with the verdict
-    select: "Run | None" = None              # rollback "both" only: the third lane, speculative with select
+    costs: "costs.Costs | None" = None       # this host's cost terms for spec (demo.costs), with the verdict
+    select: "Run | None" = None              # the third lane: speculative with select (rollback "both"), or a tree
     select_costs: "costs.Costs | None" = None
     speedups: list = field(default_factory=list)   # per speculative lane: its speed-up in every race run (repeats)
+    skipped: str = ""                        # why fewer races ran than the budget allowed: "" | "busy" (others waited)
 
     @property
     def lanes(self):
@@ -167,26 +169,29 @@ def engine_for(loaded, settings):
     return (loaded.model, loaded.mtp) if settings.tree else loaded.engine()
 
 
-def run_plain(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter):
-    """Plain decoding, streamed: yields the Run after each token."""
+def run_plain(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter, timings=None, stop=None):
+    """Plain decoding, streamed: yields the Run after each token. timings: a list that receives each model
+    pass's seconds (qwen.sample.generate_stream); stop: the stop tokens (default: the chat's)."""
     run = Run("plain")
-    stop = loaded.chat.stop
+    stop = loaded.chat.stop if stop is None else stop
     model = engine_for(loaded, settings)[0]
-    stream = generate_stream(model, ids, settings.max_new_tokens, stop=stop, **sampling(settings))
+    stream = generate_stream(model, ids, settings.max_new_tokens, stop=stop, timings=timings, **sampling(settings))
     add = lambda r, tok, detok: _add_token(r, tok, detok, "main", stop)
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
 
 
-def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter, rollback=None, tree=""):
+def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter, rollback=None, tree="",
+                    timings=None, stop=None):
     """MTP speculative decoding, streamed: yields the Run after prefill and after each round.
     rollback: the engine's rollback (default: the settings' one; for "both", its first lane's);
-    tree: a draft tree's shape (the tree lane) instead of the settings' chain of k."""
+    tree: a draft tree's shape (the tree lane) instead of the settings' chain of k; timings: a list that
+    receives each round's seconds per phase (qwen.mtp.generate_mtp_stream); stop: as run_plain's."""
     rollback = rollback or lane_rollbacks(settings.rollback)[0]
     k = parse_tree(tree).depth if tree else settings.k
     run = Run("speculative", k=k, rollback=rollback, tree=tree)
-    stop = loaded.chat.stop
+    stop = loaded.chat.stop if stop is None else stop
     stream = generate_mtp_stream(*engine_for(loaded, settings), ids, settings.max_new_tokens, stop=stop, k=k,
-                                 rollback=rollback, tree=tree or None, **sampling(settings))
+                                 rollback=rollback, tree=tree or None, timings=timings, **sampling(settings))
 
     def add(r, item, detok):
         emitted, r.rounds, r.hits = item
@@ -197,13 +202,95 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
     yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
 
 
-def lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks):
-    """The race's lane generators: plain, a chain lane per rollback, and the tree lane when settings.tree."""
-    lanes = [run_plain(loaded, ids, settings, max_seconds, clock)] + \
-        [run_speculative(loaded, ids, settings, max_seconds, clock, r) for r in rollbacks]
+def lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks, timings=None, stop=None):
+    """The race's lane generators: plain, a chain lane per rollback, and the tree lane when settings.tree.
+    timings: one list per lane, in that order, for the engine's timings of each (run_plain, run_speculative)."""
+    timings = timings or [None] * (1 + len(rollbacks) + bool(settings.tree))
+    lanes = [run_plain(loaded, ids, settings, max_seconds, clock, timings[0], stop)] + \
+        [run_speculative(loaded, ids, settings, max_seconds, clock, r, timings=t, stop=stop)
+         for r, t in zip(rollbacks, timings[1:])]
     if settings.tree:
-        lanes.append(run_speculative(loaded, ids, settings, max_seconds, clock, rollbacks[0], settings.tree))
+        lanes.append(run_speculative(loaded, ids, settings, max_seconds, clock, rollbacks[0], settings.tree,
+                                     timings[-1], stop))
     return lanes
+
+
+# The cost terms (demo.costs) come from lanes run for them, the race's lanes taking turns as in a race but
+# ignoring stop tokens: CALIBRATE_RACES such races at most, within CALIBRATE_SECONDS of engine time, each lane
+# at most CALIBRATE_TOKENS tokens. On the embedded model that is about 360 plain tokens and 150 rounds a lane,
+# enough for medians that hold still on a shared 2-core machine (docs/design.md); on a big model fewer.
+CALIBRATE_RACES = 3
+CALIBRATE_SECONDS = 1.5
+CALIBRATE_TOKENS = 120
+STEP_BY_STEP_ROUNDS = 12        # rounds traced step by step to take a one-call round apart
+
+
+def lane_specs(settings):
+    """[(rollback, tree)] of the race's speculative lanes, in order."""
+    rollbacks = lane_rollbacks(settings.rollback)
+    return [(r, "") for r in rollbacks] + ([(rollbacks[0], settings.tree)] if settings.tree else [])
+
+
+def calibrate(loaded, ids, settings, clock=time.perf_counter):
+    """This host's cost terms for each speculative lane of these settings ([demo.costs.Costs], in lane
+    order), measured once per model, host and settings (demo.costs.remember) and kept; the prompt's own
+    pass (prefill) measured for these `ids` every time (a few ms on small models). Lanes run for it take
+    turns as the race's do, with the engine's timings on (every model pass, every round's phases)."""
+    model, mtp = engine_for(loaded, settings)
+    specs, how = lane_specs(settings), sampling(settings)
+    k_of = lambda tree: parse_tree(tree).depth if tree else settings.k       # noqa: E731
+    found = [costs.shared(model, mtp, k_of(tree), r, how, tree) for r, tree in specs]
+    if any(c is None for c in found):
+        found = _measure_terms(loaded, ids, settings, clock, specs, k_of)
+        for (r, tree), c in zip(specs, found):
+            costs.remember(model, mtp, k_of(tree), r, c, how, tree)
+    return [_with_prefill(loaded, ids, settings, c) for c in found]
+
+
+def _measure_terms(loaded, ids, settings, clock, specs, k_of):
+    room = loaded.context - ids.shape[1] - 2 * max(parse_tree(settings.tree).size if settings.tree else 0,
+                                                   settings.k + 1)
+    timed = replace(settings, max_new_tokens=max(2, min(CALIBRATE_TOKENS, room)))
+    rollbacks = lane_rollbacks(settings.rollback)
+    runs, timings, spent = [[] for _ in range(1 + len(specs))], [[] for _ in range(1 + len(specs))], 0.0
+    for _ in range(CALIBRATE_RACES):
+        lists = [[] for _ in range(1 + len(specs))]
+        lanes = lanes_of(loaded, ids, timed, CALIBRATE_SECONDS / len(lists), clock, rollbacks, lists, stop=())
+        last = [None] * len(lanes)
+        for i, run in take_turns(lanes):
+            last[i] = run
+        for i, run in enumerate(last):
+            runs[i].append(run)
+            timings[i].append(lists[i])
+        spent += sum(run.seconds for run in last)
+        if spent >= CALIBRATE_SECONDS:
+            break
+    model, mtp = engine_for(loaded, settings)
+    out = []
+    for j, (rollback, tree) in enumerate(specs, start=1):
+        c = costs.from_lanes(runs[0], timings[0], runs[j], timings[j], k_of(tree), rollback, tree)
+        if c.whole:                             # one call a round: its parts, from rounds run step by step
+            trace = Trace(max_rounds=STEP_BY_STEP_ROUNDS + 2)
+            stream = generate_mtp_stream(model, mtp, ids, timed.max_new_tokens, (), k_of(tree), rollback,
+                                         trace=trace, **sampling(settings))
+            try:
+                for _ in stream:
+                    if len(trace) > STEP_BY_STEP_ROUNDS + 1:
+                        break
+            finally:
+                stream.close()
+            costs.take_apart(c, list(trace))
+        out.append(c)
+    return out
+
+
+def _with_prefill(loaded, ids, settings, c):
+    """A copy of `c` with the prompt's pass in each lane timed for these ids."""
+    model, mtp = engine_for(loaded, settings)
+    plain, spec = costs.prefill_seconds([
+        lambda: generate_stream(model, ids, 2, **sampling(settings)),
+        lambda: generate_mtp_stream(model, mtp, ids, 2, (), c.k, c.rollback, tree=c.tree or None, **sampling(settings))])
+    return replace(c, prefill=plain, prefill_spec=spec, samples=dict(c.samples))
 
 
 def take_turns(lanes, quantum=TURN_SECONDS):
@@ -240,13 +327,13 @@ def one_after_another(lanes):
 
 
 def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter, measure_costs=True,
-         schedule=take_turns, repeat=True):
+         schedule=take_turns, repeat=True, busy=lambda: False):
     """The lanes, taking turns (take_turns): plain, and a speculative lane per rollback (two for
-    "both"). Yields a RaceUpdate at most every `every` seconds while they stream ("racing"), then
-    "measuring" once the lanes have finished (the page replays them from here) while the race runs
-    again unseen (repeats, unless repeat=False: speedups holds every race's speed-up per speculative lane) and this host's
-    costs of a round are measured, once per rollback (demo.costs), and "done" with the verdict, those
-    costs and the speed-ups."""
+    "both"), and a tree lane. Yields a RaceUpdate at most every `every` seconds while they stream
+    ("racing"), then "measuring" once the lanes have finished (the page replays them from here) while this
+    host's cost terms are measured (calibrate: once per model and settings, then kept) and the race runs
+    again unseen (repeats, unless repeat=False, and only while busy() says nobody waits: speedups holds
+    every race's speed-up per speculative lane), and "done" with the verdict, the costs and the speed-ups."""
     rollbacks = lane_rollbacks(settings.rollback)
     runs = [Run("plain")] + [Run("speculative", k=settings.k, rollback=r) for r in rollbacks] + \
         ([Run("speculative", k=parse_tree(settings.tree).depth, rollback=rollbacks[0], tree=settings.tree)]
@@ -267,20 +354,20 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     plain, spec_lanes = runs[0], runs[1:]
     speedups = [[speedup(plain, lane)] for lane in spec_lanes]
     yield update("measuring", speedups=speedups)
-    again_runs = repeats(loaded, ids, settings, max_seconds, clock, rollbacks, [plain] + spec_lanes, schedule) \
-        if repeat else ()
-    for again in again_runs:
-        for ratios, lane in zip(speedups, again[1:]):
-            ratios.append(speedup(again[0], lane))
-    measured = {}
-    if measure_costs and all(lane.rounds for lane in spec_lanes):
-        measured = costs.measure_each(*engine_for(loaded, settings), ids, settings.k, rollbacks,
-                                      sampling=sampling(settings))            # the chain lanes' rounds
+    measured = calibrate(loaded, ids, settings, clock) \
+        if measure_costs and all(lane.rounds for lane in spec_lanes) else [None] * len(spec_lanes)
+    skipped = "busy" if repeat and busy() else ""      # visitors wait for the engine: their turn comes first
+    if repeat and not skipped:
+        for again in repeats(loaded, ids, settings, max_seconds, clock, rollbacks, [plain] + spec_lanes, schedule):
+            for ratios, lane in zip(speedups, again[1:]):
+                ratios.append(speedup(again[0], lane))
+            if busy():
+                skipped = "busy"
+                break
     yield update("done", verdict=verdict(plain, spec_lanes[0], settings.temperature, *spec_lanes[1:],
                                          rule=settings.rule, seed=settings.seed),
-                 costs=measured.get(rollbacks[0]),
-                 select_costs=measured.get("select") if len(runs) > 2 and not settings.tree else None,
-                 speedups=speedups)
+                 costs=measured[0], select_costs=measured[1] if len(measured) > 1 else None,
+                 speedups=speedups, skipped=skipped)
 
 
 def repeats(loaded, ids, settings, max_seconds, clock, rollbacks, first, schedule=take_turns):
@@ -368,13 +455,15 @@ def repeating(tokens, n=4, share=0.5):
 
 
 def summary(model_key, plain, spec, settings=None, notices=(), measured=None, select=None, select_costs=None,
-            speedups=None):
+            speedups=None, skipped=""):
     """The race as JSON-ready data (the API's last output). "speedup" is the median over every race run
     (speedups: per speculative lane, as RaceUpdate.speedups; None: the shown race alone), with
     "speedup_range" and "races"; "speedup_shown" is the race the page showed. With a third lane
     (`select`, rollback "both"), "select" holds it like "speculative", with its own speed-up, costs and
     prediction, and "identical" covers all three lanes; a tree lane (settings.tree) is "tree" instead,
-    with its shape and no costs."""
+    with its shape. "costs": a lane's cost terms (demo.costs.Costs) and each ÷ one plain token;
+    "predicted_speedup": what they predict for the lane's tokens, rounds and rollbacks (costs.lane_prediction);
+    "races_skipped": "busy" where the unseen repeats gave way to visitors waiting."""
     speedups = speedups or [[speedup(plain, spec)]] + ([[speedup(plain, select)]] if select is not None else [])
 
     def speeds(ratios, run):
@@ -395,9 +484,9 @@ def summary(model_key, plain, spec, settings=None, notices=(), measured=None, se
     def measured_part(run, m):
         if m is None:
             return {}
-        return {"costs": {**m.as_dict(), **{f"{key}_per_step": round(v, 3) for key, v in
-                                            m.ratios(run.rolled_back_share).items()}},
-                "predicted_speedup": round(costs.predict(m, run.per_round, run.rolled_back_share), 3)}
+        return {"costs": {**m.as_dict(), **{f"{key}_per_token": round(v, 3) for key, v in
+                                            m.ratios(run.rolled_back_share, run.per_round).items()}},
+                "predicted_speedup": round(costs.lane_prediction(m, run), 3)}
 
     out = {
         "model": model_key,
@@ -417,5 +506,6 @@ def summary(model_key, plain, spec, settings=None, notices=(), measured=None, se
         out["rule"] = settings.rule if settings.temperature else "greedy"
         out["tree_shape"] = settings.tree
         out["max_new_tokens"], out["raw"], out["thinking"] = settings.max_new_tokens, settings.raw, settings.thinking
+    out["races_skipped"] = skipped
     out["notices"] = list(notices)
     return out

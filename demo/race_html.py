@@ -126,9 +126,10 @@ def headline_html(verdict, spec, ratios, lang="English"):
 
 def speed_html(plain, spec, lang="English", measured=None, ratios=None):
     """What explains the speed-up: the race shown in tok/s, tokens per main-model pass (which no machine
-    changes), this host's costs of a round in plain steps (demo.costs) and the speed-up they predict.
-    One sentence each where needed: the races' range straddles 1.0× (this machine's noise); measured and
-    predicted differ by more than that range (why, in either direction); speculative came out slower."""
+    changes), this host's cost terms (demo.costs: a plain token's pass and the work around it, a round's
+    passes and the work around them) with the speed-up they predict, and "where the time goes" drawn.
+    One sentence each where needed: the races' range straddles 1.0× (this machine's noise); the prediction
+    misses the measured median by more than 10% (which term differs, by how much); speculative came out slower."""
     if plain is None or spec is None or not plain.tok_s or not spec.tok_s:
         return ""
     middle, lo, hi = spread(ratios or [spec.tok_s / plain.tok_s])
@@ -137,21 +138,88 @@ def speed_html(plain, spec, lang="English", measured=None, ratios=None):
         lines.append(t("per_pass_line", lang, per_round=spec.per_round))
     if lo < 1 < hi:
         lines.append(t("within_noise", lang, lo=lo, hi=hi))
+    figure = ""
     if measured is not None and spec.rounds:
-        share = spec.rolled_back_share
-        r = measured.ratios(share)
-        predicted = costs.predict(measured, spec.per_round, share)
-        extra = t("costs_rollback", lang, rollback=r["rollback"]) if r["rollback"] >= 0.005 else ""
-        n = spec.k + 1
-        line = "costs_line_whole" if measured.whole else "costs_line"      # a round as one call, or step by step
-        lines.append(t(line, lang, n=n, k=spec.k, verify=r["verify"], draft=r["draft"], rollback=extra,
-                       round=r["round"], predicted=predicted))
+        predicted = costs.lane_prediction(measured, spec)
+        lines += cost_lines(measured, plain, spec, predicted, middle, lang)
         if middle < 1 and predicted < 1:
-            lines.append(t("why_slower", lang, per_round=spec.per_round, round=r["round"], n=n, verify=r["verify"]))
-        elif abs(middle - predicted) > max(hi - lo, 0.05):
-            lines.append(t("why_trails" if middle < predicted else "why_beats", lang, predicted=predicted,
-                           measured=middle))
-    return "".join(f'<span class="speed-line">{escape(line)}</span>' for line in lines)
+            r = measured.ratios(spec.rolled_back_share, spec.per_round)
+            lines.append(t("why_slower", lang, per_round=spec.per_round, round=r["round"], n=spec.k + 1,
+                           verify=r["verify"]))
+        figure = time_goes_html(plain, [(spec, measured)], lang)
+    return "".join(f'<span class="speed-line">{escape(line)}</span>' for line in lines) + figure
+
+
+def ms(seconds):
+    return seconds * 1000
+
+
+def cost_lines(c, plain, spec, predicted, measured, lang="English"):
+    """The terms in words: a plain token, a round, the prompt's pass and what they predict; then, where the
+    prediction misses the measured median by more than 10%, the term that differs (the race's own per-token or
+    per-round time against the term measured on its own)."""
+    m, b = spec.per_round, spec.rolled_back_share
+    passes = t("round_passes_tree", lang, tree=spec.tree, rows=parse_tree(spec.tree).size) if spec.tree else \
+        t("round_passes", lang, k=spec.k, n=spec.k + 1) + \
+        (t("round_passes_rollback", lang) if c.rollback == "recompute" else "")
+    lines = [t("cost_plain_token", lang, total=ms(c.plain_token()), step=ms(c.step), around=ms(c.plain_around)),
+             t("cost_round", lang, total=ms(c.round_seconds(b, m)), passes=ms(c.passes(b)), what=passes,
+               one_call=t("one_call", lang) if c.whole else "",
+               around=ms(c.round_around + c.per_token * m), per_round=m, per_token=ms(c.round_seconds(b, m) / m)),
+             t("cost_predict", lang, prefill=ms(c.prefill), prefill_spec=ms(c.prefill_spec), predicted=predicted,
+               measured=measured)]
+    if measured and abs(predicted / measured - 1) > 0.10:
+        lines.append(term_differs(c, plain, spec, lang))
+    return lines
+
+
+def term_differs(c, plain, spec, lang="English"):
+    """Which term the race shown paid differently from its measurement alone, with the sizes: a plain
+    token (the lane's seconds after its prompt's pass, per token) or a round (per round)."""
+    race_token = (plain.seconds - c.prefill) / max(len(plain.tokens) - 1, 1)
+    race_round = (spec.seconds - c.prefill_spec) / max(spec.rounds, 1)
+    model_round = c.round_seconds(spec.rolled_back_share, spec.per_round)
+    token_off, round_off = race_token / c.plain_token() - 1, race_round / model_round - 1
+    if abs(token_off) >= abs(round_off):
+        return t("differs_token", lang, race=ms(race_token), alone=ms(c.plain_token()), off=token_off)
+    return t("differs_round", lang, race=ms(race_round), alone=ms(model_round), off=round_off)
+
+
+def time_goes_html(plain, lanes, lang="English"):
+    """"Where the time goes", drawn: one plain token beside each speculative lane's round divided by the tokens
+    it yields, its model passes stacked against the work around them, in ms on one scale; then the first chain
+    lane again as it would be if a pass over k+1 tokens cost one step (an assumption, labelled so: a GPU, or a
+    model whose weights outrun the cache), with the speed-up each row predicts."""
+    lanes = [(run, c) for run, c in lanes if c is not None and run is not None and run.rounds]
+    if not lanes or not plain:
+        return ""
+    first = lanes[0][1]
+    rows = [(t("tg_plain", lang), first.step, first.plain_around, None, "")]
+    for run, c in lanes:
+        passes, around = c.where_time_goes(run.rolled_back_share, run.per_round)["spec"]
+        label = t("tg_tree", lang, tree=run.tree, m=run.per_round) if run.tree else \
+            t("tg_spec", lang, k=run.k, rollback=run.rollback, m=run.per_round)
+        rows.append((label, passes, around, costs.predict(c, run.per_round, run.rolled_back_share), ""))
+    chain = next(((run, c) for run, c in lanes if not run.tree), None)
+    if chain is not None:
+        run, c = chain
+        flat = c.assuming_flat_verify()
+        passes, around = flat.where_time_goes(run.rolled_back_share, run.per_round)["spec"]
+        rows.append((t("tg_flat", lang, n=run.k + 1), passes, around,
+                     costs.predict(flat, run.per_round, run.rolled_back_share), " tg-assumed"))
+    scale = max(p + a for _, p, a, _, _ in rows) or 1.0
+    out = []
+    for label, passes, around, x, extra in rows:
+        ratio = f'<span class="tg-x">{escape(t("tg_predicts", lang, x=x))}</span>' if x is not None else ""
+        out.append(f'<div class="tg-row{extra}"><span class="tg-label">{escape(label)}</span>'
+                   f'<span class="tg-bar"><span class="tg-pass" style="width:{100 * passes / scale:.1f}%"></span>'
+                   f'<span class="tg-around" style="width:{100 * around / scale:.1f}%"></span></span>'
+                   f'<span class="tg-val">{escape(t("tg_ms", lang, ms=ms(passes + around)))}{ratio}</span></div>')
+    legend = (f'<div class="tg-legend"><span class="tg-key tg-pass"></span>{escape(t("tg_passes", lang))}'
+              f'<span class="tg-key tg-around"></span>{escape(t("tg_around", lang))}</div>')
+    note = f'<div class="tg-note">{escape(t("tg_note", lang, n=chain[0].k + 1))}</div>' if chain else ""
+    return (f'<div class="time-goes" role="figure" aria-label="{escape(t("tg_title", lang))}">'
+            f'<div class="tg-title">{escape(t("tg_title", lang))}</div>{"".join(out)}{legend}{note}</div>')
 
 
 def lanes_speed_html(plain, lanes, lang="English", speedups=None):
@@ -159,7 +227,8 @@ def lanes_speed_html(plain, lanes, lang="English", speedups=None):
     then per lane [(run, Costs or None)] its median speed-up over plain (speedups: per lane, every race's)
     and, beside it, why: how many rounds rolled back and what each did to the DeltaNet memory (recompute:
     restore the snapshot and re-run the accepted tokens; select: take the kept per-token state), with this
-    host's cost of a round. When even the last lane (select) came out slower, one sentence says why."""
+    host's cost of a round and the speed-up its terms predict; then where the time goes, drawn. When even the
+    last lane (select) came out slower, one sentence says why."""
     if plain is None or not plain.tok_s or any(run is None or not run.tok_s for run, _ in lanes):
         return ""
     speedups = speedups or [[run.tok_s / plain.tok_s] for run, _ in lanes]
@@ -173,21 +242,21 @@ def lanes_speed_html(plain, lanes, lang="English", speedups=None):
                  faster=t("faster" if ratio >= 1 else "slower", lang))
         why = [t(f"lane_{run.rollback}", lang, rolled=run.rolled_back, rounds=run.rounds)] if run.rounds else []
         if measured is not None and run.rounds:
-            r = measured.ratios(run.rolled_back_share)
-            why.append(t("lane_costs_whole" if measured.whole else "lane_costs", lang, round=r["round"],
-                         verify=r["verify"], draft=r["draft_round"],
-                         rollback=r["rollback"], predicted=costs.predict(measured, run.per_round,
-                                                                         run.rolled_back_share)))
+            r = measured.ratios(run.rolled_back_share, run.per_round)
+            why.append(t("lane_costs", lang, round=r["round"], passes=r["passes"], around=r["around"],
+                         predicted=costs.lane_prediction(measured, run)))
         rows.append(f'<span class="lane-speed" data-rollback="{escape(run.rollback)}">'
                     f'<span class="speedup {"up" if ratio >= 1 else "down"}">{escape(head)}</span>'
                     f'<span class="speed-line">{escape(("" if is_zh(lang) else " ").join(why))}</span></span>')
     run, measured = lanes[-1]                       # the cheapest rollback: if even it is slower, why
     if measured is not None and run.rounds and spread(speedups[-1])[0] < 1:
-        r = measured.ratios(run.rolled_back_share)
-        if costs.predict(measured, run.per_round, run.rolled_back_share) < 1:
+        r = measured.ratios(run.rolled_back_share, run.per_round)
+        if costs.lane_prediction(measured, run) < 1:
             why = t("why_slower", lang, per_round=run.per_round, round=r["round"], n=run.k + 1, verify=r["verify"])
             rows.append(f'<span class="speed-line">{escape(why)}</span>')
-    return "".join(rows)
+    if lanes[0][1] is not None:
+        rows.append(f'<span class="speed-line">{escape(t("cost_plain_token", lang, total=ms(lanes[0][1].plain_token()), step=ms(lanes[0][1].step), around=ms(lanes[0][1].plain_around)))}</span>')
+    return "".join(rows) + time_goes_html(plain, lanes, lang)
 
 
 def round_cost(run):

@@ -73,7 +73,7 @@ def _failed(message):
 
 def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
                 thinking=False, model=None, lang=DEFAULT_LANG, progress=None, max_seconds=None, rule="shared",
-                tree=""):
+                tree="", busy=lambda: False):
     """The race event: validate, load, run, and stream the nine outputs. Never raises: every
     problem ends as a message in the status line (and {"error": ...} as the summary)."""
     lang = lang if lang in LANGS else DEFAULT_LANG
@@ -102,7 +102,7 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
             return True
 
         live = False                    # streamed while racing? (a short race is replayed instead)
-        for u in race(loaded, ids, chosen, max_seconds):
+        for u in race(loaded, ids, chosen, max_seconds, busy=busy):
             final = u.phase == "done"
             live = live or max(run.seconds for run in [u.plain] + u.lanes) >= LIVE_AFTER
             if u.phase == "racing" and not live:
@@ -126,7 +126,7 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
                    timeline_html(u.plain, u.lanes, lang, [u.costs, u.select_costs], race_id=str(id(u.plain)))
                    if u.phase != "racing" else gr.skip(),
                    summary(loaded.key, u.plain, u.spec, chosen, [notice_text(n, "English") for n in notices],
-                           u.costs, u.select, u.select_costs, u.speedups) if final else gr.skip())
+                           u.costs, u.select, u.select_costs, u.speedups, u.skipped) if final else gr.skip())
     except InputError as e:
         gr.Warning(notice_text(e, lang))
         yield _failed(notice_text(e, lang))
@@ -235,9 +235,13 @@ def build_race_tab(shared):
                  thinking=False, model=store.default, lang=DEFAULT_LANG, rule="shared", tree="",
                  progress=gr.Progress(track_tqdm=True)):
         yield from race_stream(store, prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model,
-                               lang, progress, rule=rule, tree=tree)
+                               lang, progress, rule=rule, tree=tree, busy=others_waiting)
 
     blocks = shared.blocks or Context.root_block
+
+    def others_waiting():
+        """Does anyone wait for a compute slot? Then a race's unseen repeats give way (demo.race.race)."""
+        return serving.queue_place(blocks)[1] > 0
 
     def queued(language, chosen, tree_shape):
         """Runs at once on click (outside the queue): clear the old verdict and summary, show the third lane

@@ -384,8 +384,9 @@ def rounds_in_one_call(model, mtp, k, rollback="select", sampling=None, traced=F
     return rollback == "select" and plain and not traced and isinstance(mtp, MTP) and mtp.fuses(model, k, sampled)
 
 
-def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None):
-    """One `select` round through the head's select_round (greedy_round), then its Python bookkeeping. -> Round (without per-draft records or logits)."""
+def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None, clock=NoClock()):
+    """One `select` round through the head's select_round (greedy_round), then its Python bookkeeping.
+    -> Round (without per-draft records or logits); its seconds: the whole round as one phase, "fused"."""
     P, device = state.pos, head_cache.k.device
     keep_step_states(state, k + 1)
     positions = state.begin_pass(torch.empty(1, k + 1, device=device))        # only the shape counts
@@ -396,18 +397,23 @@ def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None):
     state.end_pass(n + 1)                                      # pos and KV lengths: P + n + 1
     keep_step_states(state, on=False)
     head_cache.n = P + n + 1
-    return Round(P, drafts[0].tolist(), [], None, None, n, int(nxt[0]), Guess(int(guess_next[0]), None, out, None), {})
+    clock.lap("fused")
+    return Round(P, drafts[0].tolist(), [], None, None, n, int(nxt[0]), Guess(int(guess_next[0]), None, out, None),
+                 clock.seconds)
 
 
 @torch.inference_mode()     # as a decorator: entered on every resume, whichever thread resumes
 def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
-                        top_k=None, top_p=None, generator=None, trace=None, seed=None, tree=None):
+                        top_k=None, top_p=None, generator=None, trace=None, seed=None, tree=None, timings=None):
     """Speculative decoding with the MTP head (batch 1). Yields, after prefill and after each round,
     (new tokens with their origins [(id, "main"|"draft"|"correction"|"bonus")], rounds, hits).
     Sampling (temperature > 0) is coupled with a seed (the tokens of generate(..., seed=seed)), else the
     textbook rule with `generator`. `trace`: a qwen.trace.Trace that receives one plain-data record per round.
     `tree`: a draft tree's shape (qwen.tree.parse_tree: "2x2", "2+1", parents) in place of a chain of k;
-    then `trace` may be a qwen.tree.TreeWatch, which hears every round from the inside."""
+    then `trace` may be a qwen.tree.TreeWatch, which hears every round from the inside.
+    `timings`: a list that receives, for the prefill and then each round, its seconds per phase (a dict:
+    prefill; draft, snapshot, verify, restore, rerun; "fused" for a round run as one call). Asking for
+    timings changes nothing else: rounds still run as one call where they would."""
     from qwen import trace as tr                                       # recording lives beside, not inside
     from qwen import tree as trees                                     # draft trees, beside the chain
     if rollback not in ROLLBACKS:
@@ -428,7 +434,8 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     capacity = ids.shape[1] + max_new_tokens + (tree.size if tree else k + 1)   # allocated once: nothing grows
     state, head_cache = State(model, capacity), AttentionState()
     head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
-    clock = Clock() if trace is not None else NoClock()
+    timed = trace is not None or timings is not None
+    clock = Clock() if timed else NoClock()
     hidden = model.hidden(ids, state)                                      # (1, T, H) prefill
     logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
     clock.lap("prefill")
@@ -438,17 +445,19 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     clock.lap("draft")
     if trace is not None:
         trace.add(tr.prefill_record(ids, tok, first, clock.seconds, trace.view(state, head_cache), sampling))
+    if timings is not None:
+        timings.append(dict(clock.seconds))
     out, rounds, hits = [tok], 0, 0
     yield [(tok, "main")], rounds, hits
     while len(out) < max_new_tokens and out[-1] not in stop:
         views = {"before": trace.view(state, head_cache)} if trace is not None else {}
-        clock = Clock() if trace is not None else clock
+        clock = Clock() if timed else clock
         watch = (lambda phase: views.update({phase: trace.view(state, head_cache)})) if trace is not None else None
         if tree is not None:
             r = trees.tree_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, guess,
                                  tree_watch)
         elif rounds_in_one_call(model, mtp, k, rollback, sampling, trace is not None):
-            r = fused_round(model, mtp, state, head_cache, tok, first, k, sampling)
+            r = fused_round(model, mtp, state, head_cache, tok, first, k, sampling, clock)
         else:
             r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)
         rounds = rounds + 1
@@ -467,6 +476,8 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         if trace is not None:
             views["after"] = trace.view(state, head_cache)
             trace.add(tr.round_record(rounds, r, emit, rollback, views, sampling))
+        if timings is not None:
+            timings.append(dict(r.seconds))
         yield emit, rounds, hits
 
 

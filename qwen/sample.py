@@ -13,6 +13,8 @@ argmax(log p + G), an exact sample of p (the Gumbel-max rule). Any sampler using
 so speculative sampling with a seed writes exactly what plain sampling with that seed writes. With a
 torch.Generator instead, tokens are drawn by torch.multinomial.
 """
+import time
+
 import torch
 
 from qwen.cache import State
@@ -120,19 +122,28 @@ def check_prompt(model, ids):
 
 @torch.inference_mode()
 def generate_stream(model, ids, max_new_tokens=100, stop=(), temperature=0, top_k=None, top_p=None,
-                    generator=None, seed=None):
+                    generator=None, seed=None, timings=None):
     """Yield new token ids one by one (batch 1). ids: (1, T). Stops after a stop token (yielded) or
-    max_new_tokens. Sampling (temperature > 0) is coupled with a seed, else drawn with `generator`."""
+    max_new_tokens. Sampling (temperature > 0) is coupled with a seed, else drawn with `generator`.
+    timings: a list that receives the seconds of each model pass (the prompt's first), nothing else:
+    what a token costs beyond its pass (the pick, the loop) is the caller's time between tokens less these."""
     check_prompt(model, ids)
     max_new_tokens = min(max_new_tokens, model.cfg.max_position_embeddings - ids.shape[1])
     state = State(model, capacity=ids.shape[1] + max_new_tokens)          # allocated once, never grows
+    clock = time.perf_counter
+    t = clock()
     logits = model(ids, state, last_only=True)[:, -1]                      # (1, V)
+    if timings is not None:
+        timings.append(clock() - t)
     for i in range(max_new_tokens):
         tok = int(pick_token(logits, temperature, top_k, top_p, generator, seed, ids.shape[1] + i)[0])
         yield tok
         if tok in stop or i == max_new_tokens - 1:
             return
+        t = clock()
         logits = model(torch.tensor([[tok]], device=ids.device), state)[:, -1]
+        if timings is not None:
+            timings.append(clock() - t)
 
 
 def generate(model, ids, max_new_tokens=100, stop=(), temperature=0, top_k=None, top_p=None, generator=None,

@@ -1,27 +1,45 @@
-"""This host's costs of a speculative round and the speed-up they predict (demo.costs), and how the
-race's verdict reports them: tokens per main-model pass, verify ÷ step, draft ÷ step, predicted vs measured."""
+"""The cost model (demo.costs): every term a lane's clock counts, measured on its own, and what the terms predict;
+the engine's timings it measures with; how the race's verdict reports the terms and draws where the time goes."""
+import dataclasses
+import re
+
 import pytest
 import torch
 
 from demo import costs
-from demo.race import Run
-from demo.race_html import speed_html, verdict_html
-from demo.race import Verdict
+from demo import race as race_module
+from demo.models import ModelStore
+from demo.prompts import prepare
+from demo.race import Run, Verdict, race
+from demo.race_html import speed_html, time_goes_html, verdict_html
+from demo.validate import race_settings
+from qwen.mtp import generate_mtp, generate_mtp_stream
+from qwen.sample import generate, generate_stream
 
 
-def round_record(draft, verify, rolled_back, restore=0.0, rerun=0.0, snapshot=0.0):
-    return {"kind": "round", "rolled_back": rolled_back,
-            "seconds": {"draft": draft, "verify": verify, "snapshot": snapshot, "restore": restore, "rerun": rerun}}
+# --- the arithmetic, against hand-worked numbers ---
+
+def test_a_plain_token_and_a_round_add_up_their_terms():
+    # a plain token: 1.0 ms pass + 0.25 ms around = 1.25 ms
+    # a round: 2.0 ms passes + 0.05 ms around + 0.01 ms x 2.5 tokens = 2.075 ms; 2.5 tokens x 1.25 / 2.075
+    c = costs.Costs(k=2, rollback="select", step=1.0e-3, whole=2.0e-3, plain_around=0.25e-3, round_around=0.05e-3,
+                    per_token=0.01e-3)
+    assert c.plain_token() == pytest.approx(1.25e-3)
+    assert c.round_seconds(0.3, 2.5) == pytest.approx(2.075e-3)
+    assert costs.predict(c, 2.5, 0.3) == pytest.approx(2.5 * 1.25 / 2.075)
+    r = c.ratios(0.3, 2.5)
+    assert r["round"] == pytest.approx(2.075 / 1.25) and r["passes"] == pytest.approx(2.0 / 1.25)
+    assert r["around"] == pytest.approx(0.075 / 1.25)
 
 
-def test_predicted_speedup_is_tokens_per_round_over_round_cost_in_plain_steps():
-    c = costs.Costs(k=2, rollback="select", step=0.010, draft=0.002, verify=0.012)
-    r = c.ratios()
-    assert r["verify"] == pytest.approx(1.2) and r["draft"] == pytest.approx(0.1) and r["round"] == pytest.approx(1.4)
-    assert costs.predict(c, tokens_per_round=2.8) == pytest.approx(2.0)
-    # a CPU whose verify pass over 3 tokens costs 2.5 steps: the same acceptance is slower than plain
-    slow = costs.Costs(k=2, rollback="select", step=0.010, draft=0.002, verify=0.025)
-    assert costs.predict(slow, tokens_per_round=2.4) < 1
+def test_counting_only_the_passes_would_mispredict_where_a_plain_token_has_work_around_it():
+    # the page's old model: 2.5 tokens over a round of 2.0 steps = 1.25x; with 0.25 ms around every plain token
+    # and 0.05 ms around every round, the same rounds are worth 1.52x
+    passes_only = costs.Costs(k=2, rollback="select", step=1.0e-3, whole=2.0e-3)
+    every_term = costs.Costs(k=2, rollback="select", step=1.0e-3, whole=2.0e-3, plain_around=0.25e-3,
+                             round_around=0.05e-3)
+    assert costs.predict(passes_only, 2.5) == pytest.approx(1.25)
+    assert costs.predict(every_term, 2.5) == pytest.approx(2.5 * 1.25 / 2.05)
 
 
 def test_recompute_pays_its_rollbacks_only_in_rounds_that_reject():
@@ -31,84 +49,204 @@ def test_recompute_pays_its_rollbacks_only_in_rounds_that_reject():
     assert costs.predict(c, 1.5, 0.5) == pytest.approx(1.5 / 1.65)
 
 
-def test_costs_from_records_are_medians_after_the_warm_up_round():
-    records = [{"kind": "prefill", "seconds": {}}, round_record(1.0, 9.0, True, 5.0),     # warm-up: left out
-               round_record(0.1, 0.3, False), round_record(0.2, 0.2, True, 0.05, 0.1), round_record(0.3, 0.4, False)]
-    c = costs.from_records(records, k=1, rollback="recompute", step=0.2)
-    assert (c.draft, c.verify) == (0.2, 0.3)
-    assert c.back == pytest.approx(0.15) and c.keep == 0.0
+def test_whole_lanes_count_each_prompt_pass_once():
+    # plain: 10 ms prompt + 40 tokens x 1 ms = 50 ms; speculative: 12 ms prompt + 20 rounds x 1.5 ms = 42 ms
+    c = costs.Costs(k=2, rollback="select", step=1e-3, whole=1.5e-3, prefill=10e-3, prefill_spec=12e-3)
+    assert costs.predict(c, 2.0, 0.5, tokens=41, rounds=20) == pytest.approx(50 / 42)
+    run = Run("speculative", k=2, rollback="select", tokens=list(range(41)), rounds=20, rolled_back=10)
+    assert costs.lane_prediction(c, run) == pytest.approx(50 / 42)
 
 
-def test_measured_costs_come_from_the_real_engine(tiny):
-    model, mtp, ids = tiny
-    c = costs.measure(model, mtp, ids, k=2, rollback="recompute", rounds=3)
-    assert c.step > 0 and c.verify > 0 and c.draft > 0 and c.snapshot > 0
-    assert 0 < costs.predict(c, 2.0) < 50
+def test_the_flat_verify_assumption_makes_a_pass_over_k_plus_1_tokens_cost_one_step():
+    c = costs.Costs(k=2, rollback="select", step=1e-3, draft=0.4e-3, verify=2e-3, keep=0.1e-3, plain_around=0.2e-3)
+    flat = c.assuming_flat_verify()
+    assert flat.verify == c.step and flat.passes() == pytest.approx(1.5e-3) and c.passes() == pytest.approx(2.5e-3)
+    one_call = costs.Costs(k=2, rollback="select", step=1e-3, draft=0.4e-3, verify=2e-3, keep=0.1e-3, whole=2.0e-3)
+    # the one call is 2.0 of the 2.5 ms taken apart; the verify's 2 ms become 1 ms: 2.0 x 1.5 / 2.5
+    assert one_call.assuming_flat_verify().whole == pytest.approx(1.2e-3)
+    assert costs.predict(flat, 2.5) > costs.predict(c, 2.5)
 
 
-def test_a_round_run_as_one_call_costs_what_that_call_costs():
-    # taken apart step by step the round would cost 1.2 + 2 x 0.3 = 1.8 steps; as one call it cost 1.5
-    c = costs.Costs(k=2, rollback="select", step=0.010, draft=0.006, verify=0.012, whole=0.015)
-    r = c.ratios()
-    assert r["round"] == pytest.approx(1.5) and r["verify"] == pytest.approx(1.2) and r["draft"] == pytest.approx(0.3)
-    assert costs.predict(c, tokens_per_round=2.4) == pytest.approx(1.6)
-    assert costs.predict(costs.Costs(k=2, rollback="select", step=0.010, draft=0.006, verify=0.012), 2.4) \
-        == pytest.approx(2.4 / 1.8)
+def test_per_token_slope_recovers_a_known_line_and_reads_a_falling_one_as_noise():
+    rows = [(0.10 + 0.02 * n, n) for n in (1, 1, 2, 3, 3, 3)]
+    intercept, slope = costs.per_token_slope(rows)
+    assert slope == pytest.approx(0.02) and intercept == pytest.approx(0.10)
+    assert costs.per_token_slope([(0.3, 1), (0.1, 3)])[1] == 0.0
+    assert costs.per_token_slope([(0.2, 2), (0.4, 2)]) == (pytest.approx(0.3), 0.0)      # one group: no slope
 
 
-def test_measured_costs_time_whole_rounds_where_the_race_runs_them_as_one_call(tiny, monkeypatch):
-    import qwen.mtp
-    model, mtp, ids = tiny
-    calls = []
-    real = qwen.mtp.greedy_round
-    monkeypatch.setattr(qwen.mtp, "greedy_round", lambda *a: calls.append(1) or real(*a))
-    each = costs.measure_each(model, mtp, ids, 2, ("recompute", "select"), rounds=3)
-    assert each["select"].whole > 0 and len(calls) >= 4       # greedy select: rounds of one call each, timed
-    assert each["select"].ratios()["round"] == pytest.approx(each["select"].whole / each["select"].step)
-    assert each["recompute"].whole == 0                        # recompute runs step by step: its parts add up
-    calls.clear()
-    rejection = dict(temperature=0.8, generator=torch.Generator().manual_seed(0))
-    sampled = costs.measure(model, mtp, ids, 2, "select", rounds=3, sampling=rejection)
-    assert sampled.whole == 0 and not calls                    # rejection sampling: rounds step by step
-    shared = costs.measure(model, mtp, ids, 2, "select", rounds=3, sampling=dict(temperature=0.8, seed=1))
-    assert shared.whole > 0 and calls                          # shared noise: rounds of one call, as greedy
+# --- the terms from lanes, against a hand-made lane ---
+
+def _lane(kind, items, origins=None):
+    """A finished Run whose engine seconds per item are `items` [(seconds, tokens)], the prompt's first."""
+    run, t = Run(kind, k=2, rollback="select"), 0.0
+    for seconds, n in items:
+        run.passes.append((t, t + seconds, n))
+        t += seconds
+        run.tokens += [0] * n
+    run.seconds, run.ended = t, "length"
+    run.origins = origins or ["main"] * len(run.tokens)
+    return run
 
 
-def test_the_verdict_names_the_one_call_round_cost_and_predicts_from_it():
-    plain = Run("plain", tokens=list(range(41)), seconds=1.0, started=True, ended="length")
-    spec = spec_run(41, 20, 10, 1.25)                       # 2 tokens a round, 0.80x
-    one_call = costs.Costs(k=2, rollback="select", step=0.010, draft=0.004, verify=0.014, whole=0.025)
-    html = speed_html(plain, spec, "English", one_call)
-    assert "a whole round (2 head passes and the verify of 3 tokens, run as one call) costs 2.50 plain steps" in html
-    assert "the verify costs 1.40 and a head pass 0.20" in html and "predicted 0.80×" in html
-    assert "Why slower: a round yields 2.00 tokens but costs 2.50 plain steps" in html
-    assert "合为一次调用" in speed_html(plain, spec, "中文", one_call)
+def test_terms_from_lanes_are_the_lanes_time_less_the_passes_timed_inside():
+    # plain: every token 1.3 ms in the lane, 1.0 ms of it the pass: 0.3 ms around
+    plain = _lane("plain", [(0.010, 1)] + [(1.3e-3, 1)] * 6)
+    plain_passes = [0.009] + [1.0e-3] * 6
+    # rounds of 1 and 3 tokens: the lane took 2.0 + 0.1 + 0.02 n ms, the passes 2.0 ms
+    ns = [1, 3, 3, 1, 3, 3]
+    spec = _lane("speculative", [(0.011, 1)] + [((2.1 + 0.02 * n) * 1e-3, n) for n in ns],
+                 ["main"] + sum((["draft"] * (n - 1) + ["correction" if n < 3 else "bonus"] for n in ns), []))
+    phases = [{"prefill": 0.01}] + [{"fused": 2.0e-3}] * 6
+    c = costs.from_lanes([plain], [plain_passes], [spec], [phases], 2, "select")
+    assert c.step == pytest.approx(1.0e-3) and c.plain_around == pytest.approx(0.3e-3)
+    assert c.whole == pytest.approx(2.0e-3) and c.per_token == pytest.approx(0.02e-3)
+    assert c.round_around == pytest.approx(0.1e-3)
+    assert c.samples == {"tokens": 6, "rounds": 6, "runs": 1}
 
+
+def test_rollback_costs_split_rounds_that_rejected_from_those_that_did_not():
+    plain = _lane("plain", [(0.01, 1), (1e-3, 1)])
+    spec = _lane("speculative", [(0.01, 1), (5e-3, 1), (3e-3, 3)], ["main", "correction", "draft", "draft", "bonus"])
+    phases = [{}, {"verify": 2e-3, "restore": 1e-3, "rerun": 1e-3}, {"verify": 2e-3, "restore": 0.5e-3}]
+    c = costs.from_lanes([plain], [[0.01, 1e-3]], [spec], [phases], 2, "recompute")
+    assert c.back == pytest.approx(2e-3) and c.keep == pytest.approx(0.5e-3) and c.verify == pytest.approx(2e-3)
+
+
+# --- the engine's timings ---
 
 @pytest.fixture(scope="module")
 def tiny():
-    import torch
     from stepper_models import random_model
     model, mtp = random_model()
     return model, mtp, torch.tensor([[3, 4, 5]])
 
 
-def spec_run(tokens, rounds, rolled_back, seconds):
-    run = Run("speculative", k=2, rollback="select", tokens=list(range(tokens)), rounds=rounds, started=True,
+def test_plain_timings_time_each_pass_and_change_nothing(tiny):
+    model, _, ids = tiny
+    passes = []
+    out = list(generate_stream(model, ids, 8, timings=passes))
+    assert out == generate(model, ids, 8)
+    assert len(passes) == len(out) and all(p > 0 for p in passes)      # the prompt's pass, then one per token
+
+
+@pytest.mark.parametrize("rollback", ["select", "recompute"])
+def test_speculative_timings_give_each_round_its_phases_and_change_nothing(tiny, rollback):
+    model, mtp, ids = tiny
+    timings = []
+    items = list(generate_mtp_stream(model, mtp, ids, 12, k=2, rollback=rollback, timings=timings))
+    assert [t for emit, _, _ in items for t, _ in emit] == generate_mtp(model, mtp, ids, 12, k=2,
+                                                                       rollback=rollback)[0] == generate(model, ids, 12)
+    assert len(timings) == len(items) and "prefill" in timings[0]
+    # each round: its passes step by step, or (greedy select where the head fuses them) one call
+    assert all((t["verify"] > 0 and t["draft"] > 0) or t.get("fused", 0) > 0 for t in timings[1:])
+    if rollback == "recompute":
+        assert all(t["snapshot"] > 0 for t in timings[1:])
+
+
+# --- calibrating on the embedded model: once per model and settings, the prompt's pass per prompt ---
+
+@pytest.fixture(scope="module")
+def loaded():
+    return ModelStore().get()
+
+
+def test_calibrate_measures_every_term_once_per_settings_and_the_prompt_pass_per_prompt(loaded, monkeypatch):
+    costs.forget()
+    settings = race_settings("In the beginning", max_new_tokens=24, k=2)
+    ids, _ = prepare(loaded, settings)
+    calls = []
+    real = race_module._measure_terms
+    monkeypatch.setattr(race_module, "_measure_terms", lambda *a: calls.append(1) or real(*a))
+    first = race_module.calibrate(loaded, ids, settings)[0]
+    assert first.step > 0 and first.plain_around > 0 and first.passes() > 0 and first.round_around >= 0
+    assert first.prefill > 0 and first.prefill_spec > 0
+    assert first.samples["tokens"] >= 20 and first.samples["rounds"] >= 8
+    other, _ = prepare(loaded, race_settings("The LORD is my shepherd; I shall not want.", max_new_tokens=24, k=2))
+    again = race_module.calibrate(loaded, other, settings)[0]
+    assert len(calls) == 1                                 # the terms are kept...
+    assert (again.step, again.round_around, again.passes()) == (first.step, first.round_around, first.passes())
+    race_module.calibrate(loaded, ids, race_settings("x", k=1))
+    assert len(calls) == 2                                 # ...per settings
+    sampled = race_module.calibrate(loaded, ids, race_settings("x", k=2, temperature=0.5))[0]
+    assert len(calls) == 3 and sampled.plain_around > 0    # a sampled pick is another term
+
+
+def test_a_race_reports_the_terms_and_the_prediction_in_its_summary(loaded):
+    costs.forget()
+    settings = race_settings("In the beginning God created", max_new_tokens=40, k=2, temperature=0.5, rollback="both")
+    ids, _ = prepare(loaded, settings)
+    *_, done = race(loaded, ids, settings, repeat=False)
+    out = race_module.summary(loaded.key, done.plain, done.spec, settings, (), done.costs, done.select,
+                              done.select_costs, done.speedups)
+    for lane in (out, out["select"]):
+        c = lane["costs"]
+        assert {"step", "plain_around", "round_around", "per_token", "prefill", "prefill_spec"} <= set(c)
+        run = done.spec if lane is out else done.select
+        terms = costs.Costs(**{f.name: c[f.name] for f in dataclasses.fields(costs.Costs)})
+        assert lane["predicted_speedup"] == pytest.approx(costs.lane_prediction(terms, run), rel=1e-2)
+    assert out["races_skipped"] == ""
+
+
+def test_repeats_give_way_when_visitors_wait(loaded):
+    settings = race_settings("In the beginning", max_new_tokens=16, k=2)
+    ids, _ = prepare(loaded, settings)
+    *_, busy = race(loaded, ids, settings, busy=lambda: True)
+    assert busy.skipped == "busy" and len(busy.speedups[0]) == 1
+    *_, idle = race(loaded, ids, settings)
+    assert idle.skipped == "" and len(idle.speedups[0]) > 1
+
+
+# --- the verdict: the terms in words, the prediction, the term that differs, where the time goes ---
+
+def spec_run(tokens, rounds, rolled_back, seconds, k=2):
+    run = Run("speculative", k=k, rollback="select", tokens=list(range(tokens)), rounds=rounds, started=True,
               seconds=seconds, ended="length")
     run.rolled_back = rolled_back
     return run
 
 
-def test_the_verdict_says_why_speculative_was_slower_in_measured_numbers():
-    plain = Run("plain", tokens=list(range(41)), seconds=1.0, started=True, ended="length")
-    spec = spec_run(41, 20, 10, 1.25)                       # 2 tokens a round, slower than plain
-    slow = costs.Costs(k=2, rollback="select", step=0.010, draft=0.002, verify=0.025)
-    html = verdict_html(Verdict(True, "verdict_identical", {"n": 41}), plain, spec, "English", slow)
-    assert '0.80× <span class="vh-word">slower</span>' in html and "2.00 tokens per main-model pass" in html
-    assert "verifying 3 tokens in one pass costs 2.50 plain steps" in html and "one draft pass 0.10" in html
-    assert "predicted 0.74×" in html and "Why slower" in html
-    zh = speed_html(plain, spec, "中文", slow)
-    assert "为什么更慢" in zh and "Why" not in zh
-    fast = costs.Costs(k=2, rollback="select", step=0.010, draft=0.001, verify=0.011)
-    assert "Why slower" not in speed_html(plain, spec_run(41, 20, 10, 0.8), "English", fast)
+TERMS = costs.Costs(k=2, rollback="select", step=1.0e-3, draft=0.5e-3, verify=2.0e-3, whole=2.2e-3,
+                    plain_around=0.25e-3, round_around=0.05e-3, prefill=10e-3, prefill_spec=12e-3)
+
+
+def test_the_verdict_names_each_term_and_the_speedup_they_predict():
+    plain = Run("plain", tokens=list(range(41)), seconds=0.060, started=True, ended="length")   # 10 + 40 x 1.25 ms
+    spec = spec_run(41, 20, 10, 0.012 + 20 * 2.25e-3)                                          # 12 + 20 x 2.25 ms
+    html = speed_html(plain, spec, "English", TERMS, [0.060 / 0.057])
+    assert "a plain token costs 1.250 ms: its model pass 1.000 ms and 0.250 ms around it" in html
+    assert "A round costs 2.250 ms: its model passes 2.200 ms (2 head passes, the verify of 3 tokens, run as one call)" \
+        in html and "it yields 2.00 tokens, 1.125 ms each" in html
+    assert "these terms predict 1.05×; measured 1.05×" in html and "misses" not in html
+    zh = speed_html(plain, spec, "中文", TERMS, [0.060 / 0.057])
+    assert "普通解码一个词元耗时 1.250 毫秒" in zh and "预测 1.05×" in zh and "Where" not in zh
+
+
+def test_a_prediction_that_misses_by_more_than_10_percent_names_the_term_that_differs():
+    plain = Run("plain", tokens=list(range(41)), seconds=0.010 + 40 * 1.6e-3, started=True, ended="length")
+    spec = spec_run(41, 20, 10, 0.012 + 20 * 2.25e-3)
+    html = speed_html(plain, spec, "English", TERMS, [plain.seconds / spec.seconds])
+    assert "a plain token took 1.600 ms, against 1.250 ms measured on its own (+28%)" in html
+
+
+def test_where_the_time_goes_draws_each_lane_per_token_on_one_scale_with_a_labelled_assumption():
+    plain = Run("plain", tokens=list(range(41)), seconds=0.06, started=True, ended="length")
+    spec = spec_run(41, 20, 10, 0.057)
+    html = time_goes_html(plain, [(spec, TERMS)], "English")
+    widths = [float(w) for w in re.findall(r'width:([\d.]+)%', html)]
+    # per token: plain 1.0 + 0.25 ms; speculative (2.2 + 0.05) / 2 = 1.1 + 0.025 ms; assumed: 2.2 x 1.2 / 3.2 / 2
+    assert widths[:4] == pytest.approx([100 * 1.0 / 1.25, 100 * 0.25 / 1.25, 100 * 1.1 / 1.25, 100 * 0.025 / 1.25],
+                                       abs=0.06)
+    assert "assumed: a pass over 3 tokens costs one step" in html and "an assumption, not a measurement" in html
+    assert "→ 1.11×" in html                         # 2 x 1.25 / 2.25
+    assert "tg-assumed" in html and "假设" in time_goes_html(plain, [(spec, TERMS)], "中文")
+
+
+def test_the_verdict_says_why_speculative_was_slower_in_plain_tokens():
+    plain = Run("plain", tokens=list(range(41)), seconds=0.06, started=True, ended="length")
+    slow = costs.Costs(k=2, rollback="select", step=1.0e-3, draft=0.5e-3, verify=3.0e-3, plain_around=0.25e-3)
+    spec = spec_run(41, 20, 10, 0.012 + 20 * 3.5e-3)
+    html = verdict_html(Verdict(True, "verdict_identical", {"n": 41}), plain, spec, "English", slow,
+                        speedups=[[0.06 / spec.seconds]])
+    assert "slower" in html and "Why slower: a round yields 2.00 tokens but costs 2.80 plain tokens" in html
+    assert "为什么更慢" in speed_html(plain, spec, "中文", slow)

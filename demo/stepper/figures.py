@@ -626,7 +626,7 @@ def recording_vs_race(run, lang="English"):
     if race is None or not run.costs or not rounds:
         return ""
     recorded = sum(sum(r["seconds"].values()) for r in rounds) / len(rounds)
-    predicted = race.round_seconds(run_yield(run.records)[1])
+    predicted = race.passes(run_yield(run.records)[1])          # the recording times the passes alone
     if predicted <= 0 or abs(recorded / predicted - 1) <= 0.2:
         return ""
     key = "cost_faster" if recorded < predicted else "cost_slower_whole" if race.whole else "cost_slower"
@@ -755,9 +755,11 @@ def costs_line(run, lang="English"):
     costs = run_costs(run)
     if costs is None:
         return ""
-    r = costs.ratios()
+    per_round, back = run_yield(run.records)
+    r = costs.ratios(back, per_round)
     key = ("whatif_costs_race" if run.costs else "whatif_costs_recording") + ("_whole" if costs.whole else "")
-    return t(key, lang, verify=r["verify"], draft=r["draft"], round=r["round"], ms=costs.step * 1000)
+    return t(key, lang, verify=r["verify"], draft=r["draft"], round=r["round"], around=r["around"],
+             ms=costs.step * 1000, tok=costs.plain_token() * 1000)
 
 
 def whatif_caption(run, lang="English"):
@@ -768,7 +770,8 @@ def whatif_caption(run, lang="English"):
         return ""
     key = "whatif_caption_whole" if costs.whole else "whatif_caption"
     how = t("whatif_from_race" if run.costs else "whatif_from_recording", lang)
-    parts = [t(key, lang, plain=costs.step * 1000, how=how), costs_line(run, lang), recording_vs_race(run, lang)]
+    parts = [t(key, lang, plain=costs.plain_token() * 1000, how=how), costs_line(run, lang),
+             recording_vs_race(run, lang)]
     return "\n\n".join(p for p in parts if p)
 
 

@@ -6,13 +6,15 @@
 Both run speculative decoding (qwen.mtp.generate_mtp_stream) with a qwen.trace.Trace; the proof also
 runs plain greedy decoding and, once more, rollback="none" (KV truncated, DeltaNet memory left dirty).
 """
+import statistics
 import time
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 
-from demo import costs as cost_model
+from demo.race import calibrate
 from demo.prompts import sampling
 from demo.tokens import token_pieces
 from demo.stepper.steps import MAX_ROUNDS, Run
@@ -206,13 +208,21 @@ def _trace_watch(model, settings):
             "watch_head": max(0, settings.watch_head), "max_rounds": MAX_ROUNDS}
 
 
+def _plain_step(model, ids, steps=6):
+    """Median seconds of the main model's pass over one token after the prompt `ids` (qwen's timings)."""
+    passes = []
+    for _ in generate_stream(model, ids, steps, timings=passes):
+        pass
+    return statistics.median(passes[1:] or passes)
+
+
 def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None, progress=None,
                clock=time.perf_counter):
     """Run speculative decoding once with a trace and keep everything the stepper shows. ids: (1, T).
     progress(done, total) hears about each round; max_seconds caps the wall-clock time. Then this host's
-    costs: the race's measurement of the same prompt and settings on this engine (demo.costs.shared), or
-    measured as the race measures them (plain steps, untraced rounds) and kept for it, so the what-if
-    predicts what the race predicts, not from the recording's slower instrumented times."""
+    costs: the race's cost terms for these settings on this engine (demo.race.calibrate: measured once per
+    model, host and settings and kept, the prompt's pass timed for this prompt), so the what-if predicts
+    what the race predicts, not from the recording's slower instrumented times."""
     watch = _trace_watch(model, settings)
     trace = WatchingTrace(**watch)
     stop = tuple(chat.stop)
@@ -248,13 +258,12 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
     prompt_ids = ids[0].tolist()
     labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
     costs, step = None, None
-    if len(records) > 1:            # rounds were speculated: the race's measurement of them, or time them as it does
-        found = cost_model.shared(model, mtp, ids, settings.k, settings.rollback, sampling(settings))
-        if found is None:
-            found = cost_model.measure(model, mtp, ids, settings.k, settings.rollback, sampling=sampling(settings))
-            cost_model.remember(model, mtp, ids, settings.k, settings.rollback, found, sampling(settings))
+    if len(records) > 1:            # rounds were speculated: the race's cost terms for them (measured once, kept)
+        engine = SimpleNamespace(model=model, mtp=mtp, chat=chat, context=model.cfg.max_position_embeddings,
+                                 engine=lambda: (model, mtp))
+        found = calibrate(engine, ids, settings)[0]
         costs, step = found.as_dict(), found.step
-    step = step if step is not None else cost_model.time_plain_step(model, ids)
+    step = step if step is not None else _plain_step(model, ids)
     return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
                pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
                plain_step_seconds=step, costs=costs, ended=ended)

@@ -286,7 +286,8 @@ def _record(r, i):
         _state(states[name], f"{where}.states.{name}")
 
 
-COSTS = ("step", "draft", "verify", "snapshot", "back", "keep", "whole")
+COSTS = ("step", "draft", "verify", "snapshot", "back", "keep", "whole", "plain_around", "round_around", "per_token",
+         "prefill", "prefill_spec")         # demo.costs.Costs' seconds; files from before the work-around terms lack the last five
 
 
 def _costs(x, settings):
