@@ -93,10 +93,12 @@ STRINGS = {
                       "内置模型是个 4M 参数的小玩具，只学过英王钦定本圣经、Python 文档和中国古典诗词：它会按这些风格"
                       "续写（常常重复），草稿头也猜得准；它并不会真正对话。"),
     "kind": ("Kind", "类型"),
-    "kind_bible": ("Bible (KJV) · raw · easy to guess", "圣经（KJV）· 续写 · 好猜"),
-    "kind_docs": ("Python docs · raw · easy to guess", "Python 文档 · 续写 · 好猜"),
-    "kind_poem": ("Classical poem · raw · easy to guess", "古诗 · 续写 · 好猜"),
-    "kind_chat": ("Chat · low acceptance", "对话 · 接受率低"),
+    "kind_bible": ("Bible (KJV) · raw", "圣经（KJV）· 续写"),
+    "kind_docs": ("Python docs · raw", "Python 文档 · 续写"),
+    "kind_poem": ("Classical poem · raw", "古诗 · 续写"),
+    "kind_chat": ("Chat", "对话"),
+    "guess_easy": ("easy to guess ({kept:.0%} kept)", "好猜（保留 {kept:.0%}）"),
+    "guess_hard": ("harder to guess ({kept:.0%} kept)", "较难猜（保留 {kept:.0%}）"),
     "embedded_model": ("Embedded demo model (4M, offline)", "内置演示模型（4M，离线）"),
     # the two lanes
     "plain": ("Plain decoding", "普通解码"),

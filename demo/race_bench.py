@@ -6,6 +6,8 @@ after the other.
     python -m demo.race_bench --prompts 2 --repeats 4 --no-compile --model PATH
     python -m demo.race_bench --reported               # the speed-up the page reports: each a median of repeats
     python -m demo.race_bench --tree 2+1               # the race's tree lane against its chain lane (all eager)
+    python -m demo.race_bench --predict                # the cost model's prediction against the measured median
+    python -m demo.race_bench --predict --rollback both --temperature 0 --tree 2+1
 
 For each of the race's example prompts (demo.prompts.EXAMPLES, the first --prompts), greedy, with k
 and rollback `select` as the page's defaults: --repeats races with each schedule, alternating
@@ -19,7 +21,11 @@ reports, so the spread shows how well that holds still. A machine
 shared with other work makes single races vary; the schedule that keeps the spread narrow is the
 one a presenter can trust. With --tree, each race also runs the tree lane (the app's, every lane eager) and
 the table gives, per prompt, the chain's and the tree's median speed-up over plain, how many races the tree
-won, and each lane's tokens per main-model pass.
+won, and each lane's tokens per main-model pass. With --predict, every example prompt (or the first --prompts)
+runs --repeats whole page races (demo.race.race, its unseen repeats included) with the page's settings (sampled
+at 0.5 with shared noise unless --temperature), each with its cost terms measured afresh (demo.costs.forget),
+and the table gives per lane the measured median speed-up (the median of the races' medians, with their range),
+the speed-up the cost terms predict (median and range over the independent measurements), and the error.
 """
 import argparse
 import functools
@@ -31,7 +37,8 @@ from demo.models import load_model, start_compiling
 from demo.prompts import prepare
 from demo.race import TURN_SECONDS, one_after_another, race, speedup, take_turns
 from demo.prompts import EXAMPLES
-from demo.validate import TREES, race_settings
+from demo import costs
+from demo.validate import RACE_ROLLBACKS, TREES, race_settings
 from qwen.weights import find_model
 
 
@@ -70,6 +77,39 @@ def tree_races(loaded, prompt, raw, max_new, k, tree, repeats, reported=False):
     return out, identical
 
 
+def predicted_races(loaded, prompt, raw, max_new, args):
+    """--repeats page races of one prompt, each with fresh cost terms. -> {lane name: [(measured median,
+    predicted)]}, and whether every race was identical to plain."""
+    settings = race_settings(prompt, max_new_tokens=max_new, k=args.k, raw=raw, temperature=args.temperature,
+                             seed=0, rollback=args.rollback, tree=args.tree or "")
+    ids, _ = prepare(loaded, settings)
+    out, identical = {}, True
+    for _ in range(args.repeats):
+        costs.forget()
+        *_, last = race(loaded, ids, settings)
+        for lane, terms, ratios in zip(last.lanes, [last.costs, last.select_costs], last.speedups):
+            name = f"tree {lane.tree}" if lane.tree else f"k={lane.k} {lane.rollback}"
+            out.setdefault(name, []).append((statistics.median(ratios), costs.lane_prediction(terms, lane)))
+        identical &= last.verdict.identical
+    return out, identical
+
+
+def print_prediction_table(loaded, args):
+    print(f"settings: temperature {args.temperature}" + (" (shared noise, seed 0)" if args.temperature else " (greedy)")
+          + f", rollback {args.rollback}" + (f", tree {args.tree}" if args.tree else ""))
+    print("| prompt | lane | measured (median of medians) | range | predicted (median) | range | error |")
+    print("|---|---|---|---|---|---|---|")
+    for _, prompt, raw, max_new in EXAMPLES[:args.prompts]:
+        rows, identical = predicted_races(loaded, prompt, raw, max_new, args)
+        label = prompt[:24].replace("\n", " ").replace("|", "/") + "…"
+        for name, pairs in rows.items():
+            measured, predicted = [m for m, _ in pairs], [p for _, p in pairs]
+            mid_m, mid_p = statistics.median(measured), statistics.median(predicted)
+            print(f"| {label} | {name} | {mid_m:.3f}× | {min(measured):.2f}–{max(measured):.2f} | {mid_p:.3f}× | "
+                  f"{min(predicted):.2f}–{max(predicted):.2f} | {mid_p / mid_m - 1:+.1%} |"
+                  + ("" if identical else " NOT IDENTICAL"), flush=True)
+
+
 def print_tree_table(loaded, args):
     print("| prompt | chain | tree | chain ÷ plain (median) | tree ÷ plain (median) | tree won | "
           "tokens per pass, chain | tree | every race, tree ÷ chain |")
@@ -105,7 +145,8 @@ def turn_lengths(text):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="a local folder or hub id (default: the embedded model)")
-    parser.add_argument("--prompts", type=positive, default=3, help="how many of the race's examples")
+    parser.add_argument("--prompts", type=positive, default=None,
+                        help="how many of the race's examples (default: 3; --predict: all)")
     parser.add_argument("--repeats", type=positive, default=8, help="races per prompt and schedule")
     parser.add_argument("--k", type=positive, default=2)
     parser.add_argument("--threads", type=positive, default=1,
@@ -117,7 +158,12 @@ def main(argv=None):
     parser.add_argument("--reported", action="store_true", help="each race as the page runs it, with its repeats")
     parser.add_argument("--tree", choices=[shape for shape in TREES if shape], default=None,
                         help="race a draft-tree lane of this shape beside the chain (every lane eager)")
+    parser.add_argument("--predict", action="store_true",
+                        help="the cost model's prediction against the measured median, per example prompt")
+    parser.add_argument("--rollback", choices=RACE_ROLLBACKS, default="select", help="--predict: the race's rollback")
+    parser.add_argument("--temperature", type=float, default=0.5, help="--predict: 0 for greedy (default: the page's)")
     args = parser.parse_args(argv)
+    args.prompts = args.prompts or (len(EXAMPLES) if args.predict else 3)
     if args.tree:
         args.compile = False
     torch.set_num_threads(args.threads)
@@ -128,7 +174,9 @@ def main(argv=None):
     if args.compile:
         start_compiling(loaded, (args.k,)).join()
     print(f"host: CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s); "
-          f"model {loaded.key}, {loaded.compile_status()}; k={args.k}, select, greedy")
+          f"model {loaded.key}, {loaded.compile_status()}; k={args.k}" + ("" if args.predict else ", select, greedy"))
+    if args.predict:
+        return print_prediction_table(loaded, args)
     if args.tree:
         return print_tree_table(loaded, args)
     print("| prompt | schedule | median | lowest | highest | plain lane (median) | speculative lane (median) | "

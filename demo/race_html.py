@@ -65,12 +65,29 @@ def stats_html(run, lang="English", max_seconds=120.0):
     if run.kind == "speculative":
         parts += [_stat(str(run.rounds), t("rounds", lang)), _stat(str(run.hits), t("hits", lang)),
                   _stat(f"{run.acceptance:.0%}", t("acceptance", lang)),
-                  f'<span class="ended">{escape(setup_text(run, lang))}</span>']
+                  f'<span class="ended setup">{escape(setup_text(run, lang))}</span>']
     if run.ended:
         why = {"stop": t("ended_stop", lang), "length": t("ended_length", lang),
                "time": t("ended_time", lang, seconds=max_seconds)}[run.ended]
-        parts.append(f'<span class="ended">{escape(why)}</span>')
-    return f'<div class="race-stats">{"".join(parts)}</div>'
+        parts.append(f'<span class="ended end-why">{escape(why)}</span>')
+    return f'<div class="race-stats"{replay_data(run)}>{"".join(parts)}</div>'
+
+
+def replay_data(run):
+    """A finished lane's counts along its clock, for the replay (race-replay.html) to move with it:
+    data-end (the lane's last second), and for a speculative lane data-round-times (each round's end, engine
+    seconds), data-round-hits (accepted drafts in each) and data-k (guesses a round)."""
+    if not run.ended:
+        return ""
+    out = f' data-end="{run.seconds:.4f}"'
+    if run.kind == "speculative":
+        ends, hits, i = [], [], 1                   # the prefill's token first
+        for _, end, n in run.passes[1:]:
+            ends.append(f"{end:.4f}")
+            hits.append(str(sum(origin == "draft" for origin in run.origins[i:i + n])))
+            i += n
+        out += f' data-round-times="{",".join(ends)}" data-round-hits="{",".join(hits)}" data-k="{run.k}"'
+    return out
 
 
 def setup_text(run, lang="English"):

@@ -289,7 +289,7 @@ def faintest_panel(run, rounds=None):
     return worst
 
 
-@pytest.mark.parametrize("example, rollback", [(0, "select"), (0, "recompute"), (3, "select"), (1, "recompute")])
+@pytest.mark.parametrize("example, rollback", [(0, "select"), (0, "recompute"), (4, "select"), (1, "recompute")])
 def test_every_memory_panel_of_the_first_rounds_shows_or_says_why_not(embedded, example, rollback):
     """The default prompt and two other examples, both rollbacks, the layer and head left to the recording:
     in the first three rounds each panel's largest |value| is at least FAINT of its colour scale."""
