@@ -50,7 +50,8 @@ def default_prompt_for(prompt, lang):
 def example_samples(lang):
     """The examples table's rows in `lang`: [kind and how well the head guesses it (measured), prompt shown on
     one line]."""
-    return [[example_label(kind, prompt, lang), prompt.replace("\n", " ↵ ")] for kind, prompt, _, _ in EXAMPLES]
+    return [[example_label(kind, prompt, lang), prompt.replace("\n", " ↵ ").replace("-", "\u2011")]   # no break at "-"
+            for kind, prompt, _, _ in EXAMPLES]
 
 
 def example_label(kind, prompt, lang):

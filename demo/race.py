@@ -231,20 +231,40 @@ def lane_specs(settings):
     return [(r, "") for r in rollbacks] + ([(rollbacks[0], settings.tree)] if settings.tree else [])
 
 
-def calibrate(loaded, ids, settings, clock=time.perf_counter):
+# Kept terms are measured again when a race paid more than this much more or less per plain token or per round
+# than they say (the machine's load changed since), where the race allows it (nobody waits).
+STALE = 0.15
+
+
+def calibrate(loaded, ids, settings, clock=time.perf_counter, raced=None):
     """This host's cost terms for each speculative lane of these settings ([demo.costs.Costs], in lane
     order), measured once per model, host and settings (demo.costs.remember) and kept; the prompt's own
     pass (prefill) measured for these `ids` every time (a few ms on small models). Lanes run for it take
-    turns as the race's do, with the engine's timings on (every model pass, every round's phases)."""
+    turns as the race's do, with the engine's timings on (every model pass, every round's phases).
+    raced: a finished race's Runs [plain, speculative...]; where one paid over STALE more or less per plain
+    token or per round than the kept terms say, the terms are measured again (never fitted to that race)."""
     model, mtp = engine_for(loaded, settings)
     specs, how = lane_specs(settings), sampling(settings)
     k_of = lambda tree: parse_tree(tree).depth if tree else settings.k       # noqa: E731
     found = [costs.shared(model, mtp, k_of(tree), r, how, tree) for r, tree in specs]
-    if any(c is None for c in found):
-        found = _measure_terms(loaded, ids, settings, clock, specs, k_of)
-        for (r, tree), c in zip(specs, found):
-            costs.remember(model, mtp, k_of(tree), r, c, how, tree)
+    if all(c is not None for c in found):
+        found = [_with_prefill(loaded, ids, settings, c) for c in found]
+        if raced is None or not any(stale(c, raced[0], run) for c, run in zip(found, raced[1:])):
+            return found
+    found = _measure_terms(loaded, ids, settings, clock, specs, k_of)
+    for (r, tree), c in zip(specs, found):
+        costs.remember(model, mtp, k_of(tree), r, c, how, tree)
     return [_with_prefill(loaded, ids, settings, c) for c in found]
+
+
+def stale(c, plain, spec):
+    """Did this race pay over STALE more or less per plain token, or per round, than the terms `c` say?"""
+    if len(plain.tokens) < 2 or not spec.rounds:
+        return False
+    token = (plain.seconds - c.prefill) / (len(plain.tokens) - 1)
+    round_ = (spec.seconds - c.prefill_spec) / spec.rounds
+    model_round = c.round_seconds(spec.rolled_back_share, spec.per_round)
+    return abs(token / max(c.plain_token(), 1e-12) - 1) > STALE or abs(round_ / max(model_round, 1e-12) - 1) > STALE
 
 
 def _measure_terms(loaded, ids, settings, clock, specs, k_of):
@@ -354,7 +374,7 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     plain, spec_lanes = runs[0], runs[1:]
     speedups = [[speedup(plain, lane)] for lane in spec_lanes]
     yield update("measuring", speedups=speedups)
-    measured = calibrate(loaded, ids, settings, clock) \
+    measured = calibrate(loaded, ids, settings, clock, None if busy() else [plain] + spec_lanes) \
         if measure_costs and all(lane.rounds for lane in spec_lanes) else [None] * len(spec_lanes)
     skipped = "busy" if repeat and busy() else ""      # visitors wait for the engine: their turn comes first
     if repeat and not skipped:

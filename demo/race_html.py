@@ -206,7 +206,8 @@ def time_goes_html(plain, lanes, lang="English"):
     """"Where the time goes", drawn: one plain token beside each speculative lane's round divided by the tokens
     it yields, its model passes stacked against the work around them, in ms on one scale; then the first chain
     lane again as it would be if a pass over k+1 tokens cost one step (an assumption, labelled so: a GPU, or a
-    model whose weights outrun the cache), with the speed-up each row predicts."""
+    model whose weights outrun the cache), with the speed-up each row predicts for the race shown (its prompt's
+    pass included, as the verdict's prediction)."""
     lanes = [(run, c) for run, c in lanes if c is not None and run is not None and run.rounds]
     if not lanes or not plain:
         return ""
@@ -216,14 +217,13 @@ def time_goes_html(plain, lanes, lang="English"):
         passes, around = c.where_time_goes(run.rolled_back_share, run.per_round)["spec"]
         label = t("tg_tree", lang, tree=run.tree, m=run.per_round) if run.tree else \
             t("tg_spec", lang, k=run.k, rollback=run.rollback, m=run.per_round)
-        rows.append((label, passes, around, costs.predict(c, run.per_round, run.rolled_back_share), ""))
+        rows.append((label, passes, around, costs.lane_prediction(c, run), ""))
     chain = next(((run, c) for run, c in lanes if not run.tree), None)
     if chain is not None:
         run, c = chain
         flat = c.assuming_flat_verify()
         passes, around = flat.where_time_goes(run.rolled_back_share, run.per_round)["spec"]
-        rows.append((t("tg_flat", lang, n=run.k + 1), passes, around,
-                     costs.predict(flat, run.per_round, run.rolled_back_share), " tg-assumed"))
+        rows.append((t("tg_flat", lang, n=run.k + 1), passes, around, costs.lane_prediction(flat, run), " tg-assumed"))
     scale = max(p + a for _, p, a, _, _ in rows) or 1.0
     out = []
     for label, passes, around, x, extra in rows:

@@ -196,6 +196,9 @@ def build_race_tab(shared):
                                     elem_id="race-replay-speed", container=False), choices=replay_choices)
         replay = say(gr.Button(t("replay_button", L), elem_id="race-replay", scale=1, min_width=120, size="sm"),
                      value="replay_button")
+    # the timeline of every main-model pass above the lanes: Run scrolls the replay row to the top, so while the
+    # replay plays, the timeline and both lanes share the screen (presenter mode at 1280x720 included)
+    timeline = gr.HTML(timeline_html(None, []), elem_id="race-timeline", label="timeline", show_label=False)
     with gr.Row(equal_height=False, elem_id="race-lanes"):
         with gr.Column(min_width=300, elem_id="race-plain-lane"):
             say(gr.Markdown(_lane_title("plain", L), elem_classes="lane-title"), value=lambda lang: _lane_title("plain", lang))
@@ -219,7 +222,6 @@ def build_race_tab(shared):
                                      elem_id="race-marks", scale=0, min_width=240), label="full_marks",
                          info="full_marks_info")
     full_marks.change(None, [full_marks], None, js=FULL_MARKS_JS, queue=False)
-    timeline = gr.HTML(timeline_html(None, []), elem_id="race-timeline", label="timeline", show_label=False)
     verdict = gr.HTML(verdict_html(None), elem_id="race-verdict", label="verdict", show_label=False)
     with gr.Accordion(t("summary_json", L), open=False) as json_box:
         result = gr.JSON(label="summary", elem_id="race-summary")

@@ -17,8 +17,9 @@
         --no-draft-vocab), greedy or sampled (shared noise from --seed; --rejection: the textbook
         rule): per prompt, plain vs speculative tokens, seconds (the best of 3 runs
         each, plain and speculative alternating), tok/s, rounds, hits, acceptance, what a round cost
-        in plain steps, identical? — for each rollback and k; then a step, a verify of 1+k tokens and
-        a draft pass timed one by one.
+        in plain steps, identical?, and the speed-up the cost model predicts (qwen.costs, its terms
+        measured in lanes of their own: predicted_speedup, terms_ms) — for each rollback and k; then a
+        step, a verify of 1+k tokens and a draft pass timed one by one.
     python -m qwen.bench compile [--model PATH_OR_ID | --shape 0.8b] [--ks 2]
         seconds to compile every pass of k-draft decoding, in a fresh process with an empty cache
         ("first") and again in another fresh process with that cache ("cached"); ready_s: until the
@@ -38,6 +39,7 @@ import torch
 from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_bytes, snapshot_state
 from qwen.compiled import warm_up
 from qwen.config import Config
+from qwen.costs import predict, time_lanes
 from qwen.model import Model, load_into
 from qwen.mtp import MTP, generate_mtp
 from qwen.sample import generate, generate_stream
@@ -365,16 +367,25 @@ def bench_model(args):
                              # a round in plain steps (prefill counted on both sides): tokens per round ÷ this ≈ the speed-up
                              "round_in_steps": (t / max(1, rounds)) / (t_plain / max(1, len(plain))),
                              "identical": spec == plain})
+                # what the cost model (qwen.costs) predicts for this run, from terms measured in lanes of their own
+                terms = time_lanes(model, head, ids, args.max_new_tokens, k, rollback, sampling)
+                rows[-1]["predicted_speedup"] = predict(terms, (len(spec) - 1) / max(1, rounds),
+                                                        terms.samples["rolled_back"], tokens=len(spec), rounds=rounds)
+                rows[-1]["terms_ms"] = {key: round(1000 * v, 4) for key, v in [
+                    ("step", terms.step), ("plain_around", terms.plain_around), ("passes", terms.passes()),
+                    ("round_around", terms.round_around), ("per_token", terms.per_token)]}
     if round_graphs is not None:
         round_graphs.enabled = fused
     summary = {}
     for r in rows:
         s = summary.setdefault(f"{r['rollback']} k={r['k']}", {"acceptance": [], "speedup": [], "round": [],
-                                                                "identical": True})
+                                                                "predicted": [], "identical": True})
         s["acceptance"].append(r["acceptance"]); s["speedup"].append(r["speedup"]); s["round"].append(r["round_in_steps"])
+        s["predicted"].append(r["predicted_speedup"])
         s["identical"] &= r["identical"]
     summary = {key: {"mean_acceptance": statistics.mean(v["acceptance"]), "mean_speedup": statistics.mean(v["speedup"]),
-                     "median_round_in_steps": statistics.median(v["round"]), "all_identical": v["identical"]}
+                     "median_round_in_steps": statistics.median(v["round"]),
+                     "mean_predicted_speedup": statistics.mean(v["predicted"]), "all_identical": v["identical"]}
                for key, v in summary.items()}
     return {"model": path, "dtype": args.dtype, "rows": rows, "summary": summary,
             "sampling": ("rejection" if args.rejection else "shared noise") + f", T={args.temperature}"

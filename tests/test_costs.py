@@ -238,7 +238,7 @@ def test_where_the_time_goes_draws_each_lane_per_token_on_one_scale_with_a_label
     assert widths[:4] == pytest.approx([100 * 1.0 / 1.25, 100 * 0.25 / 1.25, 100 * 1.1 / 1.25, 100 * 0.025 / 1.25],
                                        abs=0.06)
     assert "assumed: a pass over 3 tokens costs one step" in html and "an assumption, not a measurement" in html
-    assert "→ 1.11×" in html                         # 2 x 1.25 / 2.25
+    assert "→ 1.05×" in html                         # the lane: (10 + 40 x 1.25) / (12 + 20 x 2.25)
     assert "tg-assumed" in html and "假设" in time_goes_html(plain, [(spec, TERMS)], "中文")
 
 
@@ -250,3 +250,21 @@ def test_the_verdict_says_why_speculative_was_slower_in_plain_tokens():
                         speedups=[[0.06 / spec.seconds]])
     assert "slower" in html and "Why slower: a round yields 2.00 tokens but costs 2.80 plain tokens" in html
     assert "为什么更慢" in speed_html(plain, spec, "中文", slow)
+
+
+def test_kept_terms_are_measured_again_when_a_race_paid_far_more_than_they_say(loaded, monkeypatch):
+    costs.forget()
+    settings = race_settings("In the beginning", max_new_tokens=24, k=2)
+    ids, _ = prepare(loaded, settings)
+    c = race_module.calibrate(loaded, ids, settings)[0]
+    calls = []
+    real = race_module._measure_terms
+    monkeypatch.setattr(race_module, "_measure_terms", lambda *a: calls.append(1) or real(*a))
+    plain = Run("plain", tokens=list(range(21)), seconds=c.prefill + 20 * c.plain_token())
+    spec = Run("speculative", k=2, rollback="select", tokens=list(range(21)), rounds=10)
+    spec.seconds = c.prefill_spec + 10 * c.round_seconds(0.0, 2.0)
+    race_module.calibrate(loaded, ids, settings, raced=[plain, spec])
+    assert calls == []                                        # as the terms say: kept
+    plain.seconds = c.prefill + 20 * 1.5 * c.plain_token()    # a plain token 50% dearer: the load changed
+    race_module.calibrate(loaded, ids, settings, raced=[plain, spec])
+    assert calls == [1]

@@ -1,0 +1,293 @@
+"""What a plain token and a speculative round cost on this host, term by term, and the speed-up they predict.
+
+    costs = from_lanes(plain, plain_passes, spec, spec_phases, k=2, rollback="select")   # lanes timed as run
+    costs.plain_token()                  -> step + plain_around      one plain token
+    costs.round_seconds(0.3, 2.4)        -> passes + round_around + per_token x 2.4    one round yielding 2.4 tokens
+    predict(costs, 2.4, 0.3)             -> 2.4 x plain_token ÷ round_seconds    (the steady state)
+    predict(costs, 2.4, 0.3, tokens=120, rounds=50)   -> whole lanes, each prompt's pass included
+
+The model has every term a lane's clock counts:
+
+    a plain token = its model pass (step) + the work around it (plain_around: picking the token, the loop)
+    a round       = its model passes (the head's, the verify's, the rollback's: `passes`)
+                    + the work around the round (round_around: accepting, bookkeeping, the loop)
+                    + per_token for each token it emits
+    a lane        = its prompt's pass (prefill; the speculative lane's also runs the head once) + the above
+
+Each term is measured on its own, in lanes run for it, never fitted to the run it then predicts: the model's
+passes are timed inside the engine (the `timings=` of qwen.sample.generate_stream and
+qwen.mtp.generate_mtp_stream), the work around them is a lane's time between tokens or rounds less those
+passes, per_token is the slope of that work against the tokens a round emitted. A lane here is anything with
+`passes` [(start s, end s, new tokens)] per item (the prompt's first) and `origins` per token ("main", "draft",
+"correction", "bonus"): demo.race.Run, or time_lanes' own. Costs saved by older versions have only the
+passes (the around terms 0): they predict as before.
+"""
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+
+@dataclass
+class Costs:
+    """Seconds on this host. step: the main model's pass over one token. A round's passes, step by step:
+    draft (the head's passes), verify (one pass over k+1 tokens, or a tree's rows), snapshot; back / keep:
+    restore + re-run in a round that rolled back / that did not. whole: a round run as one call (greedy or
+    shared-noise `select`: qwen.mtp.greedy_round), 0 where rounds run step by step; when set, it is the
+    round's passes and the others only take them apart. The work around: plain_around per plain token,
+    round_around per round, per_token per token a round emits. prefill / prefill_spec: the prompt's pass
+    in each lane (the speculative one also guesses once), for the prompt measure_prefill timed."""
+    k: int
+    rollback: str
+    step: float
+    draft: float = 0.0
+    verify: float = 0.0
+    snapshot: float = 0.0
+    back: float = 0.0
+    keep: float = 0.0
+    whole: float = 0.0
+    plain_around: float = 0.0
+    round_around: float = 0.0
+    per_token: float = 0.0
+    prefill: float = 0.0
+    prefill_spec: float = 0.0
+    tree: str = ""
+    samples: dict = field(default_factory=dict)     # how many tokens, rounds and lane runs the medians span
+
+    def plain_token(self):
+        """Seconds of one plain token: its pass and the work around it."""
+        return self.step + self.plain_around
+
+    def passes(self, rolled_back=0.0):
+        """Mean seconds of a round's model passes when a share `rolled_back` of rounds reject a draft."""
+        if self.whole:
+            return self.whole
+        return self.draft + self.verify + self.snapshot + rolled_back * self.back + (1 - rolled_back) * self.keep
+
+    def round_seconds(self, rolled_back=0.0, tokens_per_round=0.0):
+        """Mean seconds of a round that yields `tokens_per_round` tokens: its passes and the work around them."""
+        return self.passes(rolled_back) + self.round_around + self.per_token * tokens_per_round
+
+    def ratios(self, rolled_back=0.0, tokens_per_round=0.0):
+        """Each cost ÷ one plain token: verify, draft (per head pass), draft_round (all of them), rollback,
+        passes (the round's model passes), around (the work around a round, its tokens' included), round."""
+        unit = max(self.plain_token(), 1e-12)
+        around = self.round_around + self.per_token * tokens_per_round
+        return {"verify": self.verify / unit, "draft": self.draft / max(self.k, 1) / unit,
+                "draft_round": self.draft / unit,
+                "rollback": (self.snapshot + rolled_back * self.back + (1 - rolled_back) * self.keep) / unit,
+                "passes": self.passes(rolled_back) / unit, "around": around / unit,
+                "round": self.round_seconds(rolled_back, tokens_per_round) / unit}
+
+    def where_time_goes(self, rolled_back=0.0, tokens_per_round=1.0):
+        """Seconds per token in each lane, split: {"plain": (pass, around), "spec": (passes, around)}, the
+        speculative lane's round divided by the tokens it yields."""
+        m = max(tokens_per_round, 1e-12)
+        return {"plain": (self.step, self.plain_around),
+                "spec": (self.passes(rolled_back) / m, (self.round_around + self.per_token * m) / m)}
+
+    def assuming_flat_verify(self):
+        """The same costs where a pass over k+1 tokens costs one step (a GPU, or a model whose weights outrun
+        the cache, where a pass is paid for reading the weights, not per row): an assumption, not a measurement.
+        A round run as one call is scaled by the share its verify has step by step."""
+        flat = Costs(**{**asdict(self), "samples": dict(self.samples)})
+        flat.verify = self.step
+        parts = self.draft + self.verify + self.snapshot + self.keep        # the round taken apart, step by step
+        if self.whole and parts > 0:
+            flat.whole = self.whole * (parts - self.verify + self.step) / parts
+        return flat
+
+    def as_dict(self):
+        return {key: (round(v, 7) if isinstance(v, float) else v) for key, v in asdict(self).items()}
+
+
+def predict(costs, tokens_per_round, rolled_back=0.0, tokens=None, rounds=None):
+    """Speed-up over plain decoding that these costs predict for rounds yielding `tokens_per_round` tokens,
+    a share `rolled_back` of which rejected a draft. With `tokens` (the lanes' tokens) and `rounds`, the
+    whole lanes, each with its prompt's pass: (prefill + (tokens − 1) plain tokens) ÷ (prefill_spec +
+    rounds rounds); without, the steady state: tokens_per_round plain tokens ÷ one round."""
+    if tokens and rounds:
+        plain = costs.prefill + (tokens - 1) * costs.plain_token()
+        spec = costs.prefill_spec + rounds * costs.round_seconds(rolled_back, tokens_per_round)
+        return plain / max(spec, 1e-12)
+    return tokens_per_round * costs.plain_token() / max(costs.round_seconds(rolled_back, tokens_per_round), 1e-12)
+
+
+def lane_prediction(costs, run):
+    """The speed-up `costs` predict for a finished speculative lane (a demo.race.Run): its tokens, rounds
+    and rolled-back rounds, its prompt's pass included."""
+    return predict(costs, run.per_round, run.rolled_back_share, len(run.tokens), run.rounds)
+
+
+# --- the terms, from lanes timed as the race runs them ------------------------------------------------------
+
+def _median(xs, default=0.0):
+    xs = list(xs)
+    return statistics.median(xs) if xs else default
+
+
+def _intervals(run):
+    """A lane's engine seconds per item after the prompt's (a token, or a round), and the tokens of each."""
+    return [(end - start, n) for start, end, n in run.passes[1:]]
+
+
+def per_token_slope(residuals):
+    """Seconds per emitted token of a round's work around its passes: [(seconds, tokens)] -> (intercept,
+    slope), from the medians of rounds grouped by how many tokens they emitted (least squares over the
+    groups, weighted by their sizes; a slope below 0 reads as 0: noise)."""
+    groups = {}
+    for seconds, n in residuals:
+        groups.setdefault(n, []).append(seconds)
+    points = [(n, statistics.median(xs), len(xs)) for n, xs in groups.items()]
+    weight = sum(w for _, _, w in points)
+    if len(points) < 2 or not weight:
+        return _median(s for s, _ in residuals), 0.0
+    mean_n = sum(n * w for n, _, w in points) / weight
+    mean_s = sum(s * w for _, s, w in points) / weight
+    spread = sum(w * (n - mean_n) ** 2 for n, _, w in points)
+    slope = max(0.0, sum(w * (n - mean_n) * (s - mean_s) for n, s, w in points) / spread) if spread else 0.0
+    return _median(s - slope * n for s, n in residuals), slope
+
+
+def from_lanes(plain_runs, plain_passes, spec_runs, spec_phases, k, rollback, tree=""):
+    """The terms from lanes run for them: plain_runs / spec_runs, finished demo.race.Run objects (their
+    `passes`: the lane's engine seconds per item); plain_passes, per plain run the model passes' seconds
+    (qwen.sample.generate_stream's timings, the prompt's first); spec_phases, per speculative run its
+    per-round seconds by phase (qwen.mtp.generate_mtp_stream's timings, the prefill's first). Each term is
+    a mean over a run's tokens or rounds (a lane's time is their sum, slow ones included), then the median
+    over the runs. -> Costs"""
+    each = [_terms_of_one(*lanes) for lanes in zip(plain_runs, plain_passes, spec_runs, spec_phases)]
+    each = [e for e in each if e is not None]
+    pick = lambda key: _median(e[key] for e in each)        # noqa: E731
+    residuals = [r for e in each for r in e["residuals"]]
+    _, slope = per_token_slope(residuals)
+    return Costs(k=k, rollback=rollback, step=pick("step"), draft=pick("draft"), verify=pick("verify"),
+                 snapshot=pick("snapshot"), back=pick("back"), keep=pick("keep"), whole=pick("fused"),
+                 plain_around=max(0.0, pick("plain_around")),
+                 round_around=max(0.0, _median(e["round_around"] - slope * e["per_round"] for e in each)),
+                 per_token=slope, tree=tree,
+                 samples={"tokens": sum(e["tokens"] for e in each), "rounds": sum(e["rounds"] for e in each),
+                          "runs": len(each)})
+
+
+def _terms_of_one(plain_run, plain_passes, spec_run, spec_phases):
+    """One calibration run's means: {step, plain_around, draft, verify, snapshot, fused, keep, back,
+    round_around (its tokens' work included), per_round, residuals [(seconds around, tokens)], ...}."""
+    plain = [(seconds, p) for (seconds, _), p in zip(_intervals(plain_run), plain_passes[1:])]
+    rounds = list(zip(_intervals(spec_run), _round_origins(spec_run), spec_phases[1:]))
+    if not plain or not rounds:
+        return None
+    mean = statistics.fmean
+    undo = lambda p: p.get("restore", 0.0) + p.get("rerun", 0.0)           # noqa: E731
+    back = [undo(p) for _, origins, p in rounds if "correction" in origins]
+    keep = [undo(p) for _, origins, p in rounds if "correction" not in origins]
+    residuals = [(seconds - sum(p.values()), n) for (seconds, n), _, p in rounds]
+    return {"step": mean(p for _, p in plain), "plain_around": mean(s - p for s, p in plain),
+            **{key: mean(p.get(key, 0.0) for _, _, p in rounds) for key in ("draft", "verify", "snapshot", "fused")},
+            "back": mean(back) if back else mean(keep), "keep": mean(keep) if keep else 0.0,
+            "round_around": mean(s for s, _ in residuals), "per_round": mean(n for _, n in residuals),
+            "residuals": residuals, "tokens": len(plain), "rounds": len(rounds)}
+
+
+def from_records(records, k, rollback, step):
+    """Costs from a trace's round records alone (a trace saved without the race's terms): the passes, as
+    medians over its rounds (the first left out as a warm-up where there are more), the plain step given;
+    the work around them unknown (0), so these predict from the passes alone."""
+    rounds = [r for r in records if r.get("kind") == "round"]
+    rounds = rounds[1:] if len(rounds) > 1 else rounds
+    med = lambda key, rows: _median(r["seconds"].get(key, 0.0) for r in rows)       # noqa: E731
+    undo = lambda rows: _median(r["seconds"].get("restore", 0.0) + r["seconds"].get("rerun", 0.0)  # noqa: E731
+                                for r in rows)
+    back = [r for r in rounds if r["rolled_back"]]
+    keep = [r for r in rounds if not r["rolled_back"]]
+    return Costs(k, rollback, step, med("draft", rounds), med("verify", rounds) if rounds else step,
+                 med("snapshot", rounds), undo(back) if back else undo(keep), undo(keep))
+
+
+def take_apart(costs, records):
+    """Costs whose round runs as one call (whole), with its parts from a trace of rounds run step by step
+    (qwen.trace records' `seconds`; the first round left out as a warm-up): draft, verify, snapshot, keep,
+    back. The whole call stays the round's cost; the parts only say what it is made of."""
+    rounds = [r for r in records if r.get("kind") == "round"]
+    rounds = rounds[1:] if len(rounds) > 1 else rounds
+    if not rounds:
+        return costs
+    med = lambda key: _median(r["seconds"].get(key, 0.0) for r in rounds)      # noqa: E731
+    undo = [r["seconds"].get("restore", 0.0) + r["seconds"].get("rerun", 0.0) for r in rounds]
+    costs.draft, costs.verify, costs.snapshot, costs.keep = med("draft"), med("verify"), med("snapshot"), _median(undo)
+    costs.back = costs.keep
+    return costs
+
+
+def _round_origins(run):
+    """Per round of a finished speculative Run, the origins of the tokens it emitted."""
+    out, i = [], 1                                      # the prefill's token first
+    for _, _, n in run.passes[1:]:
+        out.append(run.origins[i:i + n])
+        i += n
+    return out
+
+
+def prefill_seconds(stream_factories, repeats=5, cap=0.25):
+    """Median seconds from starting a fresh generator to its first item (the prompt's pass), for each of
+    `stream_factories` (functions -> a new generator), taking turns: [seconds per factory]. Fewer repeats
+    where one round of them takes over `cap` seconds (a long prompt on a big model)."""
+    times = [[] for _ in stream_factories]
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for factory, out in zip(stream_factories, times):
+            stream = factory()
+            t = time.perf_counter()
+            try:
+                next(stream)
+            finally:
+                stream.close()
+            out.append(time.perf_counter() - t)
+        if time.perf_counter() - started > cap:
+            break
+    return [statistics.median(out) for out in times]
+
+
+@dataclass
+class LaneTimes:
+    """A lane as time_lanes runs it: per item (the prompt's token, then each token or round) its start and end
+    second and its new tokens, and each token's origin."""
+    passes: list = field(default_factory=list)
+    origins: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _timed_lane(stream, to_origins):
+    """Run a decoding stream to its end, timing the caller's side of each item. -> LaneTimes"""
+    lane, clock = LaneTimes(), time.perf_counter
+    t = clock()
+    for item in stream:
+        now = clock()
+        origins = to_origins(item)
+        lane.passes.append((lane.seconds, lane.seconds + now - t, len(origins)))
+        lane.seconds += now - t
+        lane.origins += origins
+        t = clock()
+    return lane
+
+
+def time_lanes(model, mtp, ids, max_new_tokens, k, rollback="select", sampling=None, runs=3):
+    """The terms for plain decoding against speculative decoding of `ids` with this k and rollback, from
+    `runs` runs of each lane, alternating (stop tokens ignored), with the engine's timings on. -> Costs"""
+    from qwen.mtp import generate_mtp_stream
+    from qwen.sample import generate_stream
+    sampling = sampling or {}
+    plains, plain_passes, specs, spec_phases = [], [], [], []
+    for _ in range(runs):
+        passes, phases = [], []
+        plains.append(_timed_lane(generate_stream(model, ids, max_new_tokens, timings=passes, **sampling),
+                                  lambda tok: ["main"]))
+        plain_passes.append(passes)
+        specs.append(_timed_lane(generate_mtp_stream(model, mtp, ids, max_new_tokens, (), k, rollback,
+                                                     timings=phases, **sampling),
+                                 lambda item: [origin for _, origin in item[0]]))
+        spec_phases.append(phases)
+    c = from_lanes(plains, plain_passes, specs, spec_phases, k, rollback)
+    c.prefill = _median(p[0] for p in plain_passes)
+    c.prefill_spec = _median(lane.passes[0][1] - lane.passes[0][0] for lane in specs)
+    c.samples["rolled_back"] = _median(sum("correction" in o for o in _round_origins(lane)) / max(len(lane.passes) - 1, 1)
+                                       for lane in specs)
+    return c
