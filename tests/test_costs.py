@@ -260,11 +260,12 @@ def test_kept_terms_are_measured_again_when_a_race_paid_far_more_than_they_say(l
     calls = []
     real = race_module._measure_terms
     monkeypatch.setattr(race_module, "_measure_terms", lambda *a: calls.append(1) or real(*a))
-    plain = Run("plain", tokens=list(range(21)), seconds=c.prefill + 20 * c.plain_token())
-    spec = Run("speculative", k=2, rollback="select", tokens=list(range(21)), rounds=10)
-    spec.seconds = c.prefill_spec + 10 * c.round_seconds(0.0, 2.0)
+    # long lanes, so that the prompt's pass (timed again on every call, a few ms of noise) weighs little
+    plain = Run("plain", tokens=list(range(401)), seconds=c.prefill + 400 * c.plain_token())
+    spec = Run("speculative", k=2, rollback="select", tokens=list(range(401)), rounds=200)
+    spec.seconds = c.prefill_spec + 200 * c.round_seconds(0.0, 2.0)
     race_module.calibrate(loaded, ids, settings, raced=[plain, spec])
     assert calls == []                                        # as the terms say: kept
-    plain.seconds = c.prefill + 20 * 1.5 * c.plain_token()    # a plain token 50% dearer: the load changed
+    plain.seconds = c.prefill + 400 * 1.5 * c.plain_token()   # a plain token 50% dearer: the load changed
     race_module.calibrate(loaded, ids, settings, raced=[plain, spec])
     assert calls == [1]
