@@ -98,6 +98,10 @@ class Costs:
     def as_dict(self):
         return {key: (round(v, 7) if isinstance(v, float) else v) for key, v in asdict(self).items()}
 
+    def terms(self):
+        """k, rollback and every term in seconds, as a dict (what a trace file keeps: no tree, no sample counts)."""
+        return {key: v for key, v in self.as_dict().items() if key not in ("tree", "samples")}
+
 
 def predict(costs, tokens_per_round, rolled_back=0.0, tokens=None, rounds=None):
     """Speed-up over plain decoding that these costs predict for rounds yielding `tokens_per_round` tokens,

@@ -174,20 +174,28 @@ def test_deep_link_prefills_only_valid_values():
     assert stepper_ui.apply_deep_link(None) == {}
 
 
-def test_the_stepper_reads_the_race_s_measurement_of_the_same_settings(rand):
-    """One cost model for the page: after the race measured a prompt, k and rollback on this engine
-    (demo.costs.measure_each remembers it), the stepper's recording predicts from those very costs; for
-    a prompt the race did not measure, or another engine, it measures its own and keeps them."""
+def test_the_stepper_reads_the_race_s_measurement_of_the_same_settings(rand, monkeypatch):
+    """One cost model for the page: the terms are measured once per engine, k, rollback and way of picking
+    (demo.race.calibrate keeps them), and a recording predicts from those very terms, for any prompt; only
+    the prompt's own pass is timed per prompt. Another engine or another k is measured anew."""
     from demo import costs
+    from demo import race as race_module
     model, mtp = rand
-    raced = costs.measure_each(model, mtp, PROMPT, 2, ("recompute",), rounds=2)["recompute"]
+    costs.forget()
+    calls = []
+    real = race_module._measure_terms
+    monkeypatch.setattr(race_module, "_measure_terms", lambda *a: calls.append(1) or real(*a))
     run = record(rand, k=2, max_new_tokens=8, rollback="recompute")
-    assert run.costs == raced.as_dict() and run.plain_step_seconds == raced.step
+    kept = costs.shared(model, mtp, 2, "recompute")
+    assert calls == [1] and run.plain_step_seconds == kept.step
+    assert {key: run.costs[key] for key in ("step", "plain_around", "round_around", "verify")} == \
+        {key: kept.terms()[key] for key in ("step", "plain_around", "round_around", "verify")}
     other = torch.tensor([[5, 9, 11]])
-    assert costs.shared(model, mtp, other, 2, "recompute") is None
     mine = stepper_run.record_run(model, mtp, FakeChat(), other, Settings(prompt="p", k=2, max_new_tokens=8,
                                                                        rollback="recompute"), "tiny")
-    assert mine.costs == costs.shared(model, mtp, other, 2, "recompute").as_dict() != raced.as_dict()
+    assert calls == [1] and mine.costs["round_around"] == run.costs["round_around"]    # another prompt: the same terms
     another = random_model()
-    assert costs.shared(*another, PROMPT, 2, "recompute") is None      # another engine: not these costs
-    assert costs.shared(model, mtp, PROMPT, 1, "recompute") is None    # another k
+    assert costs.shared(*another, 2, "recompute") is None      # another engine: not these terms
+    assert costs.shared(model, mtp, 1, "recompute") is None    # another k
+
+

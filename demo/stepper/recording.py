@@ -262,7 +262,7 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         engine = SimpleNamespace(model=model, mtp=mtp, chat=chat, context=model.cfg.max_position_embeddings,
                                  engine=lambda: (model, mtp))
         found = calibrate(engine, ids, settings)[0]
-        costs, step = found.as_dict(), found.step
+        costs, step = found.terms(), found.step
     step = step if step is not None else _plain_step(model, ids)
     return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
                pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
