@@ -130,3 +130,24 @@ def test_identical_races_report_a_speedup_that_holds_still(client):
     print(f"\nreported speed-ups of five identical races: {speedups}; each the median of "
           f"{[s['races'] for s in summaries]} races")
     assert all(abs(x / middle - 1) <= 0.10 for x in speedups), speedups
+
+
+@pytest.mark.quiet                       # it times races: alone on the machine (pytest.ini)
+@pytest.mark.parametrize("lang", ["English", "中文"])
+def test_the_cost_model_predicts_the_default_race_and_holds_still(client, lang):
+    """Each page's default race, three identical /race calls: the speed-ups the cost terms predict agree within
+    ±10% of each other (the terms are measured once and kept), and their median lands within 10% of the measured
+    median, or each summary's verdict names the term that differs (docs/design.md, a cost model with every term)."""
+    from demo.prompts import default_example
+    from demo.validate import PAGE_TEMPERATURE
+    _, prompt, raw, max_new = default_example(lang)
+    run = lambda: race(client, prompt, max_new, 2, "select", PAGE_TEMPERATURE, 0, raw, False, None, lang)  # noqa: E731
+    run()                                                                      # warm: the first race of a process
+    outs = [run() for _ in range(3)]
+    predicted = [o["summary"]["predicted_speedup"] for o in outs]
+    measured = [o["summary"]["speedup"] for o in outs]
+    print(f"\n{lang} default: predicted {predicted}, measured {measured}")
+    mid_p, mid_m = statistics.median(predicted), statistics.median(measured)
+    assert all(abs(p / mid_p - 1) <= 0.10 for p in predicted), predicted
+    named = all(("misses" in o["verdict"]) or ("预测有偏差" in o["verdict"]) for o in outs)
+    assert abs(mid_p / mid_m - 1) <= 0.10 or named, (predicted, measured)
