@@ -268,15 +268,19 @@ def stale(c, plain, spec):
 
 
 def _measure_terms(loaded, ids, settings, clock, specs, k_of):
+    """The terms of each speculative lane in `specs` [(rollback, tree)]: the race's lanes run for them, taking
+    turns, stop tokens ignored (CALIBRATE_RACES races within CALIBRATE_SECONDS), the engine's timings on.
+    -> [Costs], in lane order."""
     room = loaded.context - ids.shape[1] - 2 * max(parse_tree(settings.tree).size if settings.tree else 0,
                                                    settings.k + 1)
     timed = replace(settings, max_new_tokens=max(2, min(CALIBRATE_TOKENS, room)))
-    rollbacks = lane_rollbacks(settings.rollback)
-    runs, timings, spent = [[] for _ in range(1 + len(specs))], [[] for _ in range(1 + len(specs))], 0.0
+    lanes_n = 1 + len(specs)
+    runs, timings, spent = [[] for _ in range(lanes_n)], [[] for _ in range(lanes_n)], 0.0
     for _ in range(CALIBRATE_RACES):
-        lists = [[] for _ in range(1 + len(specs))]
-        lanes = lanes_of(loaded, ids, timed, CALIBRATE_SECONDS / len(lists), clock, rollbacks, lists, stop=())
-        last = [None] * len(lanes)
+        lists = [[] for _ in range(lanes_n)]               # each lane's engine timings, filled as it runs
+        lanes = lanes_of(loaded, ids, timed, CALIBRATE_SECONDS / lanes_n, clock, lane_rollbacks(settings.rollback),
+                         lists, stop=())
+        last = [None] * lanes_n
         for i, run in take_turns(lanes):
             last[i] = run
         for i, run in enumerate(last):
@@ -285,23 +289,26 @@ def _measure_terms(loaded, ids, settings, clock, specs, k_of):
         spent += sum(run.seconds for run in last)
         if spent >= CALIBRATE_SECONDS:
             break
-    model, mtp = engine_for(loaded, settings)
     out = []
     for j, (rollback, tree) in enumerate(specs, start=1):
         c = costs.from_lanes(runs[0], timings[0], runs[j], timings[j], k_of(tree), rollback, tree)
-        if c.whole:                             # one call a round: its parts, from rounds run step by step
-            trace = Trace(max_rounds=STEP_BY_STEP_ROUNDS + 2)
-            stream = generate_mtp_stream(model, mtp, ids, timed.max_new_tokens, (), k_of(tree), rollback,
-                                         trace=trace, **sampling(settings))
-            try:
-                for _ in stream:
-                    if len(trace) > STEP_BY_STEP_ROUNDS + 1:
-                        break
-            finally:
-                stream.close()
-            costs.take_apart(c, list(trace))
-        out.append(c)
+        out.append(_taken_apart(loaded, ids, timed, c) if c.whole else c)
     return out
+
+
+def _taken_apart(loaded, ids, settings, c):
+    """Costs whose round is one call, with that call's parts (head passes, verify) from STEP_BY_STEP_ROUNDS rounds
+    traced step by step (a trace makes every round run so)."""
+    trace = Trace(max_rounds=STEP_BY_STEP_ROUNDS + 2)
+    stream = generate_mtp_stream(*engine_for(loaded, settings), ids, settings.max_new_tokens, (), c.k, c.rollback,
+                                 trace=trace, **sampling(settings))
+    try:
+        for _ in stream:
+            if len(trace) > STEP_BY_STEP_ROUNDS + 1:
+                break
+    finally:
+        stream.close()
+    return costs.take_apart(c, list(trace))
 
 
 def _with_prefill(loaded, ids, settings, c):
