@@ -284,6 +284,7 @@ STRINGS = {
     "slower_word": ("slower", "更慢"),
     "races_range": ("median of {n} races: {lo:.2f}–{hi:.2f}×", "{n} 场比赛的中位数：{lo:.2f}–{hi:.2f}×"),
     "races_one": ("one race", "一场比赛"),
+    "races_one_busy": ("one race: others were waiting, so it ran no repeats", "一场比赛：有人在排队，所以没有重复比赛"),
     "per_pass_fact": ("{per_pass:.2f} tokens per main-model pass", "主模型每次前向 {per_pass:.2f} 个词元"),
     "identical_fact": ("identical text ✓", "文本完全相同 ✓"),
     "differ_fact": ("text differs ✗", "文本不同 ✗"),

@@ -98,12 +98,13 @@ def setup_text(run, lang="English"):
 
 
 def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, select=None, select_costs=None,
-                 speedups=None):
+                 speedups=None, skipped=""):
     """The verdict: a headline in large type (headline_html), then the verdict in words, then what explains
     the speed-up (speed_html); with a third lane (`select`, rollback "both"), each speculative lane's
     speed-up and why (lanes_speed_html). speedups: per speculative lane, its speed-up in every race run
     (demo.race.RaceUpdate.speedups; None: the shown race alone). A third lane that drafts a tree
-    (select.tree) is compared with the chain lane instead (tree_speed_html); the headline stays the chain's."""
+    (select.tree) is compared with the chain lane instead (tree_speed_html); the headline stays the chain's.
+    skipped "busy": the unseen repeats gave way to visitors waiting, and the headline says so."""
     if verdict is None:
         return '<div class="verdict"></div>'
     tone = "ok" if verdict.key in ("verdict_identical", "verdict_identical_all", "verdict_prefix",
@@ -116,7 +117,8 @@ def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, 
     params = {k: escape(v) if isinstance(v, str) else v for k, v in verdict.params.items()}
     body = _markup(escape(t(verdict.key, lang))).format(**params)
     tree = select is not None and bool(select.tree)
-    head = headline_html(verdict, spec, speedups[0 if tree else -1], lang) if speedups and spec is not None else ""
+    head = headline_html(verdict, spec, speedups[0 if tree else -1], lang, skipped) \
+        if speedups and spec is not None else ""
     loop = f'<span class="speed-line">{escape(t("loop_note", lang))}</span>' \
         if plain is not None and repeating(plain.tokens) else ""
     if select is None or tree:
@@ -127,12 +129,13 @@ def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, 
     return f'<div class="verdict {tone}" role="status">{head}<div class="verdict-body">{body}{speed}{loop}</div></div>'
 
 
-def headline_html(verdict, spec, ratios, lang="English"):
+def headline_html(verdict, spec, ratios, lang="English", skipped=""):
     """The verdict's first line, in large type: the median speed-up with its range over the races run,
     tokens per main-model pass, and whether the text was identical (of the last speculative lane)."""
     middle, lo, hi = spread(ratios)
     word = t("faster" if middle >= 1 else "slower_word", lang)
-    races = t("races_range", lang, n=len(ratios), lo=lo, hi=hi) if len(ratios) > 1 else t("races_one", lang)
+    races = t("races_range", lang, n=len(ratios), lo=lo, hi=hi) if len(ratios) > 1 else \
+        t("races_one_busy" if skipped == "busy" else "races_one", lang)
     facts = [f'<span class="vh-fact">{escape(t("per_pass_fact", lang, per_pass=spec.per_round))}</span>']
     facts.append(f'<span class="vh-fact {"same" if verdict.identical else "differ"}">'
                  f'{escape(t("identical_fact" if verdict.identical else "differ_fact", lang))}</span>')

@@ -121,7 +121,8 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
                    plain_text_html(u.plain, lang) if plain_changed else gr.skip(),
                    stats_html(u.spec, lang, max_seconds) if spec_changed else gr.skip(),
                    spec_text_html(u.spec, lang) if spec_changed else gr.skip(),
-                   verdict_html(u.verdict, u.plain, u.spec, lang, u.costs, u.select, u.select_costs, u.speedups),
+                   verdict_html(u.verdict, u.plain, u.spec, lang, u.costs, u.select, u.select_costs, u.speedups,
+                                u.skipped),
                    *third_out,
                    timeline_html(u.plain, u.lanes, lang, [u.costs, u.select_costs], race_id=str(id(u.plain)))
                    if u.phase != "racing" else gr.skip(),

@@ -193,6 +193,9 @@ def test_repeats_give_way_when_visitors_wait(loaded):
     ids, _ = prepare(loaded, settings)
     *_, busy = race(loaded, ids, settings, busy=lambda: True)
     assert busy.skipped == "busy" and len(busy.speedups[0]) == 1
+    for lang, words in (("English", "others were waiting"), ("中文", "有人在排队")):
+        assert words in verdict_html(busy.verdict, busy.plain, busy.spec, lang, busy.costs, speedups=busy.speedups,
+                                     skipped=busy.skipped)
     *_, idle = race(loaded, ids, settings)
     assert idle.skipped == "" and len(idle.speedups[0]) > 1
 
