@@ -89,9 +89,11 @@ STRINGS = {
     "examples": ("Examples", "示例"),
     "examples_note": ("The embedded model is a 4M-parameter toy trained on the King James Bible, Python's docs and "
                       "classical Chinese poems: it continues text in those styles (and often repeats itself), which "
-                      "its draft head guesses well; it cannot really chat.",
+                      "its draft head guesses well; it cannot really chat. Each label gives the share of the head's "
+                      "drafts the model kept on that prompt, measured (k = 2, temperature 0.5).",
                       "内置模型是个 4M 参数的小玩具，只学过英王钦定本圣经、Python 文档和中国古典诗词：它会按这些风格"
-                      "续写（常常重复），草稿头也猜得准；它并不会真正对话。"),
+                      "续写（常常重复），草稿头也猜得准；它并不会真正对话。每个标签给出在该提示词上草稿被保留的比例，"
+                      "为实测值（k = 2，温度 0.5）。"),
     "kind": ("Kind", "类型"),
     "kind_bible": ("Bible (KJV) · raw", "圣经（KJV）· 续写"),
     "kind_docs": ("Python docs · raw", "Python 文档 · 续写"),
