@@ -219,13 +219,18 @@ def test_what_if_predicts_with_the_races_cost_model_and_measurement(runs):
         fig = figures.what_if(run)
         curve = fig.data[0]
         assert curve.x[0] == 0 and curve.x[-1] == 1 and curve.y[-1] > curve.y[0]
-        for a, y in zip(curve.x[::25], curve.y[::25]):                        # the race's formula, point by point
-            assert y == pytest.approx(costs.predict(measured, figures.tokens_per_round(a, 3), 1 - a ** 3))
         rounds = run.records[1:]
+        tokens = 1 + sum(len(r["emitted"]) for r in rounds)
+        for a, y in zip(curve.x[1::25], curve.y[1::25]):                      # the race's formula, point by point:
+            m = figures.tokens_per_round(a, 3)                                 # a lane of this run's length
+            assert y == pytest.approx(costs.predict(measured, m, 1 - a ** 3, tokens=tokens, rounds=(tokens - 1) / m))
         per_round = sum(len(r["emitted"]) for r in rounds) / len(rounds)
         back = sum(any(e["origin"] == "correction" for e in r["emitted"]) for r in rounds) / len(rounds)
         marker = next(t for t in fig.data if t.name.startswith("this run: a = "))
-        assert marker.y[0] == pytest.approx(costs.predict(measured, per_round, back))
+        # the race's lane prediction: (prefill + (tokens - 1) plain tokens) / (prefill_spec + rounds x a round)
+        plain = measured.prefill + (tokens - 1) * measured.plain_token()
+        spec = measured.prefill_spec + len(rounds) * measured.round_seconds(back, per_round)
+        assert marker.y[0] == pytest.approx(plain / spec)
         assert f"predicted {marker.y[0]:.2f}×" in marker.name
         assert "the race's costs on this machine" in fig.layout.title.text
         caption = figures.whatif_caption(run)

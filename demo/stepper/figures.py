@@ -690,28 +690,31 @@ def plain_step(records, plain_step_seconds=None):
     return (verify[len(verify) // 2] if verify else 0.0) or 1e-3, False
 
 
-def speedup_at(a, k, costs):
-    """Predicted speed-up over plain decoding at acceptance a, by demo.costs.predict: tokens a round
-    yields at a ÷ the round's cost in plain steps, the share of rounds that roll back being 1 − a^k."""
-    return predict(costs, tokens_per_round(a, k), 1 - a ** k)
+def speedup_at(a, k, costs, tokens=None):
+    """Predicted speed-up over plain decoding at acceptance a, by the race's cost model (qwen.costs.predict):
+    the tokens a round yields at a, the share of rounds that roll back being 1 − a^k; for a run of `tokens`
+    tokens (each lane's prompt pass included, as the race predicts), else the steady state."""
+    m = tokens_per_round(a, k)
+    return predict(costs, m, 1 - a ** k, tokens=tokens, rounds=(tokens - 1) / m if tokens else None)
 
 
-def break_even(k, costs, steps=1000):
+def break_even(k, costs, steps=1000, tokens=None):
     """Smallest acceptance rate at which speculative decoding is no slower than plain; None if never."""
     for i in range(steps + 1):
-        if speedup_at(i / steps, k, costs) >= 1.0:
+        if speedup_at(i / steps, k, costs, tokens) >= 1.0:
             return i / steps
     return None
 
 
 def this_run_speedup(run):
-    """The speed-up the what-if's "this run" marker shows: demo.costs.predict with this run's tokens per
-    round and rolled-back share, the race's prediction for the same prompt, k and rollback. None: no rounds."""
+    """The speed-up the what-if's "this run" marker shows: the race's prediction for a lane of this run's
+    tokens, rounds and rolled-back share (qwen.costs.predict, prompt passes included). None: no rounds."""
     costs = run_costs(run)
-    if costs is None:
+    rounds = _rounds(run.records)
+    if costs is None or not rounds:
         return None
     per_round, back = run_yield(run.records)
-    return predict(costs, per_round, back)
+    return predict(costs, per_round, back, tokens=1 + round(per_round * len(rounds)), rounds=len(rounds))
 
 
 def what_if(run, look=Look()):
@@ -726,11 +729,12 @@ def what_if(run, look=Look()):
         fig.add_annotation(text="—", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
         return _frame(fig, look, t("fig_whatif", look.lang), 380)
     k = rounds[0]["k"]
+    tokens = 1 + sum(len(r["emitted"]) for r in rounds)               # a run of this length, as the race predicts
     xs = [i / 100 for i in range(101)]
-    fig.add_scatter(x=xs, y=[speedup_at(a, k, costs) for a in xs], mode="lines", name=f"k = {k}",
+    fig.add_scatter(x=xs, y=[speedup_at(a, k, costs, tokens) for a in xs], mode="lines", name=f"k = {k}",
                     line={"color": OKABE_ITO["blue"], "width": 3})
     fig.add_hline(y=1.0, line_dash="dot", line_color="#999999")
-    even = break_even(k, costs)
+    even = break_even(k, costs, tokens=tokens)
     if even is not None:
         fig.add_vline(x=even, line_dash="dash", line_color=OKABE_ITO["vermillion"],
                       annotation_text=t("break_even", look.lang, a=even), annotation_position="top left")
