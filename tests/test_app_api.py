@@ -146,7 +146,8 @@ def test_the_cost_model_predicts_the_default_race_and_holds_still(client, lang):
     outs = [run() for _ in range(3)]
     predicted = [o["summary"]["predicted_speedup"] for o in outs]
     measured = [o["summary"]["speedup"] for o in outs]
-    print(f"\n{lang} default: predicted {predicted}, measured {measured}")
+    print(f"\n{lang} default: predicted {predicted}, measured {measured}, races "
+          f"{[o['summary']['races'] for o in outs]}, skipped {[o['summary']['races_skipped'] for o in outs]}")
     mid_p, mid_m = statistics.median(predicted), statistics.median(measured)
     assert all(abs(p / mid_p - 1) <= 0.10 for p in predicted), predicted
     named = all(("misses" in o["verdict"]) or ("预测有偏差" in o["verdict"]) for o in outs)
