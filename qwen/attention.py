@@ -14,13 +14,19 @@ from qwen.norm import RMSNorm
 from qwen.rope import apply_rope
 
 
-def attention_mask(positions, capacity, pad=None):
+def attention_mask(positions, capacity, pad=None, tree=None):
     """Which of the `capacity` key slots each new query may see.
 
     Query t (at position positions[t]) sees keys 0..positions[t]: the causal rule, which also hides
     every slot not yet written (or written by a draft that was rolled back). A left-padded row also
-    hides its padding. positions: (T,); pad: (B,) or None -> (B or 1, 1, T, capacity) bool"""
+    hides its padding. With a draft tree (qwen.tree.Tree, batch 1), query t sees the keys before the pass
+    and, of the pass's slots, its ancestors' (Tree.seen; a chain's is the causal rule).
+    positions: (T,); pad: (B,) or None -> (B or 1, 1, T, capacity) bool"""
     keys = torch.arange(capacity, device=positions.device)
+    if tree is not None:
+        mask = (keys[None, :] < positions[:1, None]).repeat(len(positions), 1)             # (T, S): the past
+        mask[:, positions] = torch.tensor(tree.seen, device=positions.device)              # and its ancestors
+        return mask[None, None]
     mask = keys[None, :] <= positions[:, None]                        # (T, S)
     if pad is None:
         return mask[None, None]
@@ -43,11 +49,12 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(D, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(D, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, cache, positions, pad=None):
-        """x: (B, T, H) at `positions` (T,); cache: AttentionState, written at those positions -> (B, T, H)"""
+    def forward(self, x, cos, sin, cache, positions, pad=None, tree=None):
+        """x: (B, T, H) at `positions` (T,); cache: AttentionState, written at those positions -> (B, T, H).
+        tree: the rows' qwen.tree.Tree (each sees its ancestors), or None for a sequence."""
         q, k, v, gate = self.project(x, cos, sin)
         k, v = cache.write(positions, k, v)                                           # (B, nkv, capacity, D)
-        return self.attend(q, k, v, gate, attention_mask(positions, k.shape[2], pad))
+        return self.attend(q, k, v, gate, attention_mask(positions, k.shape[2], pad, tree))
 
     def project(self, x, cos, sin):
         """x: (B, T, H) -> queries (B, nh, T, D), keys and values (B, nkv, T, D), rotated; gate (B, T, nh, D)"""

@@ -182,24 +182,35 @@ def truncate_kv(cache, n):
 
 
 def keep_step_states(state, tokens=STEP_SLOTS, on=True):
-    """Ask every DeltaNet layer to record its memory and conv window after each token of the next pass
-    (at most STEP_SLOTS tokens: a verify pass of 1 + k, k <= 8), into slots allocated once and reused."""
-    if on and tokens > STEP_SLOTS:
-        raise ValueError(f"step states are kept for at most {STEP_SLOTS} tokens, not {tokens}")
+    """Ask every DeltaNet layer to record its memory and conv window after each token of the next pass,
+    into slots allocated once and reused: STEP_SLOTS of them (a verify pass of 1 + k, k <= 8), more for a
+    draft tree's rows (the slots then grow, and a compiled step would see new shapes: trees run eagerly)."""
     for s in state.deltanet_layers():
         s.keep_steps = on
+        if on and s.S_steps is not None and tokens > s.S_steps.shape[0]:
+            s.conv_steps = s.conv.new_zeros(tokens, *s.conv.shape)
+            s.S_steps = s.S.new_zeros(tokens, *s.S.shape)
 
 
-def select_step_states(state, start, n):
-    """After a pass that began at position `start` with keep_step_states on, keep only its first n tokens:
-    each DeltaNet layer takes the memory recorded after token n, KV caches are cut to start + n. In place.
+def select_step_states(state, start, rows):
+    """After a pass that began at position `start` with keep_step_states on, keep only some of its tokens,
+    in place: its first n (rows = n, a chain), or a draft tree's accepted path (rows = [0, ..., r]).
+    Each DeltaNet layer takes the memory and conv window recorded after the last kept token; a path's KV
+    columns (slots start + row) move to start, start + 1, ...; KV caches are cut after them.
 
     subtle: no recomputation — the states after every token were kept during the pass."""
-    if n < 1:
+    path = list(range(rows)) if isinstance(rows, int) else list(rows)
+    if not path:
         raise ValueError("select_step_states keeps at least the pass's first token (n >= 1)")
-    state.pos = start + n
-    truncate_kv(state, start + n)
+    if path != list(range(len(path))):                       # a tree's path: gather its KV columns
+        for s in state.attention_layers():
+            source = torch.tensor([start + r for r in path], device=s.k.device)
+            target = torch.arange(start, start + len(path), device=s.k.device)
+            s.k.index_copy_(2, target, s.k.index_select(2, source))   # gathered first: a source is never
+            s.v.index_copy_(2, target, s.v.index_select(2, source))   # an earlier target (row >= depth)
+    state.pos = start + len(path)
+    truncate_kv(state, start + len(path))
     for s in state.deltanet_layers():
-        s.conv.copy_(s.conv_steps[n - 1])
-        s.S.copy_(s.S_steps[n - 1])
+        s.conv.copy_(s.conv_steps[path[-1]])
+        s.S.copy_(s.S_steps[path[-1]])
         s.keep_steps = False

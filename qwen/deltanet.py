@@ -30,17 +30,21 @@ def l2_normalize(x, eps=1e-6):
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
-def delta_rule_recurrent(q, k, v, g, beta, S=None, keep_steps=False):
+def delta_rule_recurrent(q, k, v, g, beta, S=None, keep_steps=False, parents=None):
     """The gated delta rule, one token at a time.
 
     q, k: (B, H, T, Dk) l2-normalised; v: (B, H, T, Dv); g, beta: (B, H, T); S: (B, H, Dk, Dv) or None.
-    -> out (B, H, T, Dv), final S, and the list of S after each token when keep_steps (else [])."""
+    parents: for a draft tree's rows (qwen.tree.Tree.parents), each token's memory starts from its parent's
+    (-1: S) instead of the previous token's; None is the sequence (a chain: parents (-1, 0, 1, ...)).
+    -> out (B, H, T, Dv), the last token's S, and the list of S after each token when keep_steps (else [])."""
     B, H, T, Dk = k.shape
     q = q * Dk ** -0.5
     if S is None:
         S = q.new_zeros(B, H, Dk, v.shape[-1])
-    outs, steps = [], []
+    outs, steps, start = [], [], S
     for t in range(T):
+        if parents is not None:                                             # a tree: from the parent's memory
+            S = start if parents[t] < 0 else steps[parents[t]]
         decay = g[:, :, t, None, None].exp()                               # (B, H, 1, 1)
         k_t, q_t = k[:, :, t, None, :], q[:, :, t, None, :]                 # (B, H, 1, Dk)
         # one pass over the old memory reads both k^T S and q^T S: (B, H, 2, Dv)
@@ -50,7 +54,7 @@ def delta_rule_recurrent(q, k, v, g, beta, S=None, keep_steps=False):
         S = torch.addcmul(S * decay, k_t.transpose(-1, -2), delta)          # decayed S + k delta^T
         # q^T (new S) = q^T (decayed S) + (q . k) delta, without another pass over S
         outs.append((decay * read[:, :, 1:] + (q_t * k_t).sum(-1, keepdim=True) * delta)[:, :, 0])
-        if keep_steps:
+        if keep_steps or parents is not None:
             steps.append(S)
     return torch.stack(outs, dim=2), S, steps
 
@@ -73,26 +77,33 @@ class GatedDeltaNet(nn.Module):
         self.norm = GatedRMSNorm(self.dv, cfg.rms_norm_eps)
         self.out_proj = nn.Linear(self.nv * self.dv, H, bias=False)
 
-    def conv(self, x, cache):
-        """Depthwise causal conv over [window, new inputs]; updates cache.conv in place. x: (B, C, T) -> (B, C, T)"""
+    def conv(self, x, cache, tree=None):
+        """Depthwise causal conv over [window, new inputs]; updates cache.conv in place. x: (B, C, T) -> (B, C, T).
+        With a draft tree, each row reads its ancestors' inputs (Tree.conv_reads), not the rows before it."""
         B, C, T = x.shape
         full = torch.cat([cache.conv.to(x.dtype), x], dim=-1)                  # (B, C, K-1+T)
-        if cache.keep_steps:                     # the window after token t is full[:, :, t+1 : t+K]
-            windows = full.unfold(-1, self.kernel - 1, 1)[:, :, 1:T + 1]      # (B, C, T, K-1)
-            cache.conv_steps[:T].copy_(windows.permute(2, 0, 1, 3))
-        if T <= RECURRENT_MAX_T:       # a few tokens: K multiply-adds per channel beat a conv kernel launch
-            out = (full.unfold(-1, self.kernel, 1) * self.conv1d.weight[:, None, 0, :]).sum(-1)   # (B, C, T)
+        if tree is None:                         # row t reads full[:, :, t : t+K]
+            windows = full.unfold(-1, self.kernel, 1)                          # (B, C, T, K), a view
+        else:
+            reads = torch.tensor(tree.conv_reads(self.kernel), device=x.device)           # (T, K)
+            windows = full[:, :, reads.reshape(-1)].view(B, C, T, self.kernel)
+        if cache.keep_steps:                     # the window after token t: what it read, less the oldest
+            cache.conv_steps[:T].copy_(windows[..., 1:].permute(2, 0, 1, 3))
+        if T <= RECURRENT_MAX_T or tree is not None:   # a few tokens: K multiply-adds beat a conv kernel launch
+            out = (windows * self.conv1d.weight[:, None, 0, :]).sum(-1)                    # (B, C, T)
         else:
             out = F.conv1d(full, self.conv1d.weight, groups=C)
-        cache.conv.copy_(full[:, :, T:])                                       # the last K-1 inputs
+        cache.conv.copy_(windows[:, :, -1, 1:])                                # the last token's window
         return F.silu(out)
 
-    def forward(self, x, cache, real=None):
-        """x: (B, T, H); cache: DeltaNetState, advanced by T tokens in place; real: (B, T) bool, False on padding."""
+    def forward(self, x, cache, real=None, tree=None):
+        """x: (B, T, H); cache: DeltaNetState, advanced by T tokens in place; real: (B, T) bool, False on padding.
+        tree: the rows' qwen.tree.Tree (each row's conv window and memory follow its ancestors; the state is
+        left holding the last row's), or None for a sequence."""
         B, T, _ = x.shape
         if real is not None:                                  # padding must write nothing into the memory
             x = x * real[..., None].to(x.dtype)
-        qkv = self.conv(self.in_proj_qkv(x).transpose(1, 2), cache).transpose(1, 2)  # (B, T, C)
+        qkv = self.conv(self.in_proj_qkv(x).transpose(1, 2), cache, tree).transpose(1, 2)  # (B, T, C)
         q, k, v = qkv.split([self.nk * self.dk, self.nk * self.dk, self.nv * self.dv], dim=-1)
         q = l2_normalize(q.reshape(B, T, self.nk, self.dk))
         k = l2_normalize(k.reshape(B, T, self.nk, self.dk))
@@ -105,8 +116,9 @@ class GatedDeltaNet(nn.Module):
         q, k, v, beta, g = (t.transpose(1, 2) for t in (q, k, v, beta, g))            # heads first
         # subtle: when training, autograd keeps the old memory for the backward pass; never overwrite it under it
         S = cache.S.clone() if torch.is_grad_enabled() else cache.S
-        if T <= RECURRENT_MAX_T or cache.keep_steps:
-            out, S, steps = delta_rule_recurrent(q, k, v, g, beta, S, cache.keep_steps)
+        if T <= RECURRENT_MAX_T or cache.keep_steps or tree is not None:
+            out, S, steps = delta_rule_recurrent(q, k, v, g, beta, S, cache.keep_steps,
+                                                 tree.parents if tree is not None else None)
             if cache.keep_steps:
                 cache.S_steps[:T].copy_(torch.stack(steps))                   # (T, B, nv, dk, dv)
         else:

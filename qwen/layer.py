@@ -23,13 +23,13 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, cache, positions, pad=None, real=None):
+    def forward(self, x, cos, sin, cache, positions, pad=None, real=None, tree=None):
         """x: (B, T, H) at positions (T,) -> (B, T, H); cache: this layer's AttentionState or DeltaNetState,
-        written in place."""
+        written in place; tree: the rows' qwen.tree.Tree, or None for a sequence."""
         h = self.input_layernorm(x)
         if self.kind == "linear_attention":
-            h = self.linear_attn(h, cache, real)
+            h = self.linear_attn(h, cache, real, tree)
         else:
-            h = self.self_attn(h, cos, sin, cache, positions, pad)
+            h = self.self_attn(h, cos, sin, cache, positions, pad, tree)
         x = x + h
         return x + self.mlp(self.post_attention_layernorm(x))

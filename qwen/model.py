@@ -6,7 +6,8 @@
     logits = model(ids2, state)         # continues from the cache
 
 Any T works from any state: a whole prompt, one token, or several tokens continuing from a cache (as
-speculative verification needs).
+speculative verification needs). With `tree=` (a qwen.tree.Tree) the T tokens are a draft tree's rows, each
+seeing only its ancestors; a chain-shaped tree is the plain causal pass, the same code.
 """
 import torch
 import torch.nn as nn
@@ -30,18 +31,22 @@ class Model(nn.Module):
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
-    def run(self, ids, positions, state):
+    def run(self, ids, positions, state, tree=None):
         """The stack on ids (B, T) at positions (T,) -> last-layer output after the final norm (B, T, H).
         Reads and writes the state's buffers in place and reads no Python number from it, so the same
-        code is the eager path and, traced once per T, the compiled one (qwen.compiled)."""
+        code is the eager path and, traced once per T, the compiled one (qwen.compiled).
+        tree: the rows' qwen.tree.Tree (batch 1), or None for a sequence. Row r writes KV slot positions[r]
+        and is rotated at its depth, positions[0] + depth."""
         rope_positions, real = positions, None
+        if tree is not None:
+            rope_positions = positions[0] + torch.tensor(tree.depths, device=positions.device)
         if state.pad is not None:                             # left-padded batch: each row counts from its first token
             real = positions[None, :] >= state.pad[:, None]                           # (B, T)
             rope_positions = (positions[None, :] - state.pad[:, None]).clamp(min=0)  # (B, T)
         cos, sin = rope_tables(self.cfg, rope_positions)
         x = self.embed_tokens(ids)
         for layer, cache in zip(self.layers, state.layers):
-            x = layer(x, cos, sin, cache, positions, state.pad, real)
+            x = layer(x, cos, sin, cache, positions, state.pad, real, tree)
         return self.norm(x)
 
     def step(self, ids, positions, state):
@@ -57,18 +62,20 @@ class Model(nn.Module):
         state.end_pass(ids.shape[1])
         return hidden
 
-    def forward_hidden(self, ids, state, last_only=False):
-        """ids: (B, T) -> (logits (B, T, vocab) or (B, 1, vocab) for the last position only, hidden (B, T, H))."""
+    def forward_hidden(self, ids, state, last_only=False, tree=None):
+        """ids: (B, T) -> (logits (B, T, vocab) or (B, 1, vocab) for the last position only, hidden (B, T, H)).
+        tree: a qwen.tree.Tree whose rows ids holds (each row sees only its ancestors); a chain is None's case."""
         positions = state.begin_pass(ids)
-        logits, hidden = self.step_pass(ids, positions, state, last_only)
+        tree = None if tree is None or tree.is_chain() else tree
+        logits, hidden = self.step_pass(ids, positions, state, last_only, tree)
         state.end_pass(ids.shape[1])
         return logits, hidden
 
-    def step_pass(self, ids, positions, state, last_only=False):
+    def step_pass(self, ids, positions, state, last_only=False, tree=None):
         """One pass of ids (B, T) at positions (T,) -> (logits (B, T or 1, vocab), hidden (B, T, H)).
         The one method a compiled view of the model (qwen.compiled) overrides: there a graph prepared
-        for this T serves it; here, the eager reference, the output layer scores only what is asked."""
-        hidden = self.run(ids, positions, state)
+        for this T serves it (a sequence); here, the eager reference, the output layer scores only what is asked."""
+        hidden = self.run(ids, positions, state, tree)
         return self.lm_head(hidden[:, -1:] if last_only else hidden), hidden
 
     def forward(self, ids, state, last_only=False):

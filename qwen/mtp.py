@@ -36,6 +36,8 @@ from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
 from qwen.sample import check_prompt, coupled_pick, gumbel_noise, pick_token, probs_from_logits
+from qwen.trace import Watch
+from qwen.tree import Guess, Tree, draft, guess, parse_tree, walk
 from qwen.weights import find_model, load_weights
 
 ROLLBACKS = ("select", "recompute", "none")   # "none" skips the restore: deliberately wrong, for the demo
@@ -180,22 +182,17 @@ def frequency_ranked_vocab(token_lists, vocab_size, size, always=()):
 
 def accept_drafts(main_logits, drafts, draft_probs, temperature=0, top_k=None, top_p=None, generator=None,
                   seed=None, start=None):
-    """Decide how many drafts to keep and the main model's own next token.
+    """Decide how many of a chain's drafts to keep and the main model's own next token.
 
     main_logits: (k+1, V), the verify pass's predictions after tok, d1, ..., dk, for the tokens at
     positions start..start+k; drafts: k ids; draft_probs: (k, V) the head's distributions the drafts
-    were sampled from (used by the textbook rule only).
+    were sampled from (used by the textbook rule only). Greedy or with a seed: `accept` on Tree.chain(k).
     -> (n accepted, next token, main probabilities (k+1, V) or None when greedy)"""
     k = len(drafts)
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     if not temperature or seed is not None:
-        # what the main model would emit at each position: its argmax, or its coupled sample
-        choice = main_logits.argmax(-1) if not temperature else \
-            coupled_pick(main_logits, seed, range(start, start + k + 1), temperature, top_k, top_p)
-        choice, n = choice.tolist(), 0
-        while n < k and choice[n] == drafts[n]:
-            n += 1
-        p = probs_from_logits(main_logits, temperature, top_k, top_p) if temperature else None
-        return n, choice[n], p
+        path, nxt, p, _ = accept(main_logits, Tree.chain(k), [None] + list(drafts), None, (start or 1) - 1, sampling)
+        return len(path) - 1, nxt, p
     p = probs_from_logits(main_logits, temperature, top_k, top_p)          # (k+1, V)
     for i, d in enumerate(drafts):
         # q(d) <= p(d): always accept. q(d) > p(d): accept with probability p(d) / q(d).
@@ -210,30 +207,40 @@ def accept_drafts(main_logits, drafts, draft_probs, temperature=0, top_k=None, t
     return k, int(torch.multinomial(p[k], 1, generator=generator)), p    # all accepted: a bonus token
 
 
-
-@dataclass
-class Guess:
-    """The head's guess for one position: the token, its distribution q over the whole vocabulary
-    (None when greedy), the head's output there (1, 1, H) and the scores as computed (for the trace)."""
-    token: int
-    q: torch.Tensor
-    out: torch.Tensor
-    scores: tuple                # (logits (V',), token ids of those columns or None)
-
-
 @dataclass
 class Round:
-    """What one round of speculative decoding did."""
+    """What one round of speculative decoding did, for a chain (the tree Tree.chain(k)) or a draft tree."""
     pos: int                     # position of the round's first token (the last one emitted)
-    drafts: list                 # the k guessed tokens
-    guesses: list                # their Guess records
-    logits: torch.Tensor         # (k+1, V) the main model after tok, d1, ..., dk
-    p: torch.Tensor              # (k+1, V) the main model's distributions when sampling, else None
-    accepted: int                # n: drafts kept
+    tree: Tree                   # the rows' shape
+    rows: list                   # each row's token: the round's first token, then one draft per node
+    guesses: list                # [None, Guess for node 1, ...]: the head's guesses ([] for a round run as one call)
+    logits: torch.Tensor         # (rows, V) the main model after each row (None for a round run as one call)
+    p: torch.Tensor              # (rows, V) the main model's distributions when sampling, else None
+    path: list                   # the accepted rows, [0, ...]
     next_token: int              # the main model's own token after them (correction or bonus)
-    next_guess: Guess            # the head's d1 for the next round
+    next_guess: Guess            # the head's guess for the next round's first draft
     seconds: dict                # draft, verify, snapshot, restore, rerun (zeros unless timed)
     snapshot_bytes: int = 0
+
+    @property
+    def accepted(self):
+        """Drafts kept."""
+        return len(self.path) - 1
+
+    @property
+    def drafts(self):
+        """Every row's draft (a chain: its k guesses in order)."""
+        return self.rows[1:]
+
+    @property
+    def kept(self):
+        """The accepted drafts' tokens, in order."""
+        return [self.rows[r] for r in self.path[1:]]
+
+    @property
+    def bonus(self):
+        """The last accepted draft has no child: the next token extends the whole path (a bonus)."""
+        return not self.tree.children[self.path[-1]]
 
 
 class Clock:
@@ -256,63 +263,83 @@ class NoClock(Clock):
         pass
 
 
-def guess(mtp, model, hidden, tokens, start, cache, sampling, row=-1):
-    """One head pass and a guess from its output at row `row`. hidden: (1, T, H); tokens: (1, T) -> Guess"""
-    logits, cols, out = mtp.draft(model, hidden, tokens, start, cache, row)        # logits (1, V')
-    position = start + (row if row >= 0 else tokens.shape[1] + row) + 2       # of the guessed token
-    token = int(pick_token(logits, **sampling, position=position, cols=cols)[0])
-    q = None
-    if sampling.get("temperature"):                                            # q over the whole vocabulary
-        q = probs_from_logits(logits[0], sampling["temperature"], sampling.get("top_k"), sampling.get("top_p"))
-        q = q if cols is None else torch.zeros(model.cfg.vocab_size, device=q.device).index_add_(0, cols, q)
-    return Guess(int(cols[token]) if cols is not None else token, q, out, (logits[0], cols))
+def main_picks(logits, tree, P, sampling):
+    """What the main model emits after each row (logits (rows, V)): its argmax, or with a seed the coupled
+    sample at the row's position P + depth + 1. -> list of token ids"""
+    if not sampling.get("temperature"):
+        return logits.argmax(-1).tolist()
+    return coupled_pick(logits, sampling["seed"], [P + d + 1 for d in tree.depths], sampling["temperature"],
+                        sampling.get("top_k"), sampling.get("top_p")).tolist()
 
 
-def speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch=None):
-    """One round from `tok` (emitted, not yet run; at position state.pos), the head's guess `first` for
-    the token after it, and k drafts. -> Round. `watch(phase)` (optional) looks at the state mid-round."""
+def accept(logits, tree, rows, guesses, P, sampling):
+    """What the verify pass keeps. Greedy, or sampling with a seed: the main model's pick after each row
+    (main_picks), walked from the root along the children it agrees with. Sampling with a generator (a chain
+    only): the textbook rule, accept_drafts. logits: (rows, V)
+    -> (accepted path [0, ...], the main model's next token, its distributions or None, picks or None)"""
+    temperature, seed = sampling.get("temperature"), sampling.get("seed")
+    if temperature and seed is None:
+        q = torch.stack([g.q for g in guesses[1:]])
+        n, nxt, p = accept_drafts(logits, rows[1:], q, **sampling, start=P + 1)
+        return list(range(n + 1)), nxt, p, None
+    picks = main_picks(logits, tree, P, sampling)
+    path, nxt = walk(tree, rows, picks)
+    return path, nxt, (probs_from_logits(logits, temperature, sampling.get("top_k"), sampling.get("top_p"))
+                       if temperature else None), picks
+
+
+def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=None):
+    """One round from `tok` (emitted, not yet run; at position state.pos) and the head's guess `first` for
+    the token after it, drafting `tree` (a chain of k: Tree.chain(k)). -> Round.
+    watch: a qwen.trace.Watch that hears the round from the inside, or None."""
     P, device = state.pos, head_cache.k.device
-    # 1. guess: d1 came from the last head pass; d2..dk feed the head its own output
-    guesses = [first]
-    for j in range(1, k):
-        # the head's entry at position P pairs (h_P, d1); h_P is unknown until verify, so its own output stands in
-        guesses.append(guess(mtp, model, guesses[-1].out, torch.tensor([[guesses[-1].token]], device=device),
-                             P + j - 1, head_cache, sampling))
-    drafts = [g.token for g in guesses]
+    # 1. guess: the first draft came from the last head pass; below it the head is fed its own output
+    guesses = draft(mtp, model, tree, first, P, head_cache, sampling)
+    rows = [tok] + [g.token for g in guesses[1:]]
     clock.lap("draft")
-    # 2. verify tok, d1..dk in one pass, keeping what a rollback will need
+    # 2. verify every row in one pass, each seeing its ancestors, keeping what a rollback will need
     snap = snapshot_state(state) if rollback == "recompute" else None
-    if rollback == "select":
-        keep_step_states(state, k + 1)
+    if rollback == "select" or watch is not None:
+        keep_step_states(state, tree.size)
     clock.lap("snapshot")
-    seq = torch.tensor([[tok] + drafts], device=device)                             # (1, k+1)
-    logits, hidden = model.forward_hidden(seq, state)                              # (1, k+1, V), (1, k+1, H)
+    seq = torch.tensor([rows], device=device)                                       # (1, rows)
+    if watch is not None:
+        watch.drafted(state, tree, seq, guesses)
+    logits, hidden = model.forward_hidden(seq, state, tree=tree)                   # (1, rows, V), (1, rows, H)
+    keep_step_states(state, on=False)
     clock.lap("verify")
-    if watch:
-        watch("after_verify")
-    # 3. accept the longest agreeing prefix (or, sampling, min(1, p/q) each), then the main model's token
-    q = torch.stack([g.q for g in guesses]) if sampling.get("temperature") else None
-    n, nxt, p = accept_drafts(logits[0], drafts, q, **sampling, start=P + 1)
-    # ...and roll the main state back to just after tok, d1..dn
-    if rollback == "select":                  # take the states kept after token n+1: no re-run
-        select_step_states(state, P, n + 1)
-    elif n < k and rollback == "recompute":   # restore the snapshot, re-run the accepted tokens
+    # 3. accept the path the main model agrees with, then its own next token
+    path, nxt, p, picks = accept(logits[0], tree, rows, guesses, P, sampling)
+    n = len(path) - 1
+    if watch is not None:
+        watch.verified(state, head_cache, logits[0], picks, path)
+    # ...and roll the main state back to just after the path's tokens
+    in_place = path == list(range(tree.size))                 # a chain, all accepted: nothing to undo
+    if rollback == "select":                  # take the states kept after the path's last row: no re-run
+        select_step_states(state, P, path)
+    elif rollback == "recompute" and not in_place:   # restore the snapshot, re-run the accepted tokens
         restore_state(state, snap)
         clock.lap("restore")
-        model.forward_hidden(seq[:, :n + 1], state)
+        model.forward_hidden(seq[:, :n + 1] if path == list(range(n + 1)) else seq[:, path], state)
         clock.lap("rerun")
-    elif n < k:                               # "none": KV caches cut, the recurrent memory left dirty
+    elif not in_place:                        # "none": KV caches cut, the recurrent memory left dirty
         truncate_kv(state, P + n + 1)
         state.pos = P + n + 1
     clock.lap("restore")
-    # 4. the head catches up on positions P..P+n and guesses the next round's d1. It always runs k+1
-    # positions (one compiled shape); entries past n are overwritten before anything reads them.
+    if watch is not None:
+        watch.rolled_back(state, head_cache)
+    # 4. the head catches up on P..P+n (the path, then nxt) and guesses the next round's first draft. It
+    # always runs depth + 1 rows (one compiled shape for a chain): the path, then first children to a leaf;
+    # the rows past n are overwritten before anything reads them.
+    below = path + tree.first_children(path[-1])
+    below += [below[-1]] * (tree.depth + 1 - len(below))
+    tokens = [rows[r] for r in path[1:]] + [nxt] + [rows[r] for r in below[n + 1:]]
     head_cache.truncate(P)
-    tokens = torch.tensor([drafts[:n] + [nxt] + drafts[n:]], device=device)        # (1, k+1)
-    next_guess = guess(mtp, model, hidden, tokens, P, head_cache, sampling, row=n)
+    next_guess = guess(mtp, model, hidden if below == list(range(tree.size)) else hidden[:, below],
+                       torch.tensor([tokens[:tree.depth + 1]], device=device), P, head_cache, sampling, row=n)
     head_cache.truncate(P + n + 1)
     clock.lap("draft")
-    return Round(P, drafts, guesses, logits[0], p, n, nxt, next_guess, clock.seconds,
+    return Round(P, tree, rows, guesses, logits[0], p, path, nxt, next_guess, clock.seconds,
                  snapshot_bytes(snap) if snap else 0)
 
 
@@ -398,8 +425,8 @@ def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None, clo
     keep_step_states(state, on=False)
     head_cache.n = P + n + 1
     clock.lap("fused")
-    return Round(P, drafts[0].tolist(), [], None, None, n, int(nxt[0]), Guess(int(guess_next[0]), None, out, None),
-                 clock.seconds)
+    return Round(P, Tree.chain(k), [tok] + drafts[0].tolist(), [], None, None, list(range(n + 1)), int(nxt[0]),
+                 Guess(int(guess_next[0]), None, out, None), clock.seconds)
 
 
 @torch.inference_mode()     # as a decorator: entered on every resume, whichever thread resumes
@@ -408,30 +435,29 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     """Speculative decoding with the MTP head (batch 1). Yields, after prefill and after each round,
     (new tokens with their origins [(id, "main"|"draft"|"correction"|"bonus")], rounds, hits).
     Sampling (temperature > 0) is coupled with a seed (the tokens of generate(..., seed=seed)), else the
-    textbook rule with `generator`. `trace`: a qwen.trace.Trace that receives one plain-data record per round.
-    `tree`: a draft tree's shape (qwen.tree.parse_tree: "2x2", "2+1", parents) in place of a chain of k;
-    then `trace` may be a qwen.tree.TreeWatch, which hears every round from the inside.
+    textbook rule with `generator` (chains only).
+    `tree`: a draft tree's shape (qwen.tree.parse_tree: "2x2", "2+1", parents) in place of the chain of k.
+    `trace`: a qwen.trace.Watch that hears every round from the inside (a qwen.trace.Trace keeps each as a
+    plain-data record).
     `timings`: a list that receives, for the prefill and then each round, its seconds per phase (a dict:
     prefill; draft, snapshot, verify, restore, rerun; "fused" for a round run as one call). Asking for
     timings changes nothing else: rounds still run as one call where they would."""
-    from qwen import trace as tr                                       # recording lives beside, not inside
-    from qwen import tree as trees                                     # draft trees, beside the chain
     if rollback not in ROLLBACKS:
         raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
+    if trace is not None and not isinstance(trace, Watch):
+        raise ValueError(f"trace is a qwen.trace.Watch (a Trace, say), not {type(trace).__name__}")
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, seed=seed)
-    tree_watch = None                                                  # a tree's: a qwen.tree.TreeWatch
-    if tree is not None:
-        tree = trees.parse_tree(tree)
-        trees.check_tree_sampling(sampling)
-        if trace is not None and not isinstance(trace, trees.TreeWatch):
-            raise ValueError("with a tree, trace is a qwen.tree.TreeWatch (a qwen.trace.Trace records chain rounds)")
-        tree_watch, trace, k = trace, None, tree.depth
-    elif isinstance(trace, trees.TreeWatch):
-        raise ValueError("a qwen.tree.TreeWatch hears tree rounds: pass tree=SHAPE, or a qwen.trace.Trace")
-    if not 1 <= int(k) <= 8:
-        raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
+    if tree is None:
+        if not 1 <= int(k) <= 8:
+            raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
+        tree = Tree.chain(int(k))
+    else:
+        tree = parse_tree(tree)
+        if not tree.is_chain() and temperature and seed is None:
+            raise ValueError("a draft tree samples with a seed (shared noise, seed=...); without one only chains "
+                             "sample (the textbook rule for several drafts per position is another algorithm)")
     check_prompt(model, ids)
-    capacity = ids.shape[1] + max_new_tokens + (tree.size if tree else k + 1)   # allocated once: nothing grows
+    capacity = ids.shape[1] + max_new_tokens + tree.size              # allocated once: nothing grows
     state, head_cache = State(model, capacity), AttentionState()
     head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
     timed = trace is not None or timings is not None
@@ -444,25 +470,21 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     first = guess(mtp, model, hidden, nxt, 0, head_cache, sampling)
     clock.lap("draft")
     if trace is not None:
-        trace.add(tr.prefill_record(ids, tok, first, clock.seconds, trace.view(state, head_cache), sampling))
+        trace.prefilled(ids, tok, first, clock.seconds, state, head_cache, sampling)
     if timings is not None:
         timings.append(dict(clock.seconds))
     out, rounds, hits = [tok], 0, 0
     yield [(tok, "main")], rounds, hits
     while len(out) < max_new_tokens and out[-1] not in stop:
-        views = {"before": trace.view(state, head_cache)} if trace is not None else {}
         clock = Clock() if timed else clock
-        watch = (lambda phase: views.update({phase: trace.view(state, head_cache)})) if trace is not None else None
-        if tree is not None:
-            r = trees.tree_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, guess,
-                                 tree_watch)
-        elif rounds_in_one_call(model, mtp, k, rollback, sampling, trace is not None):
-            r = fused_round(model, mtp, state, head_cache, tok, first, k, sampling, clock)
+        if trace is not None:
+            trace.round_began(state, head_cache)
+        if tree.is_chain() and rounds_in_one_call(model, mtp, tree.depth, rollback, sampling, trace is not None):
+            r = fused_round(model, mtp, state, head_cache, tok, first, tree.depth, sampling, clock)
         else:
-            r = speculative_round(model, mtp, state, head_cache, tok, first, k, rollback, sampling, clock, watch)
+            r = speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, trace)
         rounds = rounds + 1
-        bonus = r.bonus if tree is not None else r.accepted == k
-        emitted = [(d, "draft") for d in r.drafts[:r.accepted]] + [(r.next_token, "bonus" if bonus else "correction")]
+        emitted = [(d, "draft") for d in r.kept] + [(r.next_token, "bonus" if r.bonus else "correction")]
         emit = []                # end exactly where plain decoding would (stop token or max_new_tokens)
         for t, origin in emitted:
             if len(out) >= max_new_tokens:
@@ -474,19 +496,16 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         hits += sum(origin == "draft" for _, origin in emit)     # accepted drafts past the budget don't count
         tok, first = r.next_token, r.next_guess
         if trace is not None:
-            views["after"] = trace.view(state, head_cache)
-            trace.add(tr.round_record(rounds, r, emit, rollback, views, sampling))
+            trace.round_ended(rounds, r, emit, rollback, state, head_cache, sampling)
         if timings is not None:
             timings.append(dict(r.seconds))
         yield emit, rounds, hits
 
 
-def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
-                 top_k=None, top_p=None, generator=None, trace=None, seed=None, tree=None):
+def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", **options):
     """Speculative decoding, collected. -> (tokens, rounds, hits); hits counts accepted draft tokens.
-    tree=SHAPE drafts a tree per round instead of a chain of k (qwen.tree)."""
+    options: generate_mtp_stream's (temperature, top_k, top_p, generator, seed, trace, tree, timings)."""
     tokens, rounds, hits = [], 0, 0
-    for emit, rounds, hits in generate_mtp_stream(model, mtp, ids, max_new_tokens, stop, k, rollback,
-                                                  temperature, top_k, top_p, generator, trace, seed, tree):
+    for emit, rounds, hits in generate_mtp_stream(model, mtp, ids, max_new_tokens, stop, k, rollback, **options):
         tokens += [t for t, _ in emit]
     return tokens, rounds, hits

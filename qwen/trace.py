@@ -1,13 +1,17 @@
-"""What one speculative round did, as plain data (lists, numbers, strings: JSON-ready, no tensors).
+"""Hearing a speculative run from inside the engine (Watch), and what each round did as plain data (Trace).
 
-generate_mtp(..., trace=Trace()) adds one record per round to the trace, which also says which DeltaNet
-layer and head to watch. Round 0 is the prefill. A round record:
+generate_mtp(..., trace=w) calls a Watch's methods as each round runs, chain or tree alike: round_began,
+drafted, verified, rolled_back, round_ended (and prefilled once). A Trace is the Watch that keeps one
+record per round (lists, numbers, strings: JSON-ready, no tensors) and says which DeltaNet layer and head
+to watch. Round 0 is the prefill. A round record:
 
     round, pos                 round number; position of the token the round starts from
-    draft     [{token, prob, top: [[id, prob], ...]}]          the head's k guesses
-    verify    [{token, prob, draft_prob, match}]               main model at each of the k+1 positions
+    draft     [{token, prob, top: [[id, prob], ...]}]          the head's guess at each draft row
+    verify    [{token, prob, draft_prob, match}]               main model after each row (draft_prob, match:
+              of the row's child on the accepted path, else its first child; none for a leaf)
               (sampling with shared noise: each also has noise [[id, log q or log p, G], ...], the
               leading candidates by their sum, the first being the pick)
+    parents, path              a draft tree only: each row's parent, the accepted rows (a chain has neither)
     accepted, emitted [{token, origin}]                        origin: draft / correction / bonus
     rollback, seconds {draft, verify, snapshot, restore, rerun}, snapshot_bytes
     states    {before, after_verify, after}: each {pos, kv: [...], head_kv, layers: [{index, kind, bytes}],
@@ -25,7 +29,33 @@ TOP = 5           # alternatives recorded per draft position
 GRID = 24         # memory matrices and conv windows are averaged down to at most GRID rows / columns
 
 
-class Trace(list):
+class Watch:
+    """Hears a speculative run from the inside (pass one as generate_mtp's `trace`). The methods are called
+    as the round runs, so they may read the state but must leave it as they found it. Each does nothing here."""
+
+    def prefilled(self, ids, tok, first, seconds, state, head_cache, sampling):
+        """After the prompt's pass: its token `tok` and the head's guess `first` (a qwen.tree.Guess) after it."""
+
+    def round_began(self, state, head_cache):
+        """Before a round drafts."""
+
+    def drafted(self, state, tree, tokens, guesses):
+        """Before the verify pass: `state` as the round found it; tokens (1, rows): the round's first token
+        and every draft; tree: their shape; guesses: [None, Guess for node 1, ...]."""
+
+    def verified(self, state, head_cache, logits, picks, path):
+        """After the verify pass, before the rollback: logits (rows, V); every DeltaNet layer's memory and
+        conv window after each row are in its S_steps / conv_steps; picks: the main model's token after each
+        row (None under the textbook rule); path: the accepted rows."""
+
+    def rolled_back(self, state, head_cache):
+        """After the rollback: the main model's state the next round starts from."""
+
+    def round_ended(self, number, r, emitted, rollback, state, head_cache, sampling):
+        """After round `number`, the head caught up: r, a qwen.mtp.Round; emitted: [(token, origin)]."""
+
+
+class Trace(Watch, list):
     """The round records of one run, in order, and what to record: the DeltaNet layer (index among
     DeltaNet layers) and value head whose memory is watched, and at most how many rounds to keep
     (a very long run keeps its first ones).
@@ -44,6 +74,19 @@ class Trace(list):
     def view(self, state, head_cache):
         """The live state, as a record shows it (state_view), watching this trace's layer and head."""
         return state_view(state, head_cache, (self.watch_layer, self.watch_head))
+
+    def prefilled(self, ids, tok, first, seconds, state, head_cache, sampling):
+        self.add(prefill_record(ids, tok, first, seconds, self.view(state, head_cache), sampling))
+
+    def round_began(self, state, head_cache):
+        self.views = {"before": self.view(state, head_cache)}
+
+    def verified(self, state, head_cache, logits, picks, path):
+        self.views["after_verify"] = self.view(state, head_cache)
+
+    def round_ended(self, number, r, emitted, rollback, state, head_cache, sampling):
+        self.views["after"] = self.view(state, head_cache)
+        self.add(round_record(number, r, emitted, rollback, self.views, sampling))
 
 
 def _grid(x):
@@ -120,25 +163,32 @@ def prefill_record(ids, tok, first, seconds, after, sampling=None):
 
 
 def round_record(n_round, r, emitted, rollback, views, sampling=None):
-    """A qwen.mtp.Round as plain data. emitted: [(token, origin)] as yielded; views: state_view()s
-    named before / after_verify / after; sampling: the engine's sampling arguments (for the noise)."""
-    probs = r.p if r.p is not None else r.logits.float().softmax(-1)                   # (k+1, V)
+    """A qwen.mtp.Round (a chain's or a tree's) as plain data. emitted: [(token, origin)] as yielded;
+    views: state_view()s named before / after_verify / after; sampling: the engine's sampling arguments."""
+    tree, on_path = r.tree, set(r.path)
+    probs = r.p if r.p is not None else r.logits.float().softmax(-1)                   # (rows, V)
     verify = []
-    for i in range(len(r.drafts) + 1):
-        noise = _noise(r.logits[i].float(), r.pos + 1 + i, sampling) if coupled(sampling) else None
+    for i in range(tree.size):
+        position = r.pos + 1 + tree.depths[i]
+        noise = _noise(r.logits[i].float(), position, sampling) if coupled(sampling) else None
         choice = noise[0][0] if noise else int(probs[i].argmax())      # shared noise: the rule's pick
         entry = {"token": choice, "prob": round(float(probs[i, choice]), 5), "top": _top(probs[i])}
         if noise:
             entry["noise"] = noise
-        if i < len(r.drafts):
-            entry["draft_prob"] = round(float(probs[i, r.drafts[i]]), 5)
-            entry["match"] = i < r.accepted
+        children = tree.children[i]
+        if children:                           # the child on the accepted path, else the first
+            child = next((c for c in children if c in on_path), children[0])
+            entry["draft_prob"] = round(float(probs[i, r.rows[child]]), 5)
+            entry["match"] = child in on_path
         verify.append(entry)
-    return {"round": n_round, "kind": "round", "pos": r.pos, "k": len(r.drafts),
-            "draft": [_draft_entry(g, sampling, r.pos + 1 + j) for j, g in enumerate(r.guesses)],
-            "verify": verify, "accepted": r.accepted,
-            "emitted": [{"token": int(t), "origin": o} for t, o in emitted],
-            "rollback": rollback, "rolled_back": r.accepted < len(r.drafts),
-            "seconds": {key: round(v, 6) for key, v in r.seconds.items()}, "snapshot_bytes": int(r.snapshot_bytes),
-            "states": {"before": views.get("before"), "after_verify": views.get("after_verify"),
-                       "after": views.get("after")}}
+    record = {"round": n_round, "kind": "round", "pos": r.pos, "k": tree.depth,
+              "draft": [_draft_entry(g, sampling, r.pos + tree.depths[j]) for j, g in enumerate(r.guesses) if j],
+              "verify": verify, "accepted": r.accepted,
+              "emitted": [{"token": int(t), "origin": o} for t, o in emitted],
+              "rollback": rollback, "rolled_back": not r.bonus,
+              "seconds": {key: round(v, 6) for key, v in r.seconds.items()}, "snapshot_bytes": int(r.snapshot_bytes),
+              "states": {"before": views.get("before"), "after_verify": views.get("after_verify"),
+                         "after": views.get("after")}}
+    if not tree.is_chain():
+        record.update(parents=list(tree.parents), path=list(r.path), ranks=[None] + [g.rank for g in r.guesses[1:]])
+    return record

@@ -17,6 +17,7 @@ import statistics
 import torch
 
 from qwen import tree as trees
+from qwen.trace import Watch
 from qwen.bench import PROMPTS, best_of_pair, print_table, random_head, random_model, timed
 from qwen.cache import State, keep_step_states, restore_state, snapshot_state
 from qwen.mtp import generate_mtp
@@ -26,33 +27,30 @@ from qwen.scripted import ScriptedHead
 DEFAULT_SHAPES = "2,3,2+1,2+1+1,2x2,3+1"
 
 
-def rounds_recorded():
-    """Wrap qwen.tree.tree_round so that every TreeRound it returns is also kept in the list returned."""
-    kept, original = [], trees.tree_round
+class Rounds(Watch, list):
+    """A Watch that keeps every qwen.mtp.Round it hears."""
 
-    def recording(*args, **kwargs):
-        r = original(*args, **kwargs)
-        kept.append(r)
-        return r
-    trees.tree_round = recording
-    return kept
+    def round_ended(self, number, r, emitted, rollback, state, head_cache, sampling):
+        self.append(r)
 
 
 def second_guess(rounds):
     """Of rounds whose tree tried two or more guesses at depth 1: -> (first right, second right where the
     first was wrong, rounds where the first was wrong)"""
-    ranks = [r.nodes[r.path[1]].rank if len(r.path) > 1 else None for r in rounds if len(r.tree.children[0]) > 1]
+    ranks = [r.guesses[r.path[1]].rank if len(r.path) > 1 else None for r in rounds if len(r.tree.children[0]) > 1]
     wrong = sum(rank != 0 for rank in ranks)
     return sum(rank == 0 for rank in ranks), sum(rank == 1 for rank in ranks), wrong
 
 
-def compare(model, ids, settings, drafter, repeats, new_tokens, rows):
-    """Each setting (("chain", k) or ("tree", shape)) against plain decoding of ids, alternating."""
+def compare(model, ids, settings, drafter, repeats, new_tokens, rows, recorded):
+    """Each setting (("chain", k) or ("tree", shape)) against plain decoding of ids, alternating; recorded
+    (Rounds) hears the tree rounds."""
     for kind, value in settings:
         tree = value if kind == "tree" else None
         (plain, t_plain), ((spec, rounds, hits), t) = best_of_pair(
             repeats, lambda: generate(model, ids, new_tokens),
-            lambda: generate_mtp(model, drafter(), ids, new_tokens, k=value if kind == "chain" else 1, tree=tree))
+            lambda: generate_mtp(model, drafter(), ids, new_tokens, k=value if kind == "chain" else 1, tree=tree,
+                                 trace=recorded if tree else None))
         depth = trees.parse_tree(tree).depth if tree else value
         rows.append({"setting": f"{kind} {value}", "tokens_per_pass": (len(spec) - 1) / max(1, rounds),
                      "acceptance": hits / max(1, rounds * depth), "speedup": t_plain / t * len(spec) / len(plain),
@@ -91,9 +89,14 @@ def verify_costs(model, max_rows, reps=7):
             keep_step_states(state, R)
             model(ids[:, :R], state)
             keep_step_states(state, on=False)
+
+        def tree_pass(rows, tree):
+            keep_step_states(state, R)
+            model.forward_hidden(rows, state, tree=tree)
+            keep_step_states(state, on=False)
         times = {"step": [], "chain": [], "tree": []}
         for _ in range(reps):
-            for name, fn in (("step", step), ("chain", chain), ("tree", lambda: trees.tree_pass(model, ids[:, :R], state, tree))):
+            for name, fn in (("step", step), ("chain", chain), ("tree", lambda: tree_pass(ids[:, :R], tree))):
                 times[name].append(run(fn))
         s = statistics.median(times["step"])
         out.append({"rows": R, "chain_in_steps": statistics.median(times["chain"]) / s,
@@ -129,7 +132,7 @@ def main(argv=None):
     print(f"host: CPU capability {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads, "
           f"torch {torch.__version__}")
     settings = [("chain", int(k)) for k in args.ks.split(",")] + [("tree", s) for s in args.shapes.split(",")]
-    recorded = rounds_recorded()
+    recorded = Rounds()
     if args.shape:
         model, _ = random_model(torch.bfloat16)
         head = random_head(model.cfg, torch.bfloat16)
@@ -138,7 +141,7 @@ def main(argv=None):
         for rate in args.rates.split(","):
             rows = []
             compare(model, ids, settings, lambda: ScriptedHead(head, transcript, float(rate), seed=3, second_rate=args.second),
-                    args.repeats, args.new_tokens, rows)
+                    args.repeats, args.new_tokens, rows, recorded)
             print(f"\nscripted hit rate {rate}, second guess {args.second} where the first misses (0.8B shape, bfloat16)")
             print_table(summarise(rows))
     else:
@@ -151,7 +154,7 @@ def main(argv=None):
         head = MTP.from_pretrained(model.cfg, path, lm_head=model.lm_head)
         chat, rows = Chat(model, path), []
         for prompt in PROMPTS:
-            compare(model, chat.encode(prompt), settings, lambda: head, args.repeats, args.new_tokens, rows)
+            compare(model, chat.encode(prompt), settings, lambda: head, args.repeats, args.new_tokens, rows, recorded)
         print(f"\n{path}, greedy, {len(PROMPTS)} prompts, {args.new_tokens} tokens (means over prompts)")
         print_table(summarise(rows))
     first, second, wrong = second_guess(recorded)

@@ -15,7 +15,8 @@ from demo.stepper.treerec import _grid, record_tree_run
 from qwen.cache import State
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
-from qwen.tree import TreeWatch, parse_tree
+from qwen.trace import Watch
+from qwen.tree import parse_tree
 from stepper_models import FakeChat, random_model
 
 PROMPT = torch.tensor([[5, 9, 10, 3, 7]])
@@ -84,21 +85,22 @@ def test_every_recorded_number_matches_the_plain_model_along_the_rows_path(pair)
         assert rec["emitted"][-1]["token"] == next_token and rec["accepted"] == len(rec["path"]) - 1
 
 
-def test_the_record_leaves_the_engines_state_alone_and_a_watch_needs_a_tree(pair):
+def test_one_watch_hears_chains_and_trees_and_leaves_the_output_plain(pair):
     model, mtp = pair
-    with pytest.raises(ValueError, match="TreeWatch"):
-        generate_mtp(model, mtp, PROMPT, 5, k=2, trace=TreeWatch())
-    heard = []
+    with pytest.raises(ValueError, match="Watch"):
+        generate_mtp(model, mtp, PROMPT, 5, k=2, trace=object())
+    for shape, rows in (("2+1", 4), (None, 3)):
+        heard = []
 
-    class Count(TreeWatch):
-        def drafted(self, state, tree, tokens, nodes):
-            heard.append(("drafted", state.pos, tokens.shape[1]))
+        class Count(Watch):
+            def drafted(self, state, tree, tokens, guesses):
+                heard.append(("drafted", state.pos, tokens.shape[1]))
 
-        def rolled_back(self, state):
-            heard.append(("rolled_back", state.pos))
-    tokens, rounds, _ = generate_mtp(model, mtp, PROMPT, 12, tree="2+1", trace=Count())
-    assert tokens == generate(model, PROMPT, 12) and len(heard) == 2 * rounds
-    assert all(h[2] == 4 for h in heard if h[0] == "drafted")
+            def rolled_back(self, state, head_cache):
+                heard.append(("rolled_back", state.pos))
+        tokens, rounds, _ = generate_mtp(model, mtp, PROMPT, 12, k=2, tree=shape, trace=Count())
+        assert tokens == generate(model, PROMPT, 12) and len(heard) == 2 * rounds
+        assert all(h[2] == rows for h in heard if h[0] == "drafted")
 
 
 def test_the_figures_say_what_the_record_holds(pair):

@@ -3,11 +3,11 @@ equal to the recurrence run along its own path, and tree speculative decoding eq
 import pytest
 import torch
 
-from qwen.cache import State
+from qwen.cache import State, keep_step_states
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
-from qwen.tree import Tree, parse_tree, tree_pass
+from qwen.tree import Tree, parse_tree
 from qwen.weights import find_model
 from test_mtp import prompts, random_pair
 
@@ -24,6 +24,16 @@ def test_shapes_parse_into_parents():
     for bad in ["", "2x", "0+1", "2x2+1", "a", [1], [0, 2], "17", None]:
         with pytest.raises(ValueError):
             parse_tree(bad)
+
+
+def tree_pass(model, tokens, state, tree):
+    """The model's pass over a tree's rows, as the round runs it -> (logits, [per DeltaNet layer: (conv windows,
+    memories) after each row])."""
+    keep_step_states(state, tree.size)
+    logits, _ = model.forward_hidden(tokens, state, tree=tree)
+    kept = [(s.conv_steps[:tree.size].clone(), s.S_steps[:tree.size].clone()) for s in state.deltanet_layers()]
+    keep_step_states(state, on=False)
+    return logits, kept
 
 
 def final_state(model, ids, tokens):
@@ -68,7 +78,7 @@ def test_every_node_sees_exactly_its_own_path(shape):
     before = path_state(model, state, [])[1]                 # a copy of the state at the round's start
     g = torch.Generator().manual_seed(6)
     tokens = torch.randint(0, model.cfg.vocab_size, (1, tree.size), generator=g)
-    logits, _, kept = tree_pass(model, tokens, state, tree)
+    logits, kept = tree_pass(model, tokens, state, tree)
     for node in range(tree.size):
         path = tree.ancestors(node)
         want_logits, want = path_state(model, before, tokens[0, path].tolist())
@@ -87,7 +97,7 @@ def test_the_recurrence_in_row_order_mixes_siblings():
     model.hidden(ids, state)
     before = path_state(model, state, [])[1]
     tokens = torch.tensor([[3, 7, 9]])
-    logits, _, kept = tree_pass(model, tokens, state, tree)
+    logits, kept = tree_pass(model, tokens, state, tree)
     row_order = path_state(model, before, [3, 7, 9])[1]
     own_path = path_state(model, before, [3, 9])[1]
     S_tree, S_rows, S_path = kept[0][1][2], row_order.deltanet_layers()[0].S, own_path.deltanet_layers()[0].S
@@ -153,20 +163,14 @@ def test_a_tree_refuses_what_it_cannot_do():
     ids = prompts(model.cfg.vocab_size, n=1)[0]
     with pytest.raises(ValueError, match="seed"):
         generate_mtp(model, head, ids, max_new_tokens=5, tree="2", temperature=0.8)
-    from qwen.trace import Trace
-    with pytest.raises(ValueError, match="TreeWatch"):
-        generate_mtp(model, head, ids, max_new_tokens=5, tree="2", trace=Trace())
+    with pytest.raises(ValueError, match="Watch"):
+        generate_mtp(model, head, ids, max_new_tokens=5, tree="2", trace=[])
     assert isinstance(parse_tree(Tree((-1, 0))), Tree)
 
 
 def test_the_tree_benchmark_compares_trees_with_chains_on_the_embedded_model(capsys):
-    from qwen import tree as trees
     from qwen.tree_bench import main
-    original = trees.tree_round
-    try:
-        main(["--ks", "1", "--shapes", "2,2+1", "--repeats", "1", "--new-tokens", "12", "--max-rows", "3"])
-    finally:
-        trees.tree_round = original                  # the benchmark records rounds by wrapping it
+    main(["--ks", "1", "--shapes", "2,2+1", "--repeats", "1", "--new-tokens", "12", "--max-rows", "3"])
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith(("| chain", "| tree"))]
     assert [r.split("|")[1].strip() for r in rows] == ["chain 1", "tree 2", "tree 2+1"]

@@ -3,7 +3,7 @@
     run = record_tree_run(model, mtp, chat, ids, Settings(prompt="Hi", tree="2+1"))    # a steps.Run
 
 The engine runs the tree rounds (qwen.mtp.generate_mtp_stream(..., tree=...)); a TreeRecorder, passed as
-its `trace`, hears each round from the inside (qwen.tree.TreeWatch) and keeps, as plain data:
+its `trace`, hears each round from the inside (a qwen.trace.Watch) and keeps, as plain data:
 
     parents, depths, tokens      the tree's shape and its rows (row 0: the round's first token)
     nodes                        per draft: the head's probability and its rank among its siblings
@@ -30,9 +30,10 @@ from demo.prompts import sampling
 from demo.stepper.recording import deltanet_layers, nearest_deltanet, record_ids, token_label
 from demo.stepper.steps import MAX_ROUNDS, Run
 from demo.tokens import token_pieces
-from qwen.mtp import generate_mtp_stream
-from qwen.trace import GRID
-from qwen.tree import Tree, TreeWatch, choices, parse_tree, path_windows, tree_pass
+from qwen.cache import keep_step_states
+from qwen.mtp import generate_mtp_stream, main_picks
+from qwen.trace import GRID, Watch
+from qwen.tree import Tree, parse_tree
 
 
 def _grid(x):
@@ -47,19 +48,23 @@ def _copy_state(state):
     twin.layers = []
     for s in state.layers:
         c = copy.copy(s)
-        for name in ("k", "v", "conv", "S"):
+        for name in ("k", "v", "conv", "S", "conv_steps", "S_steps"):
             if getattr(c, name, None) is not None:
                 setattr(c, name, getattr(c, name).clone())
         twin.layers.append(c)
     return twin
 
 
-def chain_of(size):
-    """The rows of a tree run as one sequence: each row's parent is the row before it."""
-    return Tree((-1,) + tuple(range(size - 1)))
+def rows_after(model, tokens, state, tree):
+    """The model over `tokens` (1, rows) as the rows of `tree` from `state` (changed) -> (logits (rows, V), per
+    DeltaNet layer the memory after each row (rows, heads, Dk, Dv))."""
+    keep_step_states(state, tree.size)
+    logits, _ = model.forward_hidden(tokens, state, tree=tree)
+    keep_step_states(state, on=False)
+    return logits[0], [s.S_steps[:tree.size, 0] for s in state.deltanet_layers()]
 
 
-class TreeRecorder(TreeWatch):
+class TreeRecorder(Watch):
     """Keeps each tree round as plain data (see the module docstring). watch: a DeltaNet layer's index among
     the DeltaNet layers and a value head, or None for each: chosen at the first round, where the row-order
     memory goes most wrong (the clearest picture of the pitfall), then kept for the run."""
@@ -68,24 +73,25 @@ class TreeRecorder(TreeWatch):
         self.model, self.layer, self.head, self.sampling = model, watch_layer, watch_head, sampling or {}
         self.rounds, self._twin, self._round = [], None, None
 
-    def drafted(self, state, tree, tokens, nodes):
+    def drafted(self, state, tree, tokens, guesses):
         self._twin = _copy_state(state)                                 # before the pass, for the row-order run
         self._before = [s.S[0].clone() for s in state.deltanet_layers()]     # per layer (heads, Dk, Dv)
         kernel = self.model.cfg.linear_conv_kernel_dim
         self._round = {"pos": state.pos, "parents": list(tree.parents), "depths": list(tree.depths),
                        "tokens": tokens[0].tolist(),
-                       "nodes": [None] + [{"prob": round(n.prob, 5), "rank": n.rank} for n in nodes[1:]],
-                       "mask": [[int(a in tree.ancestors(r)) for a in range(tree.size)] for r in range(tree.size)],
-                       "windows": path_windows(tree, kernel).tolist(), "kernel": kernel}
+                       "nodes": [None] + [{"prob": round(g.prob(self.sampling.get("temperature")), 5), "rank": g.rank}
+                                          for g in guesses[1:]],
+                       "mask": [[int(seen) for seen in row] for row in tree.seen],
+                       "windows": [list(row) for row in tree.conv_reads(kernel)], "kernel": kernel}
         self._tree, self._tokens = tree, tokens
 
-    def verified(self, state, logits, kept, picks, path):
+    def verified(self, state, head_cache, logits, picks, path):
         tree, rec = self._tree, self._round
         rec["picks"], rec["path"] = list(picks), list(path)
-        row_logits, _, row_kept = tree_pass(self.model, self._tokens, self._twin, chain_of(tree.size))
-        rec["row_picks"] = choices(row_logits[0], chain_of(tree.size), rec["pos"], self.sampling)
-        tree_S = [S_after[:, 0] for _, S_after in kept]                          # per layer (rows, heads, Dk, Dv)
-        row_S = [S_after[:, 0] for _, S_after in row_kept]
+        in_order = Tree.chain(tree.size - 1)
+        row_logits, row_S = rows_after(self.model, self._tokens, self._twin, in_order)
+        rec["row_picks"] = main_picks(row_logits, in_order, rec["pos"], self.sampling)
+        tree_S = [s.S_steps[:tree.size, 0] for s in state.deltanet_layers()]     # per layer (rows, heads, Dk, Dv)
         if not tree_S:                                                           # no DeltaNet layer: no memory
             rec["mixed"], rec["memory"] = [0.0] * tree.size, None
             return
@@ -106,7 +112,7 @@ class TreeRecorder(TreeWatch):
                          "row_order": [_grid(S[h] - before) for S in row_S[L]]}
         self._twin = None
 
-    def rolled_back(self, state):
+    def rolled_back(self, state, head_cache):
         self._round["kv_after"] = state.pos
         self.rounds.append(self._round)
 

@@ -56,11 +56,11 @@ class CompiledView:
 class CompiledModel(CompiledView):
     """The main model, each pass of T tokens through its graph where one is ready."""
 
-    def step_pass(self, ids, positions, state, last_only=False):
-        graph = self.lookup(self.steps, ids.shape[1], state.keeping())
+    def step_pass(self, ids, positions, state, last_only=False, tree=None):
+        graph = self.lookup(self.steps, ids.shape[1], state.keeping()) if tree is None else None    # trees: eager
         out = graph(ids, positions, state) if graph else None
         if out is None:
-            return self.eager.step_pass(ids, positions, state, last_only)
+            return self.eager.step_pass(ids, positions, state, last_only, tree)
         logits, hidden = out
         return (logits[:, -1:] if last_only else logits), hidden
 
