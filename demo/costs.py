@@ -6,6 +6,7 @@ once per model, host and settings and kept, so the race, its repeats and the ste
     forget()                                                     # the next race measures again
 
 The prompt's own pass depends on the prompt, so demo.race.calibrate times it per race (prefill_seconds).
+speedup_at / break_even: what the terms predict at an acceptance rate (the stepper's what-if curve).
 """
 import weakref
 
@@ -50,3 +51,27 @@ def shared(model, mtp, k, rollback, sampling=None, tree=""):
 def forget():
     """Drop every kept measurement (the next race measures again)."""
     _last.clear()
+
+
+# --- what the terms predict at an acceptance rate (the stepper's what-if) ------------------------------------
+
+def tokens_per_round(a, k):
+    """Expected tokens a round yields with k guesses each accepted with probability a (independently):
+    1 + a + a^2 + ... + a^k = (1 − a^(k+1)) / (1 − a)."""
+    return k + 1.0 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
+
+
+def speedup_at(a, k, costs, tokens=None):
+    """Predicted speed-up over plain decoding at acceptance a, by the race's cost model (qwen.costs.predict):
+    the tokens a round yields at a, the share of rounds that roll back being 1 − a^k; for a run of `tokens`
+    tokens (each lane's prompt pass included, as the race predicts), else the steady state."""
+    m = tokens_per_round(a, k)
+    return predict(costs, m, 1 - a ** k, tokens=tokens, rounds=(tokens - 1) / m if tokens else None)
+
+
+def break_even(k, costs, steps=1000, tokens=None):
+    """Smallest acceptance rate at which speculative decoding is no slower than plain; None if never."""
+    for i in range(steps + 1):
+        if speedup_at(i / steps, k, costs, tokens) >= 1.0:
+            return i / steps
+    return None

@@ -13,6 +13,7 @@ from demo import models, serving, settings, theme
 from demo.frame import build_header, wire_header
 from demo.i18n import DEFAULT_LANG, t
 from demo.race_ui import build_race_tab
+from demo.stepper import drawn, traceio
 from demo.stepper.ui import build_stepper_tab
 
 STEPPER_TAB = "stepper"         # the stepper tab's id (a link with ?view=step selects it)
@@ -39,7 +40,7 @@ def build_app(store):
 
 def launch_options():
     """The keyword arguments of demo.launch() for this page: its look and its limits."""
-    return {**theme.launch_options(), **serving.launch_options()}
+    return {**theme.launch_options(), **drawn.launch_options(), **serving.launch_options(traceio.MAX_BYTES)}
 
 
 def serve(demo, store, **launch):

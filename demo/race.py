@@ -31,6 +31,7 @@ from qwen.trace import Trace
 from qwen.tree import parse_tree
 
 from demo import costs
+from demo import settings as app_settings
 from demo.gpu import device_clock
 from demo.prompts import sampling
 from demo.validate import lane_rollbacks
@@ -116,8 +117,9 @@ class Verdict:
 # After the race shown, the same race runs again unseen while the engine time of all its races stays under
 # this budget (at most REPEATS_MAX races in all): the speed-up reported is their median (with the range), which
 # one race on a shared machine could not give (identical races measured 1.01-1.27x). They run while the page
-# replays the race shown (about 8 s), so nobody waits for them.
-REPEAT_SECONDS = 5.0
+# replays the race shown (about 8 s), so nobody waits for them. None: $QWEN_RACE_REPEAT_SECONDS (demo.settings,
+# 5 s; the fast tests shorten it).
+REPEAT_SECONDS = None
 REPEATS_MAX = 15
 
 # A turn lasts at least this much engine time. Switching lanes costs a lane some of its caches, more
@@ -219,8 +221,10 @@ def lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks, timings=None,
 # ignoring stop tokens: CALIBRATE_RACES such races at most, within CALIBRATE_SECONDS of engine time, each lane
 # at most CALIBRATE_TOKENS tokens. On the embedded model that is about 360 plain tokens and 150 rounds a lane,
 # enough for medians that hold still on a shared 2-core machine (docs/design.md); on a big model fewer.
+# CALIBRATE_SECONDS None: $QWEN_CALIBRATE_SECONDS (demo.settings, 1.5 s; the fast tests shorten it: their
+# assertions need no stable terms).
 CALIBRATE_RACES = 3
-CALIBRATE_SECONDS = 1.5
+CALIBRATE_SECONDS = None
 CALIBRATE_TOKENS = 120
 STEP_BY_STEP_ROUNDS = 12        # rounds traced step by step to take a one-call round apart
 
@@ -274,11 +278,11 @@ def _measure_terms(loaded, ids, settings, clock, specs, k_of):
     room = loaded.context - ids.shape[1] - 2 * max(parse_tree(settings.tree).size if settings.tree else 0,
                                                    settings.k + 1)
     timed = replace(settings, max_new_tokens=max(2, min(CALIBRATE_TOKENS, room)))
-    lanes_n = 1 + len(specs)
+    lanes_n, budget = 1 + len(specs), CALIBRATE_SECONDS or app_settings.calibrate_seconds()
     runs, timings, spent = [[] for _ in range(lanes_n)], [[] for _ in range(lanes_n)], 0.0
     for _ in range(CALIBRATE_RACES):
         lists = [[] for _ in range(lanes_n)]               # each lane's engine timings, filled as it runs
-        lanes = lanes_of(loaded, ids, timed, CALIBRATE_SECONDS / lanes_n, clock, lane_rollbacks(settings.rollback),
+        lanes = lanes_of(loaded, ids, timed, budget / lanes_n, clock, lane_rollbacks(settings.rollback),
                          lists, stop=())
         last = [None] * lanes_n
         for i, run in take_turns(lanes):
@@ -287,7 +291,7 @@ def _measure_terms(loaded, ids, settings, clock, specs, k_of):
             runs[i].append(run)
             timings[i].append(lists[i])
         spent += sum(run.seconds for run in last)
-        if spent >= CALIBRATE_SECONDS:
+        if spent >= budget:
             break
     out = []
     for j, (rollback, tree) in enumerate(specs, start=1):
@@ -405,7 +409,8 @@ def repeats(loaded, ids, settings, max_seconds, clock, rollbacks, first, schedul
     spent, races = sum(run.seconds for run in first), 1
     if any(run.ended == "time" for run in first):
         return
-    while races < REPEATS_MAX and spent + spent / races <= REPEAT_SECONDS:    # one more race of the mean length fits
+    budget = REPEAT_SECONDS or app_settings.race_repeat_seconds()
+    while races < REPEATS_MAX and spent + spent / races <= budget:    # one more race of the mean length fits
         lanes = lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks)
         runs = [None] * len(lanes)
         for i, run in schedule(lanes):

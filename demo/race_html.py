@@ -190,12 +190,15 @@ def cost_lines(c, plain, spec, predicted, measured, lang="English"):
                measured=measured)]
     if measured and abs(predicted / measured - 1) > 0.10:
         lines.append(term_differs(c, plain, spec, lang))
-    return lines
+    return [line for line in lines if line]
 
 
 def term_differs(c, plain, spec, lang="English"):
     """Which term the race shown paid differently from its measurement alone, with the sizes: a plain
-    token (the lane's seconds after its prompt's pass, per token) or a round (per round)."""
+    token (the lane's seconds after its prompt's pass, per token) or a round (per round). "" where a term
+    measured nothing (a lane of a token or two: nothing to compare)."""
+    if c.plain_token() <= 0 or c.round_seconds(spec.rolled_back_share, spec.per_round) <= 0:
+        return ""
     race_token = (plain.seconds - c.prefill) / max(len(plain.tokens) - 1, 1)
     race_round = (spec.seconds - c.prefill_spec) / max(spec.rounds, 1)
     model_round = c.round_seconds(spec.rolled_back_share, spec.per_round)

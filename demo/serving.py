@@ -1,7 +1,7 @@
 """Serving many visitors from one process: the compute queue, per-session memory, request size.
 
     serving.attach(demo)                       # in demo.page.build_app, inside `with gr.Blocks() as demo:`
-    demo.launch(**page.launch_options())       # theme.launch_options() and serving.launch_options()
+    demo.launch(**page.launch_options())       # theme's, drawn's and serving's launch_options()
     serving.queue_message(demo, "English")     # "busy, you are number 3 in line", "full", or None
 
 Compute (the race, Start in the stepper, the skip-the-restore proof) shares one Gradio concurrency
@@ -183,12 +183,12 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def launch_options():
-    """The keyword arguments of demo.launch() that keep a busy server healthy (see the module docstring)."""
+def launch_options(max_file_size):
+    """The keyword arguments of demo.launch() that keep a busy server healthy (see the module docstring);
+    max_file_size: the largest upload, in bytes."""
     from fastapi.middleware import Middleware
 
-    from demo.stepper import traceio
-    return {"state_session_capacity": settings.max_sessions(), "max_file_size": traceio.MAX_BYTES,
+    return {"state_session_capacity": settings.max_sessions(), "max_file_size": max_file_size,
             "app_kwargs": {"lifespan": lifespan,
                            "middleware": [Middleware(BodyLimit, limit=settings.max_request_bytes())]}}
 

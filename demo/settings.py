@@ -39,6 +39,10 @@ SETTINGS = (
     Setting("QWEN_QUEUE_SIZE", "16", "visitors waiting in the queue; more are told to come back"),
     Setting("QWEN_MAX_SECONDS", "120", "cap of one generation, in seconds: a race lane's own time in "
             "the engine, a stepper recording's wall-clock time"),
+    Setting("QWEN_RACE_REPEAT_SECONDS", "5", "engine seconds a race spends on unseen repeats of itself, while "
+                                             "nobody waits (its speed-up is their median)"),
+    Setting("QWEN_CALIBRATE_SECONDS", "1.5", "engine seconds spent measuring the cost terms, once per model and "
+                                            "settings"),
     Setting("QWEN_MAX_PROMPT_TOKENS", "2048", "longest prompt fed to a model; a longer one is cut to its end"),
     Setting("QWEN_SESSION_TTL", "3600", "seconds a visitor's session may stay unused before its memory is freed"),
     Setting("QWEN_MAX_SESSIONS", "100", "sessions kept in memory at once (the least recently used goes)"),
@@ -118,6 +122,16 @@ def device(environ=None):
 
 
 # --- compute ---------------------------------------------------------------------------------------------
+
+def race_repeat_seconds(environ=None):
+    """$QWEN_RACE_REPEAT_SECONDS: the engine time a race's unseen repeats may take (default 5)."""
+    return _number("QWEN_RACE_REPEAT_SECONDS", 5.0, float, environ)
+
+
+def calibrate_seconds(environ=None):
+    """$QWEN_CALIBRATE_SECONDS: the engine time measuring the cost terms may take (default 1.5)."""
+    return _number("QWEN_CALIBRATE_SECONDS", 1.5, float, environ)
+
 
 def cpu_cores(environ=None):
     """$CPU_CORES as a positive int, or None when unset or unreadable."""

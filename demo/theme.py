@@ -62,10 +62,8 @@ LANG_JS = static_text("lang.js")
 
 
 def launch_options():
-    """The keyword arguments of demo.launch() that style the page (Gradio 6 takes them there), with the
-    step view's plotly.js (demo.stepper.drawn)."""
-    from demo.stepper import drawn
-    return {"theme": THEME, "css_paths": CSS_PATHS, "head_paths": HEAD_PATHS, **drawn.launch_options()}
+    """The keyword arguments of demo.launch() that style the page (Gradio 6 takes them there)."""
+    return {"theme": THEME, "css_paths": CSS_PATHS, "head_paths": HEAD_PATHS}
 
 
 def plotly_template(dark=False):

@@ -23,6 +23,7 @@ positions we may want to return to (keep_step_states / select_step_states).
 
 Every verb here changes `state` in place, and says so in its name.
 """
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -162,6 +163,14 @@ def snapshot_state(state):
 
 def snapshot_bytes(snap):
     return sum(c.nbytes + S.nbytes for c, S in snap.recurrent)
+
+
+def copy_state(state):
+    """A State whose buffers are copies of `state`'s: a pass over it leaves the original as it was."""
+    twin = copy.copy(state)
+    twin.layers = [type(s)(**{name: value.clone() if isinstance(value, torch.Tensor) else value
+                              for name, value in vars(s).items()}) for s in state.layers]
+    return twin
 
 
 def restore_state(state, snap):

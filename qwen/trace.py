@@ -89,11 +89,22 @@ class Trace(Watch, list):
         self.add(round_record(number, r, emitted, rollback, self.views, sampling))
 
 
-def _grid(x):
-    """Average a 2-D tensor down to at most GRID x GRID and round it: (R, C) -> list of lists."""
-    x = x.float()[None, None]
-    x = F.adaptive_avg_pool2d(x, (min(GRID, x.shape[-2]), min(GRID, x.shape[-1])))[0, 0]
+def pooled(x):
+    """Average the last two dimensions of x (..., R, C) down to at most GRID x GRID -> (..., <=GRID, <=GRID)."""
+    lead = x.shape[:-2]
+    x = x.float().reshape(-1, 1, *x.shape[-2:])
+    x = F.adaptive_avg_pool2d(x, (min(GRID, x.shape[-2]), min(GRID, x.shape[-1])))
+    return x.reshape(*lead, *x.shape[-2:])
+
+
+def as_grid(x):
+    """A 2-D tensor as a list of rows of rounded floats (JSON-ready)."""
     return [[round(float(v), 5) for v in row] for row in x]
+
+
+def grid(x):
+    """A 2-D tensor (R, C) averaged down to at most GRID x GRID, as lists (what a record holds)."""
+    return as_grid(pooled(x))
 
 
 def state_view(state, head_cache, watch=(0, 0)):
@@ -109,8 +120,8 @@ def state_view(state, head_cache, watch=(0, 0)):
     if deltanet:
         s = deltanet[min(watch[0], len(deltanet) - 1)]
         head = min(watch[1], s.S.shape[1] - 1)
-        view["memory"] = _grid(s.S[0, head])                             # (key_dim, value_dim) averaged
-        view["conv"] = _grid(s.conv[0])                                  # (conv_dim, K-1) averaged
+        view["memory"] = grid(s.S[0, head])                             # (key_dim, value_dim) averaged
+        view["conv"] = grid(s.conv[0])                                  # (conv_dim, K-1) averaged
         view["watch"] = {"layer": state.layers.index(s), "head": head}
     return view
 

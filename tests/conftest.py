@@ -13,13 +13,26 @@ torch.set_num_threads(1)   # tiny models: one thread is fastest, and leaves a co
 os.environ.setdefault("QWEN_COMPILE", "0")
 # compiling stays in the test's process unless a test asks for helper processes (test_compile_workers.py)
 os.environ.setdefault("QWEN_COMPILE_WORKERS", "1")
+# a race's unseen repeats and the measuring of its cost terms get a tenth of their time: no fast test asserts on
+# stable timings (the quiet tests, which do, get the page's budgets back: full_race_budgets below)
+os.environ.setdefault("QWEN_RACE_REPEAT_SECONDS", "0.5")
+os.environ.setdefault("QWEN_CALIBRATE_SECONDS", "0.15")
+
+
+@pytest.fixture(autouse=True)
+def full_race_budgets(request, monkeypatch):
+    """A quiet test times races as the page does: the page's repeat and calibration budgets (demo.settings)."""
+    if request.node.get_closest_marker("quiet"):
+        monkeypatch.delenv("QWEN_RACE_REPEAT_SECONDS", raising=False)
+        monkeypatch.delenv("QWEN_CALIBRATE_SECONDS", raising=False)
 
 
 # The two files that compile the most, first: the two test processes take whole files in collection order
 # (pytest.ini: --dist loadfile), so each starts on one of them and the shorter files fill in around them,
 # instead of both ending on a long cold compile. (tests/test_compile.py: the random model's fixture;
-# tests/test_compile_saved.py: the embedded model's; tests/test_compile_ahead.py: packages built ahead of time.)
-LONGEST_FIRST = ("test_compile.py", "test_compile_saved.py", "test_compile_ahead.py")
+# tests/test_compile_saved.py: the embedded model's; tests/test_compile_ahead.py: packages built ahead of time;
+# in the fast suite, tests/test_serving.py: the whole app under bad input and many visitors.)
+LONGEST_FIRST = ("test_compile.py", "test_compile_saved.py", "test_compile_ahead.py", "test_serving.py")
 
 
 def pytest_collection_modifyitems(items):

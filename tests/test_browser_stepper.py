@@ -24,6 +24,7 @@ def page_url():
     import gradio as gr
 
     from demo import i18n, models, theme
+    from demo.stepper import drawn
     from demo.frame import Shared
     from demo.stepper.ui import build_stepper_tab
     store = models.ModelStore()
@@ -36,7 +37,7 @@ def page_url():
             build_stepper_tab(Shared(store=store, model=model, lang=lang, presenter=presenter, prompt=prompt))
     port = free_port()
     demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                        **theme.launch_options())
+                        **theme.launch_options(), **drawn.launch_options())
     yield f"http://127.0.0.1:{port}/"
     demo.close()
 

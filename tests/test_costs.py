@@ -152,6 +152,7 @@ def loaded():
 
 
 def test_calibrate_measures_every_term_once_per_settings_and_the_prompt_pass_per_prompt(loaded, monkeypatch):
+    monkeypatch.delenv("QWEN_CALIBRATE_SECONDS", raising=False)            # the page's budget
     costs.forget()
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
@@ -230,6 +231,16 @@ def test_a_prediction_that_misses_by_more_than_10_percent_names_the_term_that_di
     spec = spec_run(41, 20, 10, 0.012 + 20 * 2.25e-3)
     html = speed_html(plain, spec, "English", TERMS, [plain.seconds / spec.seconds])
     assert "a plain token took 1.600 ms, against 1.250 ms measured on its own (+28%)" in html
+
+
+def test_terms_that_measured_nothing_name_no_term_and_raise_nothing():
+    """A calibration of a token or two (a prompt cut to fill the context) leaves zero terms: the verdict still
+    renders, saying the prediction, and names no term (there is nothing to compare against)."""
+    plain = Run("plain", tokens=[1, 2], seconds=0.02, started=True, ended="length")
+    spec = spec_run(2, 1, 0, 0.02)
+    empty = costs.Costs(k=2, rollback="select", step=0.0, draft=0.0, verify=0.0)
+    html = speed_html(plain, spec, "English", empty, [1.0])
+    assert "these terms predict" in html and "measured on its own" not in html
 
 
 def test_where_the_time_goes_draws_each_lane_per_token_on_one_scale_with_a_labelled_assumption():

@@ -204,14 +204,14 @@ def test_the_cost_chart_names_what_each_mode_does(runs):
 
 
 def test_what_if_predicts_with_the_races_cost_model_and_measurement(runs):
-    assert figures.tokens_per_round(0.0, 3) == 1 and figures.tokens_per_round(1.0, 3) == 4
-    assert figures.tokens_per_round(0.5, 1) == pytest.approx(1.5)
+    assert costs.tokens_per_round(0.0, 3) == 1 and costs.tokens_per_round(1.0, 3) == 4
+    assert costs.tokens_per_round(0.5, 1) == pytest.approx(1.5)
     cheap = costs.Costs(k=1, rollback="select", step=1.0, draft=0.0, verify=1.0)
-    assert figures.break_even(1, cheap) == 0.0                                 # verify costs one plain step
-    assert figures.break_even(1, replace(cheap, verify=1.5)) == pytest.approx(0.5)
-    assert figures.break_even(1, replace(cheap, verify=3.0)) is None          # even a = 1 gives only 2 tokens
+    assert costs.break_even(1, cheap) == 0.0                                 # verify costs one plain step
+    assert costs.break_even(1, replace(cheap, verify=1.5)) == pytest.approx(0.5)
+    assert costs.break_even(1, replace(cheap, verify=3.0)) is None          # even a = 1 gives only 2 tokens
     whole = replace(cheap, k=3, whole=2.0)                                     # one call: the same cost at every a
-    assert figures.speedup_at(1.0, 3, whole) == pytest.approx(2.0) and figures.break_even(3, whole) > 0
+    assert costs.speedup_at(1.0, 3, whole) == pytest.approx(2.0) and costs.break_even(3, whole) > 0
     for rollback in ("select", "recompute"):
         run = runs[rollback]
         measured = costs.Costs(**run.costs)
@@ -222,7 +222,7 @@ def test_what_if_predicts_with_the_races_cost_model_and_measurement(runs):
         rounds = run.records[1:]
         tokens = 1 + sum(len(r["emitted"]) for r in rounds)
         for a, y in zip(curve.x[1::25], curve.y[1::25]):                      # the race's formula, point by point:
-            m = figures.tokens_per_round(a, 3)                                 # a lane of this run's length
+            m = costs.tokens_per_round(a, 3)                                 # a lane of this run's length
             assert y == pytest.approx(costs.predict(measured, m, 1 - a ** 3, tokens=tokens, rounds=(tokens - 1) / m))
         per_round = sum(len(r["emitted"]) for r in rounds) / len(rounds)
         back = sum(any(e["origin"] == "correction" for e in r["emitted"]) for r in rounds) / len(rounds)

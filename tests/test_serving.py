@@ -440,7 +440,7 @@ def test_idle_sessions_are_dropped_after_their_time_to_live(app, app_url, monkey
 
 
 def test_sessions_are_capped_and_the_queue_is_bounded(app):
-    options = serving.launch_options()
+    options = serving.launch_options(8 * 2**20)
     assert options["state_session_capacity"] == app.demo.state_session_capacity == 100
     assert app.demo._queue.max_size == 16
     assert settings.max_sessions({"QWEN_MAX_SESSIONS": "7"}) == 7

@@ -183,5 +183,6 @@ def test_a_step_figure_travels_as_html_holding_its_json_and_the_page_may_fetch_p
     found = dict(regex.findall(r'data-(\w+)="([^"]*)"', out))
     assert json.loads(html.unescape(found["fig"])) == json.loads(fig.to_json())
     assert html.unescape(found["plotly"]) == drawn.PLOTLY_URL and drawn.PLOTLY_JS.is_file()
-    assert theme.launch_options()["allowed_paths"] == [str(drawn.PLOTLY_JS)]
+    from demo import page
+    assert page.launch_options()["allowed_paths"] == [str(drawn.PLOTLY_JS)]
     assert drawn.figure_html(None) == ""

@@ -11,7 +11,8 @@ from demo.stepper import steps, treeview as TV, ui as stepper_ui
 from demo.stepper.figures import Look
 from demo.stepper.recording import deltanet_layers
 from demo.stepper.steps import Settings
-from demo.stepper.treerec import _grid, record_tree_run
+from demo.stepper.treerec import record_tree_run
+from qwen.trace import grid
 from qwen.cache import State
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
@@ -68,16 +69,16 @@ def test_every_recorded_number_matches_the_plain_model_along_the_rows_path(pair)
         L = deltanet_layers(model.cfg).index(mem["layer"])
         S_before = before.deltanet_layers()[L].S[0, mem["head"]]
         for row in range(len(rec["tokens"])):
-            path = TV.ancestors(rec, row)
+            path = parse_tree(rec["parents"][1:]).ancestors(row)
             assert rec["mask"][row] == [int(a in path) for a in range(len(rec["tokens"]))]
             logits, after = _run_along(model, prefix + [rec["tokens"][a] for a in path])
             assert rec["picks"][row] == int(logits.argmax())                               # verdicts from the truth
-            want = _grid(after.deltanet_layers()[L].S[0, mem["head"]] - S_before)
+            want = grid(after.deltanet_layers()[L].S[0, mem["head"]] - S_before)
             assert torch.allclose(torch.tensor(mem["tree"][row]), torch.tensor(want), atol=2e-4)
             # the pitfall: the rows before it, in order, whatever their branch
             in_order, dirty = _run_along(model, prefix + rec["tokens"][:row + 1])
             assert rec["row_picks"][row] == int(in_order.argmax())
-            wrong = _grid(dirty.deltanet_layers()[L].S[0, mem["head"]] - S_before)
+            wrong = grid(dirty.deltanet_layers()[L].S[0, mem["head"]] - S_before)
             assert torch.allclose(torch.tensor(mem["row_order"][row]), torch.tensor(wrong), atol=2e-4)
             in_sequence = path == list(range(row + 1))
             assert (rec["mixed"][row] < 1e-4) == in_sequence                # wrong exactly where a sibling came first
@@ -121,7 +122,7 @@ def test_the_figures_say_what_the_record_holds(pair):
             mask = next(d for d in TV.mask_figure(run, rec, "verify", look).data if d.name == "tree")
             for r in range(n):
                 for c in range(n):
-                    sibling = c < r and c not in TV.ancestors(rec, r)
+                    sibling = c < r and c not in parse_tree(rec["parents"][1:]).ancestors(r)
                     assert (mask.text[r][c] == "✗") == sibling and (mask.text[r][c] == "✓") == bool(rec["mask"][r][c])
             mem = TV.node_memories(run, rec, "guess", look)
             assert len([d for d in mem.data if d.type == "heatmap"]) == 2 * n and not any(d.visible for d in mem.data)

@@ -3,7 +3,7 @@ equal to the recurrence run along its own path, and tree speculative decoding eq
 import pytest
 import torch
 
-from qwen.cache import State, keep_step_states
+from qwen.cache import State, copy_state, keep_step_states
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
@@ -60,10 +60,7 @@ def test_a_chain_shaped_tree_gives_the_chain_tokens_bit_for_bit(k, rollback, sam
 
 def path_state(model, prefix_state, tokens):
     """The reference: the plain model run along one path from a copy of the state before the round."""
-    state = State(model)
-    state.__dict__.update({n: v for n, v in prefix_state.__dict__.items() if n != "layers"})
-    state.layers = [type(s)(**{f: (t.clone() if isinstance(t, torch.Tensor) else t) for f, t in vars(s).items()})
-                    for s in prefix_state.layers]
+    state = copy_state(prefix_state)
     logits = model(torch.tensor([tokens], dtype=torch.long), state) if tokens else None
     return (logits[0] if tokens else None), state
 

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly import colors
 from plotly.colors import make_colorscale
 
-from demo.costs import Costs, from_records, predict
+from demo.costs import Costs, break_even, from_records, predict, speedup_at
 from demo.stepper import steps
 from demo.i18n import t
 from demo.theme import OKABE_ITO, plotly_template
@@ -456,8 +456,7 @@ def conv_labels(run, record, which, columns, chars=10):
             continue
         dirty = which == "after_verify" or (which == "after" and record.get("rollback") == "none")
         rejected = record.get("kind") == "round" and dirty and record["pos"] + record["accepted"] < pos
-        text = run.labels.get(tok, f"#{tok}").replace("\n", "↵")
-        text = text if len(text) <= chars else text[:chars - 1] + "…"
+        text = steps.token_text(run, tok, chars)
         labels.append(f"{'✗ ' if rejected else ''}{pos}<br>{text}")
     return labels
 
@@ -652,12 +651,6 @@ def acceptance_over_run(records, current=None, look=Look()):
     return _frame(fig, look, t("fig_acceptance", look.lang), 330, half=True)
 
 
-def tokens_per_round(a, k):
-    """Expected tokens a round yields with k guesses each accepted with probability a (independently):
-    1 + a + a^2 + ... + a^k = (1 − a^(k+1)) / (1 − a)."""
-    return k + 1.0 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
-
-
 def run_yield(records):
     """This run's tokens per round and share of rounds that rolled back, counted as the race counts them
     (demo.race: new tokens after the prefill's ÷ rounds; rounds that emitted a correction)."""
@@ -688,22 +681,6 @@ def plain_step(records, plain_step_seconds=None):
         return plain_step_seconds, True
     verify = sorted(r["seconds"].get("verify", 0.0) for r in _rounds(records))
     return (verify[len(verify) // 2] if verify else 0.0) or 1e-3, False
-
-
-def speedup_at(a, k, costs, tokens=None):
-    """Predicted speed-up over plain decoding at acceptance a, by the race's cost model (qwen.costs.predict):
-    the tokens a round yields at a, the share of rounds that roll back being 1 − a^k; for a run of `tokens`
-    tokens (each lane's prompt pass included, as the race predicts), else the steady state."""
-    m = tokens_per_round(a, k)
-    return predict(costs, m, 1 - a ** k, tokens=tokens, rounds=(tokens - 1) / m if tokens else None)
-
-
-def break_even(k, costs, steps=1000, tokens=None):
-    """Smallest acceptance rate at which speculative decoding is no slower than plain; None if never."""
-    for i in range(steps + 1):
-        if speedup_at(i / steps, k, costs, tokens) >= 1.0:
-            return i / steps
-    return None
 
 
 def this_run_speedup(run):

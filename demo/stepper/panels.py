@@ -14,16 +14,10 @@ from demo.i18n import t
 from demo.tokens import text_html, token_spans
 
 
-def _raw_label(run, token):
-    return run.labels.get(token, f"#{token}").replace("\n", "↵").replace("\t", "⇥")
-
-
-def _label(run, token):
-    return escape(_raw_label(run, token))
-
-
-def _chip(run, token, cls="", title=""):
-    return f'<span class="step-chip {cls}" title="{escape(title)}">{_label(run, token)}</span>'
+def chip(run, token, cls="", title="", chars=None):
+    """A token as a chip (the stepper's tables and sentences)."""
+    tip = f' title="{escape(title)}"' if title else ""
+    return f'<span class="step-chip {cls}"{tip}>{escape(steps.token_text(run, token, chars))}</span>'
 
 
 def _pct(p):
@@ -98,13 +92,13 @@ def text_so_far(run, step, lang, pending=None):
         n = rec["accepted"]
         marks = ["?" if phase == "guess" else "✓" if i < n else "✗" if i == n else "–" for i in range(rec["k"])]
         html += '<span class="step-pending">' + "".join(
-            _chip(run, d["token"], "step-guess", t("guess", lang)) + f"<sup>{m}</sup>"
+            chip(run, d["token"], "step-guess", t("guess", lang)) + f"<sup>{m}</sup>"
             for d, m in zip(rec["draft"], marks)) + "</span>"
     return f'<div class="race-text step-text">{html}</div>'
 
 
 def _top_list(run, top):
-    return " ".join(f'{_chip(run, t, "step-alt")}<small>{_pct(p)}</small>' for t, p in top[:4])
+    return " ".join(f'{chip(run, t, "step-alt")}<small>{_pct(p)}</small>' for t, p in top[:4])
 
 
 def phase_panel(run, step, lang):
@@ -117,10 +111,10 @@ def phase_panel(run, step, lang):
     if phase == "prefill":
         first = rec["emitted"][0]["token"]
         guess = rec.get("next_draft")
-        rows = [f"<tr><td>{escape(t('main_choice', lang))}</td><td>{_chip(run, first, 'tok-main')}</td></tr>"]
+        rows = [f"<tr><td>{escape(t('main_choice', lang))}</td><td>{chip(run, first, 'tok-main')}</td></tr>"]
         if guess:
             rows.append(f"<tr><td>{escape(t('draft_head_guesses', lang))}</td>"
-                        f"<td>{_chip(run, guess['token'], 'step-guess')} {_pct(guess['prob'])}</td>"
+                        f"<td>{chip(run, guess['token'], 'step-guess')} {_pct(guess['prob'])}</td>"
                         f"<td class='step-alts'>{_top_list(run, guess['top'][1:])}</td></tr>")
         return _table(rows)
     if phase == "guess":
@@ -128,7 +122,7 @@ def phase_panel(run, step, lang):
                 f"<th>{escape(t('alternatives', lang))}</th></tr>"]
         for i, d in enumerate(rec["draft"]):
             others = [t for t in d["top"] if t[0] != d["token"]]
-            rows.append(f"<tr><td>d{i + 1}</td><td>{_chip(run, d['token'], 'step-guess')}</td>"
+            rows.append(f"<tr><td>d{i + 1}</td><td>{chip(run, d['token'], 'step-guess')}</td>"
                         f"<td>{_pct(d['prob'])}</td><td class='step-alts'>{_top_list(run, others)}</td></tr>")
         return f"<h4>{escape(t('draft_head_guesses', lang))}</h4>" + _table(rows) + _noise_table(run, rec, lang)
     if phase == "verify":
@@ -156,9 +150,9 @@ def _verify_table(run, rec, lang):
         if sampled and guess is not None and guess["prob"] > 0 and "noise" not in v:      # rejection sampling
             rule = t("accept_prob", lang, a=min(1.0, v["draft_prob"] / guess["prob"]))
             extra = f"<br><small>{escape(rule)}</small>"
-        guess_cells = (f"<td>{_chip(run, guess['token'], 'step-guess')}</td><td>{_pct(v['draft_prob'])}{extra}</td>"
+        guess_cells = (f"<td>{chip(run, guess['token'], 'step-guess')}</td><td>{_pct(v['draft_prob'])}{extra}</td>"
                        if guess else "<td></td><td></td>")
-        rows.append(f"<tr class='{cls}'><td>{_chip(run, prev[i])}</td><td>{_chip(run, v['token'], 'tok-main')}</td>"
+        rows.append(f"<tr class='{cls}'><td>{chip(run, prev[i])}</td><td>{chip(run, v['token'], 'tok-main')}</td>"
                     f"<td>{_pct(v['prob'])}</td>{guess_cells}<td class='step-mark'>{mark}</td></tr>")
     return _table(rows)
 
@@ -173,7 +167,7 @@ def slots_html(run, rec, lang, picked=False):
         cls = "" if not picked else (" picked" if i == n else " rejected" if i > n else "")
         mark = f" ✓ {escape(t('slot_selected', lang))}" if picked and i == n else (" ✗" if picked and i > n else "")
         cells.append(f'<span class="step-slot{cls}" data-slot="{i}">{i + 1}: '
-                     f'{escape(t("slot_after", lang, token=_raw_label(run, token)))}{mark}</span>')
+                     f'{escape(t("slot_after", lang, token=steps.token_text(run, token)))}{mark}</span>')
     return f'<div class="step-slots" title="{escape(t("slots", lang))}"><small>{escape(t("slots", lang))}</small>' \
         f'{"".join(cells)}</div>'
 
@@ -185,7 +179,7 @@ def _kb(n):
 def _accept_panel(run, r, lang):
     rec = run.records[r]
     st, n, k = rec["states"], rec["accepted"], rec["k"]
-    chips = " ".join(_chip(run, e["token"], f"tok tok-{e['origin']}", t(f"short_origin_{e['origin']}", lang)) +
+    chips = " ".join(chip(run, e["token"], f"tok tok-{e['origin']}", t(f"short_origin_{e['origin']}", lang)) +
                      f"<small> {escape(t('short_origin_' + e['origin'], lang))}</small>" for e in rec["emitted"])
     kv = (st["before"]["kv"] or [0])[0], (st["after_verify"]["kv"] or [0])[0], (st["after"]["kv"] or [0])[0]
     n_attn = len(st["after"]["kv"])
@@ -215,7 +209,7 @@ def _accept_panel(run, r, lang):
 
 def _ranked(run, noise):
     """Leading candidates as chips with log prob + G = sum, the pick (first) starred."""
-    return " ".join(f"{_chip(run, tok)}<small>{'★ ' if i == 0 else ''}{lp:+.2f} {g:+.2f} = {lp + g:.2f}</small>"
+    return " ".join(f"{chip(run, tok)}<small>{'★ ' if i == 0 else ''}{lp:+.2f} {g:+.2f} = {lp + g:.2f}</small>"
                     for i, (tok, lp, g) in enumerate(noise[:3]))
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 import torch
-import torch.nn.functional as F
 
 from demo.race import calibrate
 from demo.prompts import sampling
@@ -22,7 +21,7 @@ from demo.validate import SKIP_RESTORE
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
 from qwen.cache import AttentionState
-from qwen.trace import GRID, Trace
+from qwen.trace import GRID, Trace, as_grid, pooled
 
 PROOF_TOKENS = 128          # the proof runs at least this long, so a dirty memory has time to show
 
@@ -73,15 +72,6 @@ def record_ids(records):
 
 
 GRIDS_BUDGET = 64 * 2**20      # bytes of every layer's and head's memory grids kept while recording (auto watch)
-
-
-def _pooled(x):
-    """(N, R, C) -> (N, min(GRID, R), min(GRID, C)): qwen.trace's averaging of a grid, for N at once."""
-    return F.adaptive_avg_pool2d(x.float(), (min(GRID, x.shape[-2]), min(GRID, x.shape[-1])))
-
-
-def _as_grid(x):
-    return [[round(float(v), 5) for v in row] for row in x]
 
 
 def deltanet_layers(cfg):
@@ -154,7 +144,7 @@ class WatchingTrace(Trace):
         if phase != "before" and self._last is not None:
             v["change"] = [round(float(x), 5) for x in (S - self._last).flatten(1).norm(dim=-1)]
         self._last = S
-        grids = _pooled(S.flatten(0, 1)).view(S.shape[0], S.shape[1], -1, min(GRID, S.shape[-1]))
+        grids = pooled(S.flatten(0, 1)).view(S.shape[0], S.shape[1], -1, min(GRID, S.shape[-1]))
         if self._calls > 1:                 # a round's view (the first is the prefill's)
             self._round = [grids] if phase == "before" else self._round + [grids]
             if phase == "after":
@@ -162,7 +152,7 @@ class WatchingTrace(Trace):
                 self.rounds.append((_peaks(torch.stack(self._round, 0)), _peaks(verified - before),
                                     _peaks(verified - after), _peaks(after - before)))
         if not self.overflow:
-            conv = _pooled(torch.stack([s.conv[0] for s in memories]))
+            conv = pooled(torch.stack([s.conv[0] for s in memories]))
             self.bytes += grids.nbytes + conv.nbytes
             if self.bytes > GRIDS_BUDGET:
                 self.overflow, self.kept = True, []
@@ -189,7 +179,7 @@ class WatchingTrace(Trace):
         if self.overflow:
             return False
         for v, grids, conv, index in self.kept:
-            v["memory"], v["conv"] = _as_grid(grids[layer, head]), _as_grid(conv[layer])
+            v["memory"], v["conv"] = as_grid(grids[layer, head]), as_grid(conv[layer])
             v["watch"] = {"layer": index[layer], "head": head}
         self.watch_layer, self.watch_head = layer, head
         return True

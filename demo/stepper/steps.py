@@ -24,6 +24,13 @@ MAX_ROUNDS = 300            # per-session bound on kept records (max_new_tokens 
 MAX_NEW_TOKENS = 256
 
 
+def token_text(run, token, chars=None):
+    """How a token is shown alone: its label (qwen's text, or its bytes), newline and tab drawn as ↵ and ⇥,
+    cut to `chars` with an ellipsis."""
+    text = run.labels.get(token, f"#{token}").replace("\n", "↵").replace("\t", "⇥")
+    return text if chars is None or len(text) <= chars else text[:chars - 1] + "…"
+
+
 @dataclass
 class Settings:
     prompt: str

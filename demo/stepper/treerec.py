@@ -19,40 +19,19 @@ its `trace`, hears each round from the inside (a qwen.trace.Watch) and keeps, as
 
 The row-order pass runs on a copy of the state, so the engine's own state is never touched.
 """
-import copy
 import time
 from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 
 from demo.prompts import sampling
 from demo.stepper.recording import deltanet_layers, nearest_deltanet, record_ids, token_label
 from demo.stepper.steps import MAX_ROUNDS, Run
 from demo.tokens import token_pieces
-from qwen.cache import keep_step_states
+from qwen.cache import copy_state, keep_step_states
 from qwen.mtp import generate_mtp_stream, main_picks
-from qwen.trace import GRID, Watch
+from qwen.trace import Watch, grid
 from qwen.tree import Tree, parse_tree
-
-
-def _grid(x):
-    """(R, C) -> at most GRID x GRID, averaged, as lists of rounded floats."""
-    x = F.adaptive_avg_pool2d(x.float()[None, None], (min(GRID, x.shape[-2]), min(GRID, x.shape[-1])))[0, 0]
-    return [[round(float(v), 5) for v in row] for row in x]
-
-
-def _copy_state(state):
-    """A State whose buffers are copies: a pass over it leaves the original as it was."""
-    twin = copy.copy(state)
-    twin.layers = []
-    for s in state.layers:
-        c = copy.copy(s)
-        for name in ("k", "v", "conv", "S", "conv_steps", "S_steps"):
-            if getattr(c, name, None) is not None:
-                setattr(c, name, getattr(c, name).clone())
-        twin.layers.append(c)
-    return twin
 
 
 def rows_after(model, tokens, state, tree):
@@ -74,7 +53,7 @@ class TreeRecorder(Watch):
         self.rounds, self._twin, self._round = [], None, None
 
     def drafted(self, state, tree, tokens, guesses):
-        self._twin = _copy_state(state)                                 # before the pass, for the row-order run
+        self._twin = copy_state(state)                                 # before the pass, for the row-order run
         self._before = [s.S[0].clone() for s in state.deltanet_layers()]     # per layer (heads, Dk, Dv)
         kernel = self.model.cfg.linear_conv_kernel_dim
         self._round = {"pos": state.pos, "parents": list(tree.parents), "depths": list(tree.depths),
@@ -107,9 +86,9 @@ class TreeRecorder(Watch):
             self.layer, self.head = max(((la, h) for la in layers for h in heads), key=lambda lh: float(per[lh]))
         L, h = self.layer, self.head
         before = self._before[L][h]
-        rec["memory"] = {"layer": deltanet_layers(self.model.cfg)[L], "head": h, "before": _grid(before),
-                         "tree": [_grid(S[h] - before) for S in tree_S[L]],
-                         "row_order": [_grid(S[h] - before) for S in row_S[L]]}
+        rec["memory"] = {"layer": deltanet_layers(self.model.cfg)[L], "head": h, "before": grid(before),
+                         "tree": [grid(S[h] - before) for S in tree_S[L]],
+                         "row_order": [grid(S[h] - before) for S in row_S[L]]}
         self._twin = None
 
     def rolled_back(self, state, head_cache):

@@ -21,7 +21,10 @@ from html import escape
 from demo.i18n import t
 from demo.stepper.figures import (DIVERGING, MARGIN, Look, _axis_key, _frame, _figure, _grid_layout, quantile,
                                   title_margin, wrap_title)
+from demo.stepper.panels import chip
+from demo.stepper.steps import token_text
 from demo.theme import OKABE_ITO
+from qwen.tree import Tree
 
 VERDICT_COLOURS = {"root": "#777777", "guess": OKABE_ITO["sky_blue"], "accepted": OKABE_ITO["bluish_green"],
                    "rejected": OKABE_ITO["vermillion"], "unchecked": "#BBBBBB"}
@@ -29,22 +32,12 @@ MARKS = {"root": "", "guess": "?", "accepted": "✓", "rejected": "✗", "unchec
 
 
 def _label(run, token, chars=10):
-    text = run.labels.get(token, f"#{token}").replace("\n", "↵").replace("\t", "⇥")
-    return text if len(text) <= chars else text[:chars - 1] + "…"
+    return token_text(run, token, chars)
 
 
-def children(rec):
-    out = [[] for _ in rec["parents"]]
-    for node, parent in enumerate(rec["parents"][1:], start=1):
-        out[parent].append(node)
-    return out
-
-
-def ancestors(rec, row):
-    path = [row]
-    while path[-1] != 0:
-        path.append(rec["parents"][path[-1]])
-    return path[::-1]
+def shape(rec):
+    """The record's tree (qwen.tree.Tree: children, ancestors, depths)."""
+    return Tree(tuple(rec["parents"]))
 
 
 def verdicts(rec, phase):
@@ -67,7 +60,7 @@ def verdicts(rec, phase):
 
 def _layout_positions(rec):
     """(x, y) per row: x = depth, y = order of the leaves below it (a parent centred on its children)."""
-    kids, ys, next_leaf = children(rec), {}, [0]
+    kids, ys, next_leaf = shape(rec).children, {}, [0]
 
     def place(row):
         if not kids[row]:
@@ -394,7 +387,7 @@ def slots_figure(run, rec, phase, look=None):
 # --- words ---------------------------------------------------------------------------------------------------
 
 def _chip(run, token, cls=""):
-    return f'<span class="step-chip {cls}">{escape(_label(run, token, 24))}</span>'
+    return chip(run, token, cls, chars=24)
 
 
 def pending_chips(run, rec, phase, lang):
@@ -426,7 +419,7 @@ def panel_html(run, rec, phase, lang):
                 f"<th>{escape(t('main_choice', lang))}</th><th></th><th>{escape(t('tree_roworder_h', lang))}</th></tr>"]
         body = []
         for row, tok in enumerate(rec["tokens"]):
-            path = " ".join(_chip(run, rec["tokens"][a]) for a in ancestors(rec, row))
+            path = " ".join(_chip(run, rec["tokens"][a]) for a in shape(rec).ancestors(row))
             other = rec["row_picks"][row]
             differs = other != rec["picks"][row]
             cell = _chip(run, other, "step-bad") + " ≠" if differs else escape(t("tree_same_pick", lang))
