@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from qwen.norm import RMSNorm
 from qwen.rope import apply_rope
+from qwen.tree import tree_tensor
 
 
 def attention_mask(positions, capacity, pad=None, tree=None):
@@ -25,7 +26,7 @@ def attention_mask(positions, capacity, pad=None, tree=None):
     keys = torch.arange(capacity, device=positions.device)
     if tree is not None:
         mask = (keys[None, :] < positions[:1, None]).repeat(len(positions), 1)             # (T, S): the past
-        mask[:, positions] = torch.tensor(tree.seen, device=positions.device)              # and its ancestors
+        mask[:, positions] = tree_tensor(tree.seen, positions.device)                       # and its ancestors
         return mask[None, None]
     mask = keys[None, :] <= positions[:, None]                        # (T, S)
     if pad is None:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from qwen.chunk import delta_rule_chunked
 from qwen.norm import GatedRMSNorm
+from qwen.tree import tree_tensor
 
 RECURRENT_MAX_T = 8    # passes up to this many tokens (decode, verification) run token by token
 
@@ -34,29 +35,43 @@ def delta_rule_recurrent(q, k, v, g, beta, S=None, keep_steps=False, parents=Non
     """The gated delta rule, one token at a time.
 
     q, k: (B, H, T, Dk) l2-normalised; v: (B, H, T, Dv); g, beta: (B, H, T); S: (B, H, Dk, Dv) or None.
-    parents: for a draft tree's rows (qwen.tree.Tree.parents), each token's memory starts from its parent's
-    (-1: S) instead of the previous token's; None is the sequence (a chain: parents (-1, 0, 1, ...)).
-    -> out (B, H, T, Dv), the last token's S, and the list of S after each token when keep_steps (else [])."""
+    parents: for a draft tree's rows (qwen.tree.Tree.parents; B = 1), each row's memory starts from its
+    parent's (-1: S) instead of the previous token's, and the rows of one depth step together, as a batch.
+    None: a sequence (a chain's parents would be -1, 0, 1, ...).
+    -> out (B, H, T, Dv), the last token's S, and the list of S after each token when keep_steps or a tree."""
     B, H, T, Dk = k.shape
     q = q * Dk ** -0.5
     if S is None:
         S = q.new_zeros(B, H, Dk, v.shape[-1])
-    outs, steps, start = [], [], S
-    for t in range(T):
-        if parents is not None:                                             # a tree: from the parent's memory
-            S = start if parents[t] < 0 else steps[parents[t]]
-        decay = g[:, :, t, None, None].exp()                               # (B, H, 1, 1)
-        k_t, q_t = k[:, :, t, None, :], q[:, :, t, None, :]                 # (B, H, 1, Dk)
+    if parents is None:                          # a sequence: one token a step, from the one before it
+        levels = [[t] for t in range(T)]
+        at = lambda x, rows: x[:, :, rows[0], None]                           # noqa: E731  (B, H, 1, ...)
+    else:                                        # a tree: one depth a step, each row from its parent's memory
+        depths = [0] * T
+        for r in range(1, T):
+            depths[r] = depths[parents[r]] + 1
+        levels = [[r for r in range(T) if depths[r] == d] for d in range(max(depths) + 1)]
+        at = lambda x, rows: x.index_select(2, tree_tensor(tuple(rows), x.device)).transpose(0, 2)  # noqa: E731
+        #                                        (1, H, T, ...) -> the rows as a batch: (rows, H, 1, ...)
+    outs, steps, start = [None] * T, [None] * T, S
+    for rows in levels:
+        if parents is not None:
+            S = torch.cat([start if parents[r] < 0 else steps[parents[r]] for r in rows])   # (rows, H, Dk, Dv)
+        decay = at(g[..., None], rows).exp()                                # (B, H, 1, 1)
+        k_t, q_t = at(k, rows), at(q, rows)                                 # (B, H, 1, Dk)
         # one pass over the old memory reads both k^T S and q^T S: (B, H, 2, Dv)
         read = torch.cat([k_t, q_t], dim=2) @ S
         predicted = decay * read[:, :, :1]                                  # k^T (decayed S): (B, H, 1, Dv)
-        delta = (v[:, :, t, None, :] - predicted) * beta[:, :, t, None, None]
+        delta = (at(v, rows) - predicted) * at(beta[..., None], rows)
         S = torch.addcmul(S * decay, k_t.transpose(-1, -2), delta)          # decayed S + k delta^T
         # q^T (new S) = q^T (decayed S) + (q . k) delta, without another pass over S
-        outs.append((decay * read[:, :, 1:] + (q_t * k_t).sum(-1, keepdim=True) * delta)[:, :, 0])
-        if keep_steps or parents is not None:
-            steps.append(S)
-    return torch.stack(outs, dim=2), S, steps
+        out = (decay * read[:, :, 1:] + (q_t * k_t).sum(-1, keepdim=True) * delta)[:, :, 0]   # (B, H, Dv)
+        if parents is None:
+            outs[rows[0]], steps[rows[0]] = out, S
+        else:
+            for i, r in enumerate(rows):
+                outs[r], steps[r] = out[i:i + 1], S[i:i + 1]
+    return torch.stack(outs, dim=2), steps[-1], steps if keep_steps or parents is not None else []
 
 
 class GatedDeltaNet(nn.Module):
@@ -85,7 +100,7 @@ class GatedDeltaNet(nn.Module):
         if tree is None:                         # row t reads full[:, :, t : t+K]
             windows = full.unfold(-1, self.kernel, 1)                          # (B, C, T, K), a view
         else:
-            reads = torch.tensor(tree.conv_reads(self.kernel), device=x.device)           # (T, K)
+            reads = tree_tensor(tree.conv_reads(self.kernel), x.device)                    # (T, K)
             windows = full[:, :, reads.reshape(-1)].view(B, C, T, self.kernel)
         if cache.keep_steps:                     # the window after token t: what it read, less the oldest
             cache.conv_steps[:T].copy_(windows[..., 1:].permute(2, 0, 1, 3))

@@ -17,6 +17,7 @@ from qwen.embedding import Embedding
 from qwen.layer import DecoderLayer
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
+from qwen.tree import tree_tensor
 from qwen.weights import list_tensors, load_weights, text_prefix
 
 
@@ -39,7 +40,7 @@ class Model(nn.Module):
         and is rotated at its depth, positions[0] + depth."""
         rope_positions, real = positions, None
         if tree is not None:
-            rope_positions = positions[0] + torch.tensor(tree.depths, device=positions.device)
+            rope_positions = positions[0] + tree_tensor(tree.depths, positions.device)
         if state.pad is not None:                             # left-padded batch: each row counts from its first token
             real = positions[None, :] >= state.pad[:, None]                           # (B, T)
             rope_positions = (positions[None, :] - state.pad[:, None]).clamp(min=0)  # (B, T)

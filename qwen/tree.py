@@ -21,7 +21,7 @@ along the children the main model agrees with (`walk`); for a chain that is the 
     tokens, rounds, hits = generate_mtp(model, head, ids, tree="2x2")      # qwen.mtp: same output as plain
 """
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import torch
 
@@ -80,6 +80,7 @@ class Tree:
         """seen[row][col]: may row `row` see row `col` (an ancestor, or itself)? For a chain: col <= row."""
         return tuple(tuple(col in self.ancestors(row) for col in range(self.size)) for row in range(self.size))
 
+    @lru_cache(maxsize=8)
     def conv_reads(self, kernel):
         """For each row, the `kernel` inputs its causal conv reads, as indices into [the conv window's K-1
         inputs from before the round, then the pass's rows]: its ancestors' rows where a chain reads the
@@ -94,6 +95,13 @@ class Tree:
             node = self.children[node][0]
             rows.append(node)
         return rows
+
+
+@lru_cache(maxsize=64)
+def tree_tensor(values, device):
+    """A tree's nested tuple (Tree.seen, Tree.conv_reads(K), Tree.depths) as a tensor on `device`, made once:
+    a verify pass reads the same few per layer, every round."""
+    return torch.tensor(values, device=device)
 
 
 def parse_tree(shape):
