@@ -1,13 +1,13 @@
 """The race: one prompt decoded by plain greedy decoding and by MTP speculative decoding, side by side.
 
     ids, notices = prepare(loaded, settings)              # demo.prompts: chat template or raw text, cut to fit
-    for update in race(loaded, ids, settings):            # streams RaceUpdate(phase, plain, spec, verdict)
+    for update in race(loaded, ids, settings):            # streams RaceUpdate(phase, plain, lanes, verdict)
         ...                                               # phase: "racing" -> "measuring" -> "done"
-    summary(loaded.key, update.plain, update.spec)        # the JSON the API returns
+    summary(loaded.key, update.plain, update.lanes)       # the JSON the API returns
 
-With settings.rollback == "both" there are three lanes: plain, speculative rolling back with
-`recompute` (update.spec) and speculative with `select` (update.select). Same tokens, same rounds:
-what differs is what a rejected draft costs the DeltaNet memory.
+update.lanes holds the speculative lanes, in order: the settings' rollback; with settings.rollback == "both",
+`recompute` then `select` (same tokens, same rounds: what differs is what a rejected draft costs the DeltaNet
+memory); with a draft tree (settings.tree), the chain then the tree. lane_key names each in the summary.
 
 The lanes take turns in one thread (take_turns): each turn, at least 50 ms of plain decoding or of
 speculative decoding, goes to the lane that has spent the least time in the engine so far. They
@@ -93,18 +93,26 @@ class Run:
 class RaceUpdate:
     phase: str          # "racing" (the lanes take turns) | "measuring" (this host's costs) | "done"
     plain: Run
-    spec: Run           # speculative, with the settings' rollback ("both": recompute)
+    lanes: list         # the speculative lanes, in order (the module docstring)
     verdict: "Verdict | None" = None
-    costs: "costs.Costs | None" = None       # this host's cost terms for spec (demo.costs), with the verdict
-    select: "Run | None" = None              # the third lane: speculative with select (rollback "both"), or a tree
-    select_costs: "costs.Costs | None" = None
-    speedups: list = field(default_factory=list)   # per speculative lane: its speed-up in every race run (repeats)
+    lane_costs: list = field(default_factory=list)  # per lane: this host's cost terms (demo.costs), with the verdict
+    speedups: list = field(default_factory=list)    # per lane: its speed-up in every race run (repeats)
     skipped: str = ""                        # why fewer races ran than the budget allowed: "" | "busy" (others waited)
 
     @property
-    def lanes(self):
-        """The speculative lanes: [spec] or [spec (recompute), select]."""
-        return [self.spec] + ([self.select] if self.select is not None else [])
+    def spec(self):
+        """The first speculative lane: the settings' rollback (recompute for "both"), a chain."""
+        return self.lanes[0]
+
+    @property
+    def costs(self):
+        """The first lane's cost terms, or None."""
+        return self.lane_costs[0] if self.lane_costs else None
+
+
+def lane_key(run, index):
+    """A speculative lane's name in the summary: "speculative" for the first, then "tree" or its rollback."""
+    return "speculative" if index == 0 else "tree" if run.tree else run.rollback
 
 
 @dataclass
@@ -372,7 +380,7 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     clock = device_clock(loaded.model, clock)          # on a GPU: seconds of finished work, not of launches
 
     def update(phase, **more):
-        return RaceUpdate(phase, runs[0], runs[1], select=runs[2] if len(runs) > 2 else None, **more)
+        return RaceUpdate(phase, runs[0], runs[1:], **more)
 
     lanes = lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks)
     yield update("racing")
@@ -395,10 +403,8 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
             if busy():
                 skipped = "busy"
                 break
-    yield update("done", verdict=verdict(plain, spec_lanes[0], settings.temperature, *spec_lanes[1:],
-                                         rule=settings.rule, seed=settings.seed),
-                 costs=measured[0], select_costs=measured[1] if len(measured) > 1 else None,
-                 speedups=speedups, skipped=skipped)
+    yield update("done", verdict=verdict(plain, spec_lanes, settings.temperature, rule=settings.rule, seed=settings.seed),
+                 lane_costs=list(measured), speedups=speedups, skipped=skipped)
 
 
 def repeats(loaded, ids, settings, max_seconds, clock, rollbacks, first, schedule=take_turns):
@@ -419,13 +425,14 @@ def repeats(loaded, ids, settings, max_seconds, clock, rollbacks, first, schedul
         yield runs
 
 
-def verdict(plain, spec, temperature=0.0, select=None, rule="shared", seed=0):
-    """Compare the token lists: identical, identical as far as both went, or where they part. With a
-    third lane (`select`), identical means all three, and a divergence names the lane's rollback.
+def verdict(plain, lanes, temperature=0.0, rule="shared", seed=0):
+    """Compare the token lists of plain and each speculative lane (a list): identical, identical as far as
+    both went, or where they part. With several lanes, identical means all, and a divergence names the lane.
     Sampled with shared noise (rule "shared"), the texts must be identical too, and the verdict names the
     seed and the acceptance; with rejection sampling only the distribution is the same."""
-    if select is not None:
-        return _verdict_of_lanes(plain, [spec, select], temperature, rule, seed)
+    if len(lanes) > 1:
+        return _verdict_of_lanes(plain, lanes, temperature, rule, seed)
+    spec = lanes[0]
     a, b = plain.tokens, spec.tokens
     n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     identical = a == b
@@ -444,7 +451,7 @@ def verdict(plain, spec, temperature=0.0, select=None, rule="shared", seed=0):
 
 
 def _verdict_of_lanes(plain, lanes, temperature, rule="shared", seed=0):
-    each = [verdict(plain, lane, temperature, rule=rule, seed=seed) for lane in lanes]
+    each = [verdict(plain, [lane], temperature, rule=rule, seed=seed) for lane in lanes]
     identical = all(v.identical for v in each)
     if temperature and rule == "rejection":
         return Verdict(identical, "verdict_sampled_same" if identical else "verdict_sampled",
@@ -486,17 +493,16 @@ def repeating(tokens, n=4, share=0.5):
     return len(grams) >= 8 and again >= share * len(grams)
 
 
-def summary(model_key, plain, spec, settings=None, notices=(), measured=None, select=None, select_costs=None,
-            speedups=None, skipped=""):
-    """The race as JSON-ready data (the API's last output). "speedup" is the median over every race run
-    (speedups: per speculative lane, as RaceUpdate.speedups; None: the shown race alone), with
-    "speedup_range" and "races"; "speedup_shown" is the race the page showed. With a third lane
-    (`select`, rollback "both"), "select" holds it like "speculative", with its own speed-up, costs and
-    prediction, and "identical" covers all three lanes; a tree lane (settings.tree) is "tree" instead,
-    with its shape. "costs": a lane's cost terms (demo.costs.Costs) and each ÷ one plain token;
-    "predicted_speedup": what they predict for the lane's tokens, rounds and rollbacks (costs.lane_prediction);
-    "races_skipped": "busy" where the unseen repeats gave way to visitors waiting."""
-    speedups = speedups or [[speedup(plain, spec)]] + ([[speedup(plain, select)]] if select is not None else [])
+def summary(model_key, plain, lanes, settings=None, notices=(), lane_costs=None, speedups=None, skipped=""):
+    """The race as JSON-ready data (the API's last output). Each speculative lane (a list, as RaceUpdate.lanes)
+    under its lane_key ("speculative", then "select" or "tree"), with "speedup", the median over every race run
+    (speedups: per lane, as RaceUpdate.speedups; None: the shown race alone), "speedup_range", "races" and
+    "speedup_shown" (the race the page showed); the first lane's also at the top level. "identical" covers
+    every lane. "costs": a lane's cost terms (lane_costs: demo.costs.Costs per lane, or None) and each ÷ one
+    plain token; "predicted_speedup": what they predict for the lane's tokens, rounds and rollbacks
+    (costs.lane_prediction); "races_skipped": "busy" where the unseen repeats gave way to visitors waiting."""
+    speedups = speedups or [[speedup(plain, lane)] for lane in lanes]
+    lane_costs = list(lane_costs or []) + [None] * (len(lanes) - len(lane_costs or []))
 
     def speeds(ratios, run):
         middle, lo, hi = spread(ratios)
@@ -520,18 +526,13 @@ def summary(model_key, plain, spec, settings=None, notices=(), measured=None, se
                                             m.ratios(run.rolled_back_share, run.per_round).items()}},
                 "predicted_speedup": round(costs.lane_prediction(m, run), 3)}
 
-    out = {
-        "model": model_key,
-        "plain": common(plain),
-        "speculative": speculative(spec),
-        "identical": plain.tokens == spec.tokens and (select is None or select.tokens == plain.tokens),
-        **speeds(speedups[0], spec),
-        "repeating": repeating(plain.tokens),
-        **measured_part(spec, measured),
-    }
-    if select is not None:
-        out["tree" if select.tree else "select"] = {**speculative(select), **speeds(speedups[1], select),
-                                                    **measured_part(select, select_costs)}
+    out = {"model": model_key, "plain": common(plain),
+           "identical": all(lane.tokens == plain.tokens for lane in lanes), "repeating": repeating(plain.tokens)}
+    for i, (lane, ratios, measured) in enumerate(zip(lanes, speedups, lane_costs)):
+        part = {**speeds(ratios, lane), **measured_part(lane, measured)}
+        out[lane_key(lane, i)] = {**speculative(lane), **(part if i else {})}
+        if i == 0:
+            out.update(part)
     if settings is not None:
         out["rollback"] = settings.rollback
         out["temperature"], out["seed"] = settings.temperature, settings.seed

@@ -72,7 +72,7 @@ def tree_races(loaded, prompt, raw, max_new, k, tree, repeats, reported=False):
     for _ in range(repeats):
         *_, last = race(loaded, ids, settings, measure_costs=False, repeat=reported)
         chain, tree_x = (statistics.median(x) for x in last.speedups)
-        out.append((chain, tree_x, last.spec.per_pass, last.select.per_pass))
+        out.append((chain, tree_x, last.lanes[0].per_pass, last.lanes[1].per_pass))
         identical &= last.verdict.identical
     return out, identical
 
@@ -87,7 +87,7 @@ def predicted_races(loaded, prompt, raw, max_new, args):
     for _ in range(args.repeats):
         costs.forget()
         *_, last = race(loaded, ids, settings)
-        for lane, terms, ratios in zip(last.lanes, [last.costs, last.select_costs], last.speedups):
+        for lane, terms, ratios in zip(last.lanes, last.lane_costs, last.speedups):
             name = f"tree {lane.tree}" if lane.tree else f"k={lane.k} {lane.rollback}"
             out.setdefault(name, []).append((statistics.median(ratios), costs.lane_prediction(terms, lane)))
         identical &= last.verdict.identical

@@ -97,35 +97,37 @@ def setup_text(run, lang="English"):
     return t("spec_setup", lang, k=run.k, rollback=run.rollback)
 
 
-def verdict_html(verdict, plain=None, spec=None, lang="English", measured=None, select=None, select_costs=None,
-                 speedups=None, skipped=""):
+def verdict_html(verdict, plain=None, lanes=(), lang="English", lane_costs=(), speedups=None, skipped=""):
     """The verdict: a headline in large type (headline_html), then the verdict in words, then what explains
-    the speed-up (speed_html); with a third lane (`select`, rollback "both"), each speculative lane's
-    speed-up and why (lanes_speed_html). speedups: per speculative lane, its speed-up in every race run
-    (demo.race.RaceUpdate.speedups; None: the shown race alone). A third lane that drafts a tree
-    (select.tree) is compared with the chain lane instead (tree_speed_html); the headline stays the chain's.
+    the speed-up (speed_html). lanes: the speculative lanes (demo.race.RaceUpdate.lanes), lane_costs their
+    cost terms; with a second chain lane (rollback "both"), each lane's speed-up and why (lanes_speed_html).
+    speedups: per lane, its speed-up in every race run (RaceUpdate.speedups; None: the shown race alone). A
+    tree lane is compared with the chain lane instead (tree_speed_html); the headline stays the chain's.
     skipped "busy": the unseen repeats gave way to visitors waiting, and the headline says so."""
     if verdict is None:
         return '<div class="verdict"></div>'
     tone = "ok" if verdict.key in ("verdict_identical", "verdict_identical_all", "verdict_prefix",
                                    "verdict_shared_noise", "verdict_shared_noise_all") else (
         "bad" if verdict.key in ("verdict_diverged", "verdict_diverged_lane") else "info")
-    lanes = [spec] + ([select] if select is not None else [])
-    if plain is not None and not speedups and all(run is not None and run.tok_s for run in lanes):
+    lanes = list(lanes)
+    lane_costs = list(lane_costs) + [None] * (len(lanes) - len(lane_costs))
+    spec, measured = (lanes[0], lane_costs[0]) if lanes else (None, None)
+    second = lanes[1] if len(lanes) > 1 else None
+    if plain is not None and lanes and not speedups and all(run is not None and run.tok_s for run in lanes):
         speedups = [[speedup(plain, run)] for run in lanes]
     # markup first, then the (escaped) values: model text may hold "*" or "<"
     params = {k: escape(v) if isinstance(v, str) else v for k, v in verdict.params.items()}
     body = _markup(escape(t(verdict.key, lang))).format(**params)
-    tree = select is not None and bool(select.tree)
+    tree = second is not None and bool(second.tree)
     head = headline_html(verdict, spec, speedups[0 if tree else -1], lang, skipped) \
         if speedups and spec is not None else ""
     loop = f'<span class="speed-line">{escape(t("loop_note", lang))}</span>' \
         if plain is not None and repeating(plain.tokens) else ""
-    if select is None or tree:
+    if second is None or tree:
         speed = speed_html(plain, spec, lang, measured, speedups[0] if speedups else None)
-        speed += tree_speed_html(plain, spec, select, lang, speedups) if tree else ""
+        speed += tree_speed_html(plain, spec, second, lang, speedups) if tree else ""
     else:
-        speed = lanes_speed_html(plain, [(spec, measured), (select, select_costs)], lang, speedups)
+        speed = lanes_speed_html(plain, list(zip(lanes, lane_costs)), lang, speedups)
     return f'<div class="verdict {tone}" role="status">{head}<div class="verdict-body">{body}{speed}{loop}</div></div>'
 
 

@@ -109,7 +109,7 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
                 yield (_phase_status(u.phase, chosen, lang, notices),) + (gr.skip(),) * 9
                 continue
             plain_changed, spec_changed = changed("plain", u.plain, final), changed("spec", u.spec, final)
-            third = u.select
+            third = u.lanes[1] if len(u.lanes) > 1 else None
             if not changed("third", third, final):
                 third_out = (gr.skip(), gr.skip())
             elif third is None:
@@ -121,13 +121,12 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
                    plain_text_html(u.plain, lang) if plain_changed else gr.skip(),
                    stats_html(u.spec, lang, max_seconds) if spec_changed else gr.skip(),
                    spec_text_html(u.spec, lang) if spec_changed else gr.skip(),
-                   verdict_html(u.verdict, u.plain, u.spec, lang, u.costs, u.select, u.select_costs, u.speedups,
-                                u.skipped),
+                   verdict_html(u.verdict, u.plain, u.lanes, lang, u.lane_costs, u.speedups, u.skipped),
                    *third_out,
-                   timeline_html(u.plain, u.lanes, lang, [u.costs, u.select_costs], race_id=str(id(u.plain)))
+                   timeline_html(u.plain, u.lanes, lang, u.lane_costs, race_id=str(id(u.plain)))
                    if u.phase != "racing" else gr.skip(),
-                   summary(loaded.key, u.plain, u.spec, chosen, [notice_text(n, "English") for n in notices],
-                           u.costs, u.select, u.select_costs, u.speedups, u.skipped) if final else gr.skip())
+                   summary(loaded.key, u.plain, u.lanes, chosen, [notice_text(n, "English") for n in notices],
+                           u.lane_costs, u.speedups, u.skipped) if final else gr.skip())
     except InputError as e:
         gr.Warning(notice_text(e, lang))
         yield _failed(notice_text(e, lang))
@@ -189,9 +188,9 @@ def build_race_tab(shared):
                                            visible=described.get("supports_thinking", True)), label="thinking")
     say(settings_box, label="settings")
     status = gr.Markdown(t("status_ready", L), elem_id="race-status", label="status", show_label=False)
-    # the lanes: plain, speculative, and a third (speculative with select) shown only for rollback "both";
+    # the lanes: plain, speculative, and a third (speculative with select, or a tree lane) shown only for rollback "both" or a tree;
     # on a phone each takes the whole width (a column is at least min_width wide, so the row wraps)
-    spec_title0, select_title0 = lane_titles("select", L)
+    spec_title0, third_title0 = lane_titles("select", L)
     with gr.Row(equal_height=True, elem_id="race-replay-row"):
         replay_speed = say(gr.Radio(replay_choices(L), value="auto", label=t("replay_speed", L), scale=4,
                                     elem_id="race-replay-speed", container=False), choices=replay_choices)
@@ -210,11 +209,11 @@ def build_race_tab(shared):
             spec_stats = gr.HTML(stats_html(None), elem_id="race-spec-stats", label="speculative_stats",
                                  show_label=False)
             spec_text = gr.HTML(waiting_html(L), elem_id="race-spec", label="speculative_text", show_label=False)
-        with gr.Column(min_width=300, visible=False, elem_id="race-select-lane") as select_lane:
-            select_title = gr.Markdown(select_title0, elem_classes="lane-title", elem_id="race-select-title")
-            select_stats = gr.HTML(stats_html(None), elem_id="race-select-stats", label="select_stats",
+        with gr.Column(min_width=300, visible=False, elem_id="race-third-lane") as third_lane:
+            third_title = gr.Markdown(third_title0, elem_classes="lane-title", elem_id="race-third-title")
+            third_stats = gr.HTML(stats_html(None), elem_id="race-third-stats", label="third_stats",
                                    show_label=False)
-            select_text = gr.HTML(waiting_html(L), elem_id="race-select", label="select_text", show_label=False)
+            third_text = gr.HTML(waiting_html(L), elem_id="race-third", label="third_text", show_label=False)
     # the legend (for every lane), and beside it (under it on a phone) the switch to every token's mark
     with gr.Row(equal_height=False):
         with gr.Column(scale=4, min_width=300):
@@ -256,11 +255,11 @@ def build_race_tab(shared):
 
     inputs = [prompt, max_new, k, rollback, temperature, seed, raw, thinking, model, lang, rule, tree]
     # the third lane's outputs come after the verdict, so the summary stays the last output
-    outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, select_stats, select_text, timeline,
+    outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, third_stats, third_text, timeline,
                result]
     events = []
     for trigger, name in ((run.click, "race"), (prompt.submit, "race_on_enter")):
-        pre = trigger(queued, [lang, rollback, tree], [status, verdict, result, select_lane, timeline], queue=False,
+        pre = trigger(queued, [lang, rollback, tree], [status, verdict, result, third_lane, timeline], queue=False,
                       api_name=f"{name}_queued", api_visibility="private", js=SHOW_LANES_JS)
         # preprocess=False: the values reach demo.validate as sent, so a string, null or NaN from an API
         # caller gets the same clamp-or-default-with-a-notice as everything else (Gradio's own checks
@@ -280,7 +279,7 @@ def build_race_tab(shared):
 
     model.change(model_controls, [model], [thinking], api_name="race_model_controls", queue=False)
 
-    def relabel(language, status_now, plain_now, spec_now, select_now):
+    def relabel(language, status_now, plain_now, spec_now, third_now):
         """What the words map cannot say alone: messages that are only swapped while they are the idle ones."""
         idle = {t("status_ready", other) for other in LANGS}
         waiting = {waiting_html(other) for other in LANGS}
@@ -288,20 +287,20 @@ def build_race_tab(shared):
         return (t("status_ready", language) if status_now in idle else gr.skip(),
                 waiting_html(language) if plain_now in waiting else gr.skip(),
                 waiting_html(language) if spec_now in waiting else gr.skip(),
-                waiting_html(language) if select_now in waiting else
-                lane_off_html(language) if select_now in off else gr.skip())
+                waiting_html(language) if third_now in waiting else
+                lane_off_html(language) if third_now in off else gr.skip())
 
-    lang.change(relabel, [lang, status, plain_text, spec_text, select_text],
-                [status, plain_text, spec_text, select_text], api_name="race_language", queue=False)
+    lang.change(relabel, [lang, status, plain_text, spec_text, third_text],
+                [status, plain_text, spec_text, third_text], api_name="race_language", queue=False)
 
     def lanes_for(chosen, tree_shape, language):
         """The speculative lanes' titles name their rollback (or the tree); the third lane shows only for
         "both" or a tree."""
-        spec_now, select_now = lane_titles(chosen, language, tree_shape)
-        return spec_now, select_now, gr.update(visible=chosen == BOTH or tree_shape in TREES[1:])
+        spec_now, third_now = lane_titles(chosen, language, tree_shape)
+        return spec_now, third_now, gr.update(visible=chosen == BOTH or tree_shape in TREES[1:])
 
     for trigger in (rollback.change, tree.change, lang.change):
-        trigger(lanes_for, [rollback, tree, lang], [spec_title, select_title, select_lane], api_visibility="private",
+        trigger(lanes_for, [rollback, tree, lang], [spec_title, third_title, third_lane], api_visibility="private",
                 queue=False, show_progress="hidden")
     return {"prompt": prompt, "run": run, "stop": stop, "status": status, "result": result, "events": events}
 

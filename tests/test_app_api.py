@@ -11,7 +11,7 @@ gradio_client = pytest.importorskip("gradio_client")
 # /race's outputs, in order, by their components' labels (the third lane's come after the verdict, so
 # the summary stays last)
 RACE_OUTPUTS = ["status", "plain_stats", "plain_text", "speculative_stats", "speculative_text", "verdict",
-                "select_stats", "select_text", "timeline", "summary"]
+                "third_stats", "third_text", "timeline", "summary"]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_race_api_returns_a_consistent_summary(client):
     assert (spec["k"], spec["rollback"]) == (2, "select") and 0 <= spec["acceptance"] <= 1
     assert summary["speedup"] > 0 and plain["tok_s"] > 0 and spec["seconds"] > 0
     assert "race-text" in out["plain_text"] and "tok-main" in out["speculative_text"] and "verdict ok" in out["verdict"]
-    assert "only with" in out["select_text"]                # one speculative lane: the third says it did not run
+    assert "only with" in out["third_text"]                # one speculative lane: the third says it did not run
 
 
 def test_race_api_takes_every_setting(client):
@@ -65,10 +65,10 @@ def test_race_api_compares_both_rollbacks_in_three_lanes(client):
     assert summary["plain"]["ids"] == spec["ids"] == third["ids"] and third["tokens"] >= 1
     assert third["speedup"] > 0 and third["predicted_speedup"] > 0 and third["costs"]["rollback"] == "select"
     assert "verdict ok" in verdict and "all 3 runs" in verdict and "select: " in verdict
-    assert "k = 2 · select" in out["select_stats"] and "tok-main" in out["select_text"]
+    assert "k = 2 · select" in out["third_stats"] and "tok-main" in out["third_text"]
     assert "k = 2 · recompute" in out["speculative_stats"]
     single = race(client, "床前明月光，", 4)
-    assert "select" not in single["summary"] and "only with" in single["select_text"]   # one speculative lane
+    assert "select" not in single["summary"] and "only with" in single["third_text"]   # one speculative lane
 
 
 def test_bad_input_gets_a_message_and_the_app_keeps_serving(client):

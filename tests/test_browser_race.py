@@ -135,17 +135,17 @@ def _lane_boxes(page, lanes=("plain", "spec", "select")):
 
 def test_compare_both_rollbacks_runs_three_lanes_side_by_side_or_stacked_on_a_phone(page):
     open_settings(page)
-    assert not page.locator("#race-select-lane").is_visible()              # two lanes unless "both"
+    assert not page.locator("#race-third-lane").is_visible()              # two lanes unless "both"
     page.check("#race-raw input[type=checkbox]")
     page.locator("#race-rollback label", has_text="compare both").click()
-    page.wait_for_selector("#race-select-lane", state="visible", timeout=60_000)
-    assert "recompute" in page.inner_text("#race-spec-title") and "select" in page.inner_text("#race-select-title")
+    page.wait_for_selector("#race-third-lane", state="visible", timeout=60_000)
+    assert "recompute" in page.inner_text("#race-spec-title") and "select" in page.inner_text("#race-third-title")
     _race(page, "The LORD is my shepherd;", 24)
     _finished(page, timeout=120_000)
     texts = [page.inner_text(f"#race-{lane} .race-text").strip() for lane in ("plain", "spec", "select")]
     assert all(texts) and texts[1] == texts[2] and "\ufffd" not in "".join(texts)
     assert 1 <= _tokens(page, "plain") == _tokens(page, "spec") == _tokens(page, "select") <= 24
-    assert "recompute" in page.inner_text("#race-spec-stats") and "select" in page.inner_text("#race-select-stats")
+    assert "recompute" in page.inner_text("#race-spec-stats") and "select" in page.inner_text("#race-third-stats")
     verdict = page.inner_text("#race-verdict")
     assert "✓" in verdict and "all 3 runs" in verdict and "recompute: " in verdict and "select: " in verdict
     assert "re-ran the accepted tokens" in verdict and "no re-run" in verdict
@@ -164,7 +164,7 @@ def test_compare_both_rollbacks_runs_three_lanes_side_by_side_or_stacked_on_a_ph
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
     page.locator("#race-rollback label", has_text="select: ").click()
-    page.wait_for_selector("#race-select-lane", state="hidden", timeout=60_000)
+    page.wait_for_selector("#race-third-lane", state="hidden", timeout=60_000)
     page.uncheck("#race-raw input[type=checkbox]")
 
 

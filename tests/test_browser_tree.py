@@ -120,10 +120,10 @@ def test_the_race_runs_a_tree_lane_beside_the_chain_and_says_which_wins(browser,
         page.wait_for_selector("#race-prompt textarea", timeout=WAIT)
         page.locator("#race-settings > button.label-wrap").click()
         page.locator("#race-max-new input").first.wait_for(state="visible", timeout=WAIT)
-        assert not page.locator("#race-select-lane").is_visible()
+        assert not page.locator("#race-third-lane").is_visible()
         page.locator("#race-tree label", has_text="2+1").first.click()
-        page.wait_for_selector("#race-select-lane", state="visible", timeout=WAIT)
-        assert "tree 2+1" in page.inner_text("#race-select-title")
+        page.wait_for_selector("#race-third-lane", state="visible", timeout=WAIT)
+        assert "tree 2+1" in page.inner_text("#race-third-title")
         page.fill("#race-max-new input[type=number]", "32")
         page.press("#race-max-new input[type=number]", "Tab")
         page.click("#race-run")
@@ -132,7 +132,7 @@ def test_the_race_runs_a_tree_lane_beside_the_chain_and_says_which_wins(browser,
         assert winner in ("tree", "chain", "level")
         verdict = page.inner_text("#race-verdict")
         assert "all 3 runs" in verdict and "Tree 2+1" in verdict and "tokens per main-model pass" in verdict
-        assert "tree 2+1" in page.inner_text("#race-select-stats")
+        assert "tree 2+1" in page.inner_text("#race-third-stats")
         page.wait_for_timeout(15_000)                                  # the replay ends
         texts = [page.inner_text(f"#race-{lane} .race-text").strip() for lane in ("plain", "spec", "select")]
         assert texts[0] and texts[0] == texts[1] == texts[2]
@@ -140,9 +140,9 @@ def test_the_race_runs_a_tree_lane_beside_the_chain_and_says_which_wins(browser,
         page.screenshot(path=os.path.join(ARTIFACTS, "tree_race.png"), full_page=True)
         page.locator("label", has_text="中文").first.click()
         page.wait_for_timeout(800)
-        assert "树 2+1" in page.inner_text("#race-select-title")
+        assert "树 2+1" in page.inner_text("#race-third-title")
         page.locator("#race-tree label").first.click()                 # off again: two lanes
-        page.wait_for_selector("#race-select-lane", state="hidden", timeout=WAIT)
+        page.wait_for_selector("#race-third-lane", state="hidden", timeout=WAIT)
         page.locator("label", has_text="English").first.click()
     finally:
         page.close()

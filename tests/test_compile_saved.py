@@ -71,7 +71,7 @@ def test_the_stepper_predicts_the_speedup_the_race_predicts(app_compiled, rollba
     settings = RaceSettings(prompt, 48, 2, rollback, 0.0, 0, raw, False, [])
     ids, _ = prepare(app_compiled, settings, max_prompt_tokens())
     done = list(race.race(app_compiled, ids, settings))[-1]
-    raced = race.summary(app_compiled.key, done.plain, done.spec, settings, measured=done.costs)
+    raced = race.summary(app_compiled.key, done.plain, done.lanes, settings, lane_costs=done.lane_costs)
     # the stepper, as its Start button runs it: read the controls, encode, record, draw
     step_settings, _ = ui.read_settings(prompt, 2, rollback, 48, 0.0, 0, 0, 0, raw)
     step_ids, _ = ui.encode(app_compiled, step_settings)

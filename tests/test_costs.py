@@ -178,12 +178,11 @@ def test_a_race_reports_the_terms_and_the_prediction_in_its_summary(loaded):
     settings = race_settings("In the beginning God created", max_new_tokens=40, k=2, temperature=0.5, rollback="both")
     ids, _ = prepare(loaded, settings)
     *_, done = race(loaded, ids, settings, repeat=False)
-    out = race_module.summary(loaded.key, done.plain, done.spec, settings, (), done.costs, done.select,
-                              done.select_costs, done.speedups)
+    out = race_module.summary(loaded.key, done.plain, done.lanes, settings, (), done.lane_costs, done.speedups)
     for lane in (out, out["select"]):
         c = lane["costs"]
         assert {"step", "plain_around", "round_around", "per_token", "prefill", "prefill_spec"} <= set(c)
-        run = done.spec if lane is out else done.select
+        run = done.spec if lane is out else done.lanes[1]
         terms = costs.Costs(**{f.name: c[f.name] for f in dataclasses.fields(costs.Costs)})
         assert lane["predicted_speedup"] == pytest.approx(costs.lane_prediction(terms, run), rel=1e-2)
     assert out["races_skipped"] == ""
@@ -195,7 +194,7 @@ def test_repeats_give_way_when_visitors_wait(loaded):
     *_, busy = race(loaded, ids, settings, busy=lambda: True)
     assert busy.skipped == "busy" and len(busy.speedups[0]) == 1
     for lang, words in (("English", "others were waiting"), ("中文", "有人在排队")):
-        assert words in verdict_html(busy.verdict, busy.plain, busy.spec, lang, busy.costs, speedups=busy.speedups,
+        assert words in verdict_html(busy.verdict, busy.plain, busy.lanes, lang, busy.lane_costs, speedups=busy.speedups,
                                      skipped=busy.skipped)
     *_, idle = race(loaded, ids, settings)
     assert idle.skipped == "" and len(idle.speedups[0]) > 1
@@ -260,7 +259,7 @@ def test_the_verdict_says_why_speculative_was_slower_in_plain_tokens():
     plain = Run("plain", tokens=list(range(41)), seconds=0.06, started=True, ended="length")
     slow = costs.Costs(k=2, rollback="select", step=1.0e-3, draft=0.5e-3, verify=3.0e-3, plain_around=0.25e-3)
     spec = spec_run(41, 20, 10, 0.012 + 20 * 3.5e-3)
-    html = verdict_html(Verdict(True, "verdict_identical", {"n": 41}), plain, spec, "English", slow,
+    html = verdict_html(Verdict(True, "verdict_identical", {"n": 41}), plain, [spec], "English", [slow],
                         speedups=[[0.06 / spec.seconds]])
     assert "slower" in html and "Why slower: a round yields 2.00 tokens but costs 2.80 plain tokens" in html
     assert "为什么更慢" in speed_html(plain, spec, "中文", slow)

@@ -202,23 +202,23 @@ def test_legend_and_stats_name_what_they_show(lang):
 
 def test_verdict_says_identical_diverged_or_cut_short():
     a = Run("plain", tokens=[1, 2, 3], pieces=["a", "b", "c"], ended="length")
-    assert verdict(a, Run("speculative", tokens=[1, 2, 3])).key == "verdict_identical"
-    v = verdict(a, Run("speculative", tokens=[1, 9, 3], pieces=["a", "<z>", "c"]))
+    assert verdict(a, [Run("speculative", tokens=[1, 2, 3])]).key == "verdict_identical"
+    v = verdict(a, [Run("speculative", tokens=[1, 9, 3], pieces=["a", "<z>", "c"])])
     assert (v.identical, v.key, v.params["index"]) == (False, "verdict_diverged", 2)
     assert "&lt;z&gt;" in verdict_html(v) and "bad" in verdict_html(v)
-    assert verdict(a, Run("speculative", tokens=[1, 2], ended="time")).key == "verdict_prefix"
+    assert verdict(a, [Run("speculative", tokens=[1, 2], ended="time")]).key == "verdict_prefix"
 
 
 def test_verdict_with_sampling_names_the_rule_the_seed_and_the_acceptance():
     plain = Run("plain", tokens=[1, 2], pieces=["a", "b"])
-    v = verdict(plain, Run("speculative", tokens=[1, 5], rounds=2, hits=1, k=1), temperature=0.8, rule="rejection")
+    v = verdict(plain, [Run("speculative", tokens=[1, 5], rounds=2, hits=1, k=1)], temperature=0.8, rule="rejection")
     assert v.key == "verdict_sampled" and "distribution" in verdict_html(v) and "50% of drafts kept" in verdict_html(v)
     assert "分布" in verdict_html(v, lang="中文")
-    same = verdict(plain, Run("speculative", tokens=[1, 2], rounds=2, hits=1, k=1), temperature=0.8, seed=42)
+    same = verdict(plain, [Run("speculative", tokens=[1, 2], rounds=2, hits=1, k=1)], temperature=0.8, seed=42)
     assert same.identical and same.key == "verdict_shared_noise" and "seed 42" in verdict_html(same)
     assert "ok" in verdict_html(same)
     # shared noise must give plain sampling's text: a difference is reported as the divergence it is
-    broken = verdict(plain, Run("speculative", tokens=[1, 5], pieces=["a", "z"]), temperature=0.8, seed=42)
+    broken = verdict(plain, [Run("speculative", tokens=[1, 5], pieces=["a", "z"])], temperature=0.8, seed=42)
     assert not broken.identical and broken.key == "verdict_diverged"
 
 
@@ -232,7 +232,7 @@ def test_greedy_race_streams_in_order_and_ends_identical(loaded):
     assert u.verdict.identical and plain.tokens == spec.tokens and 1 <= len(plain.tokens) <= 16
     assert len(spec.origins) == len(spec.tokens) and spec.origins[0] == "main"
     assert spec.hits == spec.origins.count("draft")
-    out = summary(loaded.key, plain, spec, s)
+    out = summary(loaded.key, plain, [spec], s)
     json.dumps(out)
     assert out["identical"] is True and out["plain"]["text"] == out["speculative"]["text"]
     assert out["plain"]["tokens"] == out["speculative"]["tokens"] == len(plain.tokens)
@@ -278,7 +278,7 @@ def test_recompute_rollback_and_sampling_run_and_report(loaded):
     s = race_settings("床前明月光，", max_new_tokens=8, k=3, rollback="recompute", temperature=0.9, seed=7, raw=True)
     ids, _ = prepare(loaded, s)
     *_, u = race(loaded, ids, s)
-    out = summary(loaded.key, u.plain, u.spec, s)
+    out = summary(loaded.key, u.plain, u.lanes, s)
     assert out["speculative"]["rollback"] == "recompute" and out["speculative"]["k"] == 3
     assert out["temperature"] == 0.9 and out["rule"] == "shared" and u.verdict.key == "verdict_shared_noise"
     assert out["identical"] and u.plain.tokens == u.spec.tokens                 # sampled, and the same text
@@ -286,7 +286,7 @@ def test_recompute_rollback_and_sampling_run_and_report(loaded):
                       rule="rejection")
     *_, u = race(loaded, ids, s)
     assert u.verdict.key in ("verdict_sampled", "verdict_sampled_same")
-    assert summary(loaded.key, u.plain, u.spec, s)["rule"] == "rejection"
+    assert summary(loaded.key, u.plain, u.lanes, s)["rule"] == "rejection"
 
 
 def test_a_race_of_both_rollbacks_runs_three_lanes_all_equal_to_plain_greedy(loaded):
@@ -298,25 +298,25 @@ def test_a_race_of_both_rollbacks_runs_three_lanes_all_equal_to_plain_greedy(loa
     updates = list(race(loaded, ids, s, every=0.0))
     phases, u = [x.phase for x in updates], updates[-1]
     assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == ["racing", "measuring", "done"]
-    plain, spec, third = u.plain, u.spec, u.select
+    plain, spec, third = u.plain, u.spec, u.lanes[1]
     assert (spec.rollback, third.rollback) == ("recompute", "select") and u.lanes == [spec, third]
     assert plain.tokens == spec.tokens == third.tokens == reference
     assert spec.origins == third.origins and spec.rounds == third.rounds >= 1   # same rounds, other rollback
     assert u.verdict.identical and u.verdict.key == "verdict_identical_all"
-    assert (u.costs.rollback, u.select_costs.rollback) == ("recompute", "select")
-    assert u.costs.step == u.select_costs.step > 0                       # one plain step timing for both
-    out = summary(loaded.key, plain, spec, s, [], u.costs, u.select, u.select_costs)
+    assert (u.costs.rollback, u.lane_costs[1].rollback) == ("recompute", "select")
+    assert u.costs.step == u.lane_costs[1].step > 0                       # one plain step timing for both
+    out = summary(loaded.key, plain, u.lanes, s, [], u.lane_costs)
     json.dumps(out)
     assert out["identical"] is True and out["rollback"] == "both"
     assert out["speculative"]["rollback"] == "recompute" and out["select"]["rollback"] == "select"
     assert out["select"]["ids"] == out["plain"]["ids"] == reference
     assert out["select"]["speedup"] == pytest.approx(out["select"]["tok_s"] / out["plain"]["tok_s"], rel=0.02)
     assert out["select"]["costs"]["rollback"] == "select" and out["select"]["predicted_speedup"] > 0
-    assert out["costs"]["rollback"] == "recompute" and "select" not in summary(loaded.key, plain, spec)
-    html = verdict_html(u.verdict, plain, spec, "English", u.costs, third, u.select_costs)
+    assert out["costs"]["rollback"] == "recompute" and "select" not in summary(loaded.key, plain, [spec])
+    html = verdict_html(u.verdict, plain, u.lanes, "English", u.lane_costs)
     assert "all 3 runs produced the same" in html and html.index("recompute: ") < html.index("select: ")
     assert "re-ran the accepted tokens" in html and "with no re-run" in html and html.count("predicted") == 2
-    zh = verdict_html(u.verdict, plain, spec, "中文", u.costs, third, u.select_costs)
+    zh = verdict_html(u.verdict, plain, u.lanes, "中文", u.lane_costs)
     assert "3 次运行" in zh and "不重算" in zh and "。 " not in zh
     names = {"recompute", "select", "DeltaNet", "CPU", "GPU"}     # names, not English words (the slower-run sentence names both)
     assert not [w for w in re.findall(r"[A-Za-z]{3,}", re.sub(r"<[^>]+>", "", zh)) if w not in names]
@@ -331,17 +331,17 @@ def test_a_tree_lane_races_beside_the_chain_equal_to_plain_and_the_verdict_says_
     sampled = {"temperature": temperature, "seed": 3} if temperature else {}
     reference = generate(loaded.model, ids, s.max_new_tokens, stop=loaded.chat.stop, **sampled)
     u = list(race(loaded, ids, s, every=0.0))[-1]
-    plain, chain, lane = u.plain, u.spec, u.select
+    plain, chain, lane = u.plain, u.spec, u.lanes[1]
     assert (chain.tree, lane.tree, lane.rollback, lane.k) == ("", tree, "select", 2) and u.lanes == [chain, lane]
     assert plain.tokens == chain.tokens == lane.tokens == reference        # the tree lane is exact too
-    assert lane.rounds >= 1 and u.verdict.identical and u.select_costs.tree == tree and u.costs is not None
+    assert lane.rounds >= 1 and u.verdict.identical and u.lane_costs[1].tree == tree and u.costs is not None
     assert len(u.speedups) == 2 and len(u.speedups[1]) == len(u.speedups[0]) >= 1
-    out = summary(loaded.key, plain, chain, s, [], u.costs, lane, None, u.speedups)
+    out = summary(loaded.key, plain, u.lanes, s, [], [u.costs, None], u.speedups)
     json.dumps(out)
     assert out["tree_shape"] == tree and out["tree"]["tree"] == tree and "select" not in out
     assert out["tree"]["ids"] == reference and out["identical"] is True
     for lang in LANGS:
-        html = verdict_html(u.verdict, plain, chain, lang, u.costs, lane, None, u.speedups)
+        html = verdict_html(u.verdict, plain, u.lanes, lang, [u.costs, None], u.speedups)
         match = re.search(r'data-winner="(\w+)"', html)
         tree_x, chain_x = statistics.median(u.speedups[1]), statistics.median(u.speedups[0])
         expected = "level" if abs(tree_x - chain_x) <= 0.02 * chain_x else "tree" if tree_x > chain_x else "chain"
@@ -384,18 +384,18 @@ def test_three_lane_verdicts_name_the_lane_that_parts_from_plain():
     a = Run("plain", tokens=[1, 2, 3], pieces=["a", "b", "c"], ended="length")
     same = Run("speculative", rollback="recompute", tokens=[1, 2, 3])
     other = Run("speculative", rollback="select", tokens=[1, 2, 7], pieces=["a", "b", "<x>"])
-    v = verdict(a, same, 0.0, other)
+    v = verdict(a, [same, other], 0.0)
     assert (v.identical, v.key, v.params["index"], v.params["rollback"]) == (False, "verdict_diverged_lane", 3,
                                                                                "select")
     html = verdict_html(v)
     assert "bad" in html and "speculative with select chose &#x27;&lt;x&gt;&#x27;" in html
-    short = verdict(a, same, 0.0, Run("speculative", rollback="select", tokens=[1, 2], ended="time"))
+    short = verdict(a, [same, Run("speculative", rollback="select", tokens=[1, 2], ended="time")], 0.0)
     assert (short.identical, short.key, short.params["n"]) == (False, "verdict_prefix", 2)
-    assert verdict(a, same, 0.0, Run("speculative", rollback="select", tokens=[1, 2, 3])).key == \
+    assert verdict(a, [same, Run("speculative", rollback="select", tokens=[1, 2, 3])], 0.0).key == \
         "verdict_identical_all"
-    assert verdict(a, same, 0.8, other, rule="rejection").key == "verdict_sampled"
-    assert verdict(a, same, 0.8, other).key == "verdict_diverged_lane"             # shared noise: a real divergence
-    assert verdict(a, same, 0.8, Run("speculative", rollback="select", tokens=[1, 2, 3])).key == \
+    assert verdict(a, [same, other], 0.8, rule="rejection").key == "verdict_sampled"
+    assert verdict(a, [same, other], 0.8).key == "verdict_diverged_lane"             # shared noise: a real divergence
+    assert verdict(a, [same, Run("speculative", rollback="select", tokens=[1, 2, 3])], 0.8).key == \
         "verdict_shared_noise_all"
 
 
@@ -608,7 +608,7 @@ def test_repeats_give_every_race_a_speedup_and_the_summary_reports_their_median(
     ratios = u.speedups[0]
     assert 1 <= len(ratios) <= race_module.REPEATS_MAX
     assert ratios[0] == pytest.approx(u.spec.tok_s / u.plain.tok_s)          # the first is the race shown
-    out = summary(loaded.key, u.plain, u.spec, s, speedups=u.speedups)
+    out = summary(loaded.key, u.plain, u.lanes, s, speedups=u.speedups)
     assert out["races"] == len(ratios) and out["speedup"] == pytest.approx(statistics.median(ratios), abs=1e-3)
     assert out["speedup_range"] == [pytest.approx(min(ratios), abs=1e-3), pytest.approx(max(ratios), abs=1e-3)]
     # every pass is timed in engine seconds, end to end, and its tokens add up to the lane's
@@ -636,7 +636,7 @@ def test_a_looping_text_is_named():
     assert race_module.repeating(loop) and not race_module.repeating(list(range(40)))
     plain = Run("plain", tokens=loop, seconds=1.0, passes=[(0, 1.0, len(loop))])
     spec = Run("speculative", k=2, tokens=loop, seconds=0.5, rounds=10, passes=[(0, 0.5, len(loop))])
-    html = verdict_html(verdict(plain, spec), plain, spec)
+    html = verdict_html(verdict(plain, [spec]), plain, [spec])
     assert t("loop_note", "English") in html.replace("&#x27;", "'")
 
 
@@ -648,12 +648,12 @@ def _runs(plain_s, spec_s):
 
 def test_the_headline_gives_the_median_with_its_range_and_says_when_it_is_noise():
     plain, spec = _runs(1.0, 1.0)
-    html = verdict_html(verdict(plain, spec), plain, spec, speedups=[[0.9, 1.05, 1.2]])
+    html = verdict_html(verdict(plain, [spec]), plain, [spec], speedups=[[0.9, 1.05, 1.2]])
     head = re.search(r'<div class="verdict-head">(.*?)</div>', html).group(1)
     assert "1.05×" in head and "median of 3 races: 0.90–1.20×" in head and "2.00 tokens per main-model pass" in head
     assert "identical text ✓" in head
     assert "on both sides of 1×" in html                                     # the range straddles 1.0
-    html = verdict_html(verdict(plain, spec), plain, spec, speedups=[[1.1, 1.2, 1.3]])
+    html = verdict_html(verdict(plain, [spec]), plain, [spec], speedups=[[1.1, 1.2, 1.3]])
     assert "on both sides of 1×" not in html
 
 
