@@ -16,6 +16,7 @@ an unknown model key is refused with the list of offered ones. When every comput
 status says where the visitor stands in the queue (demo.serving).
 """
 import logging
+from types import SimpleNamespace
 
 import gradio as gr
 from gradio.context import Context
@@ -141,79 +142,97 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
 
 def build_race_tab(shared):
     """The race's components and events, inside the caller's gr.Tab. Sets shared's prompt, raw, k, max_new
-    and examples (demo.frame.Shared); returns the components by name."""
-    store, model, lang = shared.store, shared.model, shared.lang
-    L = DEFAULT_LANG
+    and examples (demo.frame.Shared); returns the components by name (a SimpleNamespace)."""
     say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
-    described = store.describe(store.default) or {}
+    ui = _build_race_inputs(shared, say)
+    _build_lanes(ui, say)
+    shared.prompt, shared.raw, shared.k, shared.examples, shared.max_new = ui.prompt, ui.raw, ui.k, ui.examples, \
+        ui.max_new
+    _wire_race(shared, ui)
+    _wire_race_words(shared, ui)
+    return ui
+
+
+def _build_race_inputs(shared, say):
+    """First screen: the prompt (filled in) with Run under it, the examples beside it; settings folded away."""
+    L, ui = DEFAULT_LANG, SimpleNamespace()
+    described = shared.store.describe(shared.store.default) or {}
     _, prompt0, raw0, max0 = DEFAULT_EXAMPLE
-    # first screen: the prompt (filled in) with Run under it, the examples beside it; settings folded away
     with gr.Row(equal_height=False, elem_id="race-top"):
         with gr.Column(scale=3, min_width=300):
-            prompt = say(gr.Textbox(prompt0, label=t("prompt", L), placeholder=t("prompt_placeholder", L), lines=3,
-                                    max_lines=12, elem_id="race-prompt"), label="prompt", placeholder="prompt_placeholder")
+            ui.prompt = say(gr.Textbox(prompt0, label=t("prompt", L), placeholder=t("prompt_placeholder", L), lines=3,
+                                       max_lines=12, elem_id="race-prompt"), label="prompt",
+                            placeholder="prompt_placeholder")
             with gr.Row(equal_height=True):
-                run = say(gr.Button(t("run", L), variant="primary", elem_id="race-run", elem_classes="run-button",
-                                    scale=3), value="run")
-                stop = say(gr.Button(t("stop", L), variant="stop", elem_id="race-stop", scale=1, min_width=80),
-                           value="stop")
+                ui.run = say(gr.Button(t("run", L), variant="primary", elem_id="race-run", elem_classes="run-button",
+                                       scale=3), value="run")
+                ui.stop = say(gr.Button(t("stop", L), variant="stop", elem_id="race-stop", scale=1, min_width=80),
+                              value="stop")
         with gr.Column(scale=2, min_width=300):
             say(gr.Markdown(t("examples_note", L), elem_id="race-examples-note"), value="examples_note")
-            examples = say(gr.Dataset(components=["textbox", "textbox"], samples=example_samples(L),
-                                      headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
-                                      samples_per_page=len(EXAMPLES), elem_id="race-examples"),
-                           label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)],
-                           samples=example_samples)
+            ui.examples = say(gr.Dataset(components=["textbox", "textbox"], samples=example_samples(L),
+                                         headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
+                                         samples_per_page=len(EXAMPLES), elem_id="race-examples"),
+                              label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)],
+                              samples=example_samples)
     with gr.Accordion(t("settings", L), open=False, elem_id="race-settings") as settings_box:
         with gr.Row():
-            k = say(gr.Slider(*LIMITS["k"], step=1, label=t("k", L), info=t("k_info", L), elem_id="race-k"),
-                    label="k", info="k_info")
-            max_new = say(gr.Slider(*LIMITS["max_new_tokens"][:2], value=max0, step=1, label=t("max_new_tokens", L),
-                                    elem_id="race-max-new"), label="max_new_tokens")
-            temperature = say(gr.Slider(*LIMITS["temperature"][:2], value=PAGE_TEMPERATURE, step=0.05,
-                                        label=t("temperature", L),
-                                        elem_id="race-temperature"), label="temperature")
-            seed = say(gr.Number(0, precision=0, minimum=0, label=t("seed", L), elem_id="race-seed"), label="seed")
+            ui.k = say(gr.Slider(*LIMITS["k"], step=1, label=t("k", L), info=t("k_info", L), elem_id="race-k"),
+                       label="k", info="k_info")
+            ui.max_new = say(gr.Slider(*LIMITS["max_new_tokens"][:2], value=max0, step=1,
+                                       label=t("max_new_tokens", L), elem_id="race-max-new"), label="max_new_tokens")
+            ui.temperature = say(gr.Slider(*LIMITS["temperature"][:2], value=PAGE_TEMPERATURE, step=0.05,
+                                           label=t("temperature", L), elem_id="race-temperature"), label="temperature")
+            ui.seed = say(gr.Number(0, precision=0, minimum=0, label=t("seed", L), elem_id="race-seed"), label="seed")
         with gr.Row():
-            rollback = say(gr.Radio(race_rollback_choices(L), value="select", label=t("rollback", L),
-                                    elem_id="race-rollback", scale=3), label="rollback", choices=race_rollback_choices)
-            rule = say(gr.Radio(rule_choices(L), value="shared", label=t("rule", L), elem_id="race-rule", scale=2),
-                       label="rule", choices=rule_choices)
-            tree = say(gr.Radio(tree_choices(L), value="", label=t("tree_lane", L), info=t("tree_lane_info", L),
-                                elem_id="race-tree", scale=2), label="tree_lane", info="tree_lane_info",
-                       choices=tree_choices)
+            ui.rollback = say(gr.Radio(race_rollback_choices(L), value="select", label=t("rollback", L),
+                                       elem_id="race-rollback", scale=3), label="rollback",
+                              choices=race_rollback_choices)
+            ui.rule = say(gr.Radio(rule_choices(L), value="shared", label=t("rule", L), elem_id="race-rule", scale=2),
+                          label="rule", choices=rule_choices)
+            ui.tree = say(gr.Radio(tree_choices(L), value="", label=t("tree_lane", L), info=t("tree_lane_info", L),
+                                   elem_id="race-tree", scale=2), label="tree_lane", info="tree_lane_info",
+                          choices=tree_choices)
             with gr.Column(scale=1, min_width=200):
-                raw = say(gr.Checkbox(raw0, label=t("raw", L), elem_id="race-raw"), label="raw")
-                thinking = say(gr.Checkbox(False, label=t("thinking", L), elem_id="race-thinking",
-                                           visible=described.get("supports_thinking", True)), label="thinking")
+                ui.raw = say(gr.Checkbox(raw0, label=t("raw", L), elem_id="race-raw"), label="raw")
+                ui.thinking = say(gr.Checkbox(False, label=t("thinking", L), elem_id="race-thinking",
+                                              visible=described.get("supports_thinking", True)), label="thinking")
     say(settings_box, label="settings")
-    status = gr.Markdown(t("status_ready", L), elem_id="race-status", label="status", show_label=False)
-    # the lanes: plain, speculative, and a third (speculative with select, or a tree lane) shown only for rollback "both" or a tree;
-    # on a phone each takes the whole width (a column is at least min_width wide, so the row wraps)
+    return ui
+
+
+def _build_lanes(ui, say):
+    """The status, the replay's controls, the timeline, the lanes, the legend, the verdict and the summary."""
+    L = DEFAULT_LANG
+    ui.status = gr.Markdown(t("status_ready", L), elem_id="race-status", label="status", show_label=False)
+    # the lanes: plain, speculative, and a third (speculative with select, or a tree lane) shown only for rollback
+    # "both" or a tree; on a phone each takes the whole width (a column is at least min_width wide: the row wraps)
     spec_title0, third_title0 = lane_titles("select", L)
     with gr.Row(equal_height=True, elem_id="race-replay-row"):
-        replay_speed = say(gr.Radio(replay_choices(L), value="auto", label=t("replay_speed", L), scale=4,
-                                    elem_id="race-replay-speed", container=False), choices=replay_choices)
-        replay = say(gr.Button(t("replay_button", L), elem_id="race-replay", scale=1, min_width=120, size="sm"),
-                     value="replay_button")
+        ui.replay_speed = say(gr.Radio(replay_choices(L), value="auto", label=t("replay_speed", L), scale=4,
+                                       elem_id="race-replay-speed", container=False), choices=replay_choices)
+        ui.replay = say(gr.Button(t("replay_button", L), elem_id="race-replay", scale=1, min_width=120, size="sm"),
+                        value="replay_button")
     # the timeline of every main-model pass above the lanes: Run scrolls the replay row to the top, so while the
     # replay plays, the timeline and both lanes share the screen (presenter mode at 1280x720 included)
-    timeline = gr.HTML(timeline_html(None, []), elem_id="race-timeline", label="timeline", show_label=False)
+    ui.timeline = gr.HTML(timeline_html(None, []), elem_id="race-timeline", label="timeline", show_label=False)
     with gr.Row(equal_height=False, elem_id="race-lanes"):
         with gr.Column(min_width=300, elem_id="race-plain-lane"):
-            say(gr.Markdown(_lane_title("plain", L), elem_classes="lane-title"), value=lambda lang: _lane_title("plain", lang))
-            plain_stats = gr.HTML(stats_html(None), elem_id="race-plain-stats", label="plain_stats", show_label=False)
-            plain_text = gr.HTML(waiting_html(L), elem_id="race-plain", label="plain_text", show_label=False)
+            say(gr.Markdown(_lane_title("plain", L), elem_classes="lane-title"),
+                value=lambda lang: _lane_title("plain", lang))
+            ui.plain_stats = gr.HTML(stats_html(None), elem_id="race-plain-stats", label="plain_stats",
+                                     show_label=False)
+            ui.plain_text = gr.HTML(waiting_html(L), elem_id="race-plain", label="plain_text", show_label=False)
         with gr.Column(min_width=300, elem_id="race-spec-lane"):
-            spec_title = gr.Markdown(spec_title0, elem_classes="lane-title", elem_id="race-spec-title")
-            spec_stats = gr.HTML(stats_html(None), elem_id="race-spec-stats", label="speculative_stats",
-                                 show_label=False)
-            spec_text = gr.HTML(waiting_html(L), elem_id="race-spec", label="speculative_text", show_label=False)
-        with gr.Column(min_width=300, visible=False, elem_id="race-third-lane") as third_lane:
-            third_title = gr.Markdown(third_title0, elem_classes="lane-title", elem_id="race-third-title")
-            third_stats = gr.HTML(stats_html(None), elem_id="race-third-stats", label="third_stats",
-                                   show_label=False)
-            third_text = gr.HTML(waiting_html(L), elem_id="race-third", label="third_text", show_label=False)
+            ui.spec_title = gr.Markdown(spec_title0, elem_classes="lane-title", elem_id="race-spec-title")
+            ui.spec_stats = gr.HTML(stats_html(None), elem_id="race-spec-stats", label="speculative_stats",
+                                    show_label=False)
+            ui.spec_text = gr.HTML(waiting_html(L), elem_id="race-spec", label="speculative_text", show_label=False)
+        with gr.Column(min_width=300, visible=False, elem_id="race-third-lane") as ui.third_lane:
+            ui.third_title = gr.Markdown(third_title0, elem_classes="lane-title", elem_id="race-third-title")
+            ui.third_stats = gr.HTML(stats_html(None), elem_id="race-third-stats", label="third_stats",
+                                     show_label=False)
+            ui.third_text = gr.HTML(waiting_html(L), elem_id="race-third", label="third_text", show_label=False)
     # the legend (for every lane), and beside it (under it on a phone) the switch to every token's mark
     with gr.Row(equal_height=False):
         with gr.Column(scale=4, min_width=300):
@@ -222,15 +241,18 @@ def build_race_tab(shared):
                                      elem_id="race-marks", scale=0, min_width=240), label="full_marks",
                          info="full_marks_info")
     full_marks.change(None, [full_marks], None, js=FULL_MARKS_JS, queue=False)
-    verdict = gr.HTML(verdict_html(None), elem_id="race-verdict", label="verdict", show_label=False)
+    ui.verdict = gr.HTML(verdict_html(None), elem_id="race-verdict", label="verdict", show_label=False)
     with gr.Accordion(t("summary_json", L), open=False) as json_box:
-        result = gr.JSON(label="summary", elem_id="race-summary")
+        ui.result = gr.JSON(label="summary", elem_id="race-summary")
     say(json_box, label="summary_json")
-    shared.prompt, shared.raw, shared.k, shared.examples, shared.max_new = prompt, raw, k, examples, max_new
 
+
+def _wire_race(shared, ui):
+    """Run (and Enter in the prompt), Stop, an example's click, the replay's buttons."""
+    store, lang = shared.store, shared.lang
     # own table, not gr.Examples: a click sets the values only, so the labels stay in the page's language
-    examples.click(pick_example, [examples], [prompt, raw, max_new], api_name="race_example", queue=False,
-                   show_progress="hidden")
+    ui.examples.click(pick_example, [ui.examples], [ui.prompt, ui.raw, ui.max_new], api_name="race_example",
+                      queue=False, show_progress="hidden")
 
     @on_gpu(race_seconds)              # ZeroGPU: a GPU for the race's lanes, its seconds asked from its length
     def run_race(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
@@ -253,31 +275,38 @@ def build_race_tab(shared):
         return (busy if busy else gr.skip(), verdict_html(None), None,
                 gr.update(visible=chosen == BOTH or tree_shape in TREES[1:]), timeline_html(None, []))
 
-    inputs = [prompt, max_new, k, rollback, temperature, seed, raw, thinking, model, lang, rule, tree]
+    inputs = [ui.prompt, ui.max_new, ui.k, ui.rollback, ui.temperature, ui.seed, ui.raw, ui.thinking, shared.model,
+              lang, ui.rule, ui.tree]
     # the third lane's outputs come after the verdict, so the summary stays the last output
-    outputs = [status, plain_stats, plain_text, spec_stats, spec_text, verdict, third_stats, third_text, timeline,
-               result]
-    events = []
-    for trigger, name in ((run.click, "race"), (prompt.submit, "race_on_enter")):
-        pre = trigger(queued, [lang, rollback, tree], [status, verdict, result, third_lane, timeline], queue=False,
-                      api_name=f"{name}_queued", api_visibility="private", js=SHOW_LANES_JS)
+    outputs = [ui.status, ui.plain_stats, ui.plain_text, ui.spec_stats, ui.spec_text, ui.verdict, ui.third_stats,
+               ui.third_text, ui.timeline, ui.result]
+    ui.events = []
+    for trigger, name in ((ui.run.click, "race"), (ui.prompt.submit, "race_on_enter")):
+        pre = trigger(queued, [lang, ui.rollback, ui.tree], [ui.status, ui.verdict, ui.result, ui.third_lane,
+                                                             ui.timeline],
+                      queue=False, api_name=f"{name}_queued", api_visibility="private", js=SHOW_LANES_JS)
         # preprocess=False: the values reach demo.validate as sent, so a string, null or NaN from an API
         # caller gets the same clamp-or-default-with-a-notice as everything else (Gradio's own checks
         # would crash on them with a message the caller never sees)
-        events.append(pre.then(run_race, inputs, outputs, api_name=name, show_progress="full",
-                               show_progress_on=[status], api_visibility="public" if name == "race" else "private",
-                               preprocess=False, **shared.compute))
-    stop.click(lambda language: t("status_stopped", language), [lang], [status], cancels=events, queue=False,
-               api_name="stop_race")
+        ui.events.append(pre.then(run_race, inputs, outputs, api_name=name, show_progress="full",
+                                  show_progress_on=[ui.status], api_visibility="public" if name == "race" else "private",
+                                  preprocess=False, **shared.compute))
+    ui.stop.click(lambda language: t("status_stopped", language), [lang], [ui.status], cancels=ui.events, queue=False,
+                  api_name="stop_race")
     # the replay runs in the page alone (no server call): ↻ plays the last race again, a new speed restarts it
-    replay.click(None, js=REPLAY_JS)
-    replay_speed.change(None, js=REPLAY_JS)
+    ui.replay.click(None, js=REPLAY_JS)
+    ui.replay_speed.change(None, js=REPLAY_JS)
+
+
+def _wire_race_words(shared, ui):
+    """What follows the model and the language: the thinking switch, idle messages, the lanes' titles."""
+    store, lang = shared.store, shared.lang
 
     def model_controls(key):
         described = store.describe(key)
         return gr.update(visible=described is None or described["supports_thinking"])
 
-    model.change(model_controls, [model], [thinking], api_name="race_model_controls", queue=False)
+    shared.model.change(model_controls, [shared.model], [ui.thinking], api_name="race_model_controls", queue=False)
 
     def relabel(language, status_now, plain_now, spec_now, third_now):
         """What the words map cannot say alone: messages that are only swapped while they are the idle ones."""
@@ -290,8 +319,8 @@ def build_race_tab(shared):
                 waiting_html(language) if third_now in waiting else
                 lane_off_html(language) if third_now in off else gr.skip())
 
-    lang.change(relabel, [lang, status, plain_text, spec_text, third_text],
-                [status, plain_text, spec_text, third_text], api_name="race_language", queue=False)
+    lang.change(relabel, [lang, ui.status, ui.plain_text, ui.spec_text, ui.third_text],
+                [ui.status, ui.plain_text, ui.spec_text, ui.third_text], api_name="race_language", queue=False)
 
     def lanes_for(chosen, tree_shape, language):
         """The speculative lanes' titles name their rollback (or the tree); the third lane shows only for
@@ -299,10 +328,9 @@ def build_race_tab(shared):
         spec_now, third_now = lane_titles(chosen, language, tree_shape)
         return spec_now, third_now, gr.update(visible=chosen == BOTH or tree_shape in TREES[1:])
 
-    for trigger in (rollback.change, tree.change, lang.change):
-        trigger(lanes_for, [rollback, tree, lang], [spec_title, third_title, third_lane], api_visibility="private",
-                queue=False, show_progress="hidden")
-    return {"prompt": prompt, "run": run, "stop": stop, "status": status, "result": result, "events": events}
+    for trigger in (ui.rollback.change, ui.tree.change, lang.change):
+        trigger(lanes_for, [ui.rollback, ui.tree, lang], [ui.spec_title, ui.third_title, ui.third_lane],
+                api_visibility="private", queue=False, show_progress="hidden")
 
 
 def _lane_title(lane, lang):

@@ -146,13 +146,14 @@ def test_the_tree_mode_walks_every_step_in_both_languages_and_says_what_it_canno
     session = stepper_ui.new_session(run)
     for lang in ("English", "中文"):
         for step in range(steps.n_steps(run)):
-            out = stepper_ui.render(stepper_ui.replace(session, step=step), lang, narrow=step % 2)
-            heading, text, panel, explain = out[:4]
+            out = dict(zip(stepper_ui.VIEW, stepper_ui.render(stepper_ui.replace(session, step=step), lang,
+                                                              narrow=step % 2)))
+            heading, text, panel, explain = out["heading"], out["text"], out["panel"], out["explain"]
             r, phase = steps.where(run, step)
             assert f'data-phase="{phase}"' in heading
             if phase != "prefill":
-                assert all(out[i] for i in (4, 5, 6, 7, 8))                      # tree, memory, mask, conv, slots
-                assert out[9] is None and out[12] == ""                           # the chain's costs: not drawn
+                assert all(out[name] for name in ("layers", "memory", "change", "conv", "kv"))  # tree, memory, mask,
+                assert out["cost"] is None and out["caption"] == ""              # conv, slots; the chain's costs: not drawn
             if phase == "verify":
                 assert panel.count("<tr") == len(run.records[r]["tokens"]) + 1
     assert stepper_ui.controls_of(run)[-1] == "2x2"

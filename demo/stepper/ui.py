@@ -16,6 +16,7 @@ settings), step_language, step_presenter, step_example, step_{prompt,raw,k}_from
 import itertools
 import logging
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 
 import gradio as gr
 from gradio.context import Context
@@ -170,12 +171,14 @@ def _figure_box(elem_id, visible=True):
 
 def _empty_view(lang):
     """The view before a run: hidden (stepper.css), the status line alone says to press Start."""
-    return (H.phase_heading(None, 0, lang), H.text_so_far(None, 0, lang), "", "",
-            None, None, None, None, None, None, None, None, "")
+    words = {"heading": H.phase_heading(None, 0, lang), "text": H.text_so_far(None, 0, lang), "panel": "",
+             "explain": "", "caption": ""}
+    return tuple(words.get(name) for name in VIEW)           # the figures: None
 
 
 def render(session, lang, dark=False, presenter=False, narrow=False):
-    """Everything the view shows for the session's run at its current step (a tuple, in VIEW order)."""
+    """Everything the view shows for the session's run at its current step (a tuple, in VIEW order:
+    dict(zip(VIEW, render(...))) names them)."""
     if session is None:
         return _empty_view(lang)
     parts = _parts(session, Look(lang=lang, dark=bool(dark), presenter=bool(presenter), narrow=bool(narrow)))
@@ -263,104 +266,131 @@ def apply_deep_link(request):
 # --- the tab ------------------------------------------------------------------------------------------------
 
 def build_stepper_tab(shared):
-    """The stepper's components and events, inside the caller's gr.Tab. Returns the components by name."""
-    store, model, lang, presenter, compute = shared.store, shared.model, shared.lang, shared.presenter, shared.compute
-    L = DEFAULT_LANG
+    """The stepper's components and events, inside the caller's gr.Tab. Returns the components by name
+    (a SimpleNamespace: the controls, the buttons, `view` {VIEW name: component}, session, timer, ...)."""
     say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
-    race_prompt, race_raw, race_k = shared.prompt, shared.raw, shared.k
     with gr.Column(elem_id="stepper-panel"):
-        say(gr.Markdown(t("summary", L), elem_id="stepper-summary"), value="summary")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=3, min_width=300):
-                prompt = say(gr.Textbox(race_prompt.value if race_prompt else "", label=t("prompt", L), lines=2,
-                                        max_lines=8, elem_id="stepper-prompt"), label="prompt")
-                start = say(gr.Button(t("start", L), variant="primary", elem_id="stepper-start",
-                                      elem_classes="run-button"), value="start")
-            with gr.Column(scale=2, min_width=300):
-                examples = say(gr.Dataset(components=["textbox", "textbox"], samples=example_samples(L),
-                                          headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
-                                          samples_per_page=len(EXAMPLES), elem_id="stepper-examples"),
-                               label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)],
-                               samples=example_samples)
-        with gr.Accordion(t("settings", L), open=False, elem_id="stepper-settings") as settings_box:
-            with gr.Row():
-                k = say(gr.Slider(*LIMITS["k"][:2], value=race_k.value if race_k else LIMITS["k"][2], step=1,
-                                  label=t("k", L), elem_id="stepper-k"), label="k")
-                rollback = say(gr.Radio(rollback_choices(L), value="select", label=t("step_rollback", L),
-                                        elem_id="stepper-rollback"), label="step_rollback",
-                               choices=rollback_choices)
-                max_new = say(gr.Slider(*LIMITS["max_new_tokens"], step=1, label=t("max_new", L),
-                                        elem_id="stepper-max-new"), label="max_new")
-                temperature = say(gr.Slider(*LIMITS["temperature"], step=0.05, label=t("temperature", L),
-                                            elem_id="stepper-temperature"), label="temperature")
-            with gr.Row():
-                layer = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_layer", L),
-                                      elem_id="stepper-layer"), label="watch_layer")
-                head = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_head", L),
-                                     elem_id="stepper-head"), label="watch_head")
-                seed = say(gr.Number(0, precision=0, minimum=0, label=t("step_seed", L), elem_id="stepper-seed"),
-                           label="step_seed")
-                raw = say(gr.Checkbox(race_raw.value if race_raw else True, label=t("raw", L), elem_id="stepper-raw"),
-                          label="raw")
-            with gr.Row():
-                tree = say(gr.Radio(step_tree_choices(L), value="", label=t("step_tree", L),
-                                    info=t("step_tree_info", L), elem_id="stepper-tree"),
-                           label="step_tree", info="step_tree_info", choices=step_tree_choices)
-        say(settings_box, label="settings")
-        status = gr.Markdown(t("no_run", L), elem_id="stepper-status")
-        # the walk through a run: hidden until one is recorded or loaded (stepper.css, by the heading's phase),
-        # its controls docked at the top of the window, the phase and its explanation right under them
-        with gr.Column(elem_id="stepper-view"):
-            with gr.Row(equal_height=True, elem_id="stepper-controls"):
-                prev = say(gr.Button(t("prev", L), elem_id="stepper-prev"), value="prev")
-                nxt = say(gr.Button(t("next", L), variant="primary", elem_id="stepper-next"), value="next")
-                play = gr.Button(t("play", L), elem_id="stepper-play")
-                reset = say(gr.Button(t("reset", L), elem_id="stepper-reset"), value="reset")
-            heading = gr.HTML(H.phase_heading(None, 0, L), elem_id="stepper-phase")
-            explain = gr.Markdown("", elem_id="stepper-explain")
-            with gr.Row(equal_height=False):
-                with gr.Column(scale=2, elem_id="stepper-left"):
-                    text = gr.HTML(H.text_so_far(None, 0, L), elem_id="stepper-text")
-                    say(gr.HTML(legend_html(L), elem_id="stepper-legend"), value=legend_html)
-                    panel = gr.HTML("", elem_id="stepper-table")
-                    with gr.Row(elem_id="stepper-pace"):
-                        say(gr.Markdown(t("keys", L), elem_id="stepper-keys-help"), value="keys")
-                        speed = say(gr.Slider(0.3, 5, value=1.5, step=0.1, label=t("step_speed", L),
-                                              elem_id="stepper-speed"), label="step_speed")
-                with gr.Column(scale=3):
-                    layer_fig = _figure_box("stepper-layers")
-            memory_fig = _figure_box("stepper-memory")
-            conv_fig = _figure_box("stepper-conv")
-            with gr.Row(equal_height=False, elem_classes="step-fig-pair"):
-                change_fig = _figure_box("stepper-change")
-                kv_fig = _figure_box("stepper-kv")
-            with gr.Row(equal_height=False, elem_classes="step-fig-pair"):
-                cost_fig = _figure_box("stepper-cost")
-                acc_fig = _figure_box("stepper-acceptance")
-            whatif_fig = _figure_box("stepper-whatif")
-            whatif_caption = gr.Markdown("", elem_id="stepper-whatif-caption")
-            with gr.Accordion(t("skip_restore", L), open=False) as proof_box:
-                skip = say(gr.Checkbox(False, label=t("skip_restore", L), elem_id="stepper-skip-restore"),
-                           label="skip_restore")
-                proof_html = gr.HTML("", elem_id="stepper-proof")
-                drift_fig = _figure_box("stepper-drift", visible=False)
-            say(proof_box, label="skip_restore")
-        with gr.Row(equal_height=False):
-            export = say(gr.Button(t("export", L), elem_id="stepper-export"), value="export")
-            export_file = say(gr.File(label=t("trace_file", L), interactive=False, elem_id="stepper-export-file"),
-                              label="trace_file")
-            # an UploadButton, not a drop zone: its words are ours, so they follow the page's language
-            upload = say(gr.UploadButton(t("import", L, mb=traceio.MAX_BYTES // 2**20), file_types=[".json"],
-                                         type="filepath", elem_id="stepper-import"),
-                         label=lambda lang: t("import", lang, mb=traceio.MAX_BYTES // 2**20))
-    look = gr.Textbox("", visible=False, label="look")      # "dark narrow": set in the browser on each event
+        ui = _build_inputs(shared, say)
+        ui.status = gr.Markdown(t("no_run", DEFAULT_LANG), elem_id="stepper-status")
+        _build_view(ui, say)
+        _build_trace_row(ui, say)
+    ui.look = gr.Textbox("", visible=False, label="look")      # "dark narrow": set in the browser on each event
     # a visitor's recorded run is dropped this long after its last change ($QWEN_SESSION_TTL)
-    session, playing = gr.State(None, time_to_live=session_ttl()), gr.State(False)
-    timer = gr.Timer(1.5, active=False)
-    view = [heading, text, panel, explain, layer_fig, memory_fig, change_fig, conv_fig, kv_fig, cost_fig, acc_fig,
-            whatif_fig, whatif_caption]
-    controls = [prompt, k, rollback, max_new, temperature, seed, layer, head, raw, tree]
-    nav = dict(show_progress="hidden", js=LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+    ui.session, ui.playing = gr.State(None, time_to_live=session_ttl()), gr.State(False)
+    ui.timer = gr.Timer(1.5, active=False)
+    ui.outputs = [ui.view[name] for name in VIEW]             # every event that redraws sends these, in VIEW order
+    ui.controls = [ui.prompt, ui.k, ui.rollback, ui.max_new, ui.temperature, ui.seed, ui.layer, ui.head, ui.raw,
+                   ui.tree]
+    _wire_start(shared, ui)
+    _wire_walk(shared, ui)
+    _wire_proof_and_traces(shared, ui)
+    _wire_inputs(shared, ui)
+    return ui
+
+
+def _build_inputs(shared, say):
+    """The prompt, Start, the examples and the settings. -> a SimpleNamespace of them"""
+    L, race_prompt, race_raw, race_k = DEFAULT_LANG, shared.prompt, shared.raw, shared.k
+    ui = SimpleNamespace()
+    say(gr.Markdown(t("summary", L), elem_id="stepper-summary"), value="summary")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=300):
+            ui.prompt = say(gr.Textbox(race_prompt.value if race_prompt else "", label=t("prompt", L), lines=2,
+                                       max_lines=8, elem_id="stepper-prompt"), label="prompt")
+            ui.start = say(gr.Button(t("start", L), variant="primary", elem_id="stepper-start",
+                                     elem_classes="run-button"), value="start")
+        with gr.Column(scale=2, min_width=300):
+            ui.examples = say(gr.Dataset(components=["textbox", "textbox"], samples=example_samples(L),
+                                         headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
+                                         samples_per_page=len(EXAMPLES), elem_id="stepper-examples"),
+                              label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)],
+                              samples=example_samples)
+    with gr.Accordion(t("settings", L), open=False, elem_id="stepper-settings") as settings_box:
+        with gr.Row():
+            ui.k = say(gr.Slider(*LIMITS["k"][:2], value=race_k.value if race_k else LIMITS["k"][2], step=1,
+                                 label=t("k", L), elem_id="stepper-k"), label="k")
+            ui.rollback = say(gr.Radio(rollback_choices(L), value="select", label=t("step_rollback", L),
+                                       elem_id="stepper-rollback"), label="step_rollback", choices=rollback_choices)
+            ui.max_new = say(gr.Slider(*LIMITS["max_new_tokens"], step=1, label=t("max_new", L),
+                                       elem_id="stepper-max-new"), label="max_new")
+            ui.temperature = say(gr.Slider(*LIMITS["temperature"], step=0.05, label=t("temperature", L),
+                                           elem_id="stepper-temperature"), label="temperature")
+        with gr.Row():
+            ui.layer = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_layer", L),
+                                     elem_id="stepper-layer"), label="watch_layer")
+            ui.head = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_head", L),
+                                    elem_id="stepper-head"), label="watch_head")
+            ui.seed = say(gr.Number(0, precision=0, minimum=0, label=t("step_seed", L), elem_id="stepper-seed"),
+                          label="step_seed")
+            ui.raw = say(gr.Checkbox(race_raw.value if race_raw else True, label=t("raw", L), elem_id="stepper-raw"),
+                         label="raw")
+        with gr.Row():
+            ui.tree = say(gr.Radio(step_tree_choices(L), value="", label=t("step_tree", L),
+                                   info=t("step_tree_info", L), elem_id="stepper-tree"),
+                          label="step_tree", info="step_tree_info", choices=step_tree_choices)
+    say(settings_box, label="settings")
+    return ui
+
+
+def _build_view(ui, say):
+    """The walk through a run: hidden until one is recorded or loaded (stepper.css, by the heading's phase),
+    its controls docked at the top of the window, the phase and its explanation right under them; ui.view
+    holds each of VIEW's outputs by name."""
+    L, view = DEFAULT_LANG, {}
+    with gr.Column(elem_id="stepper-view"):
+        with gr.Row(equal_height=True, elem_id="stepper-controls"):
+            ui.prev = say(gr.Button(t("prev", L), elem_id="stepper-prev"), value="prev")
+            ui.next = say(gr.Button(t("next", L), variant="primary", elem_id="stepper-next"), value="next")
+            ui.play = gr.Button(t("play", L), elem_id="stepper-play")
+            ui.reset = say(gr.Button(t("reset", L), elem_id="stepper-reset"), value="reset")
+        view["heading"] = gr.HTML(H.phase_heading(None, 0, L), elem_id="stepper-phase")
+        view["explain"] = gr.Markdown("", elem_id="stepper-explain")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, elem_id="stepper-left"):
+                view["text"] = gr.HTML(H.text_so_far(None, 0, L), elem_id="stepper-text")
+                say(gr.HTML(legend_html(L), elem_id="stepper-legend"), value=legend_html)
+                view["panel"] = gr.HTML("", elem_id="stepper-table")
+                with gr.Row(elem_id="stepper-pace"):
+                    say(gr.Markdown(t("keys", L), elem_id="stepper-keys-help"), value="keys")
+                    ui.speed = say(gr.Slider(0.3, 5, value=1.5, step=0.1, label=t("step_speed", L),
+                                             elem_id="stepper-speed"), label="step_speed")
+            with gr.Column(scale=3):
+                view["layers"] = _figure_box("stepper-layers")
+        view["memory"] = _figure_box("stepper-memory")
+        view["conv"] = _figure_box("stepper-conv")
+        for pair in (("change", "kv"), ("cost", "acceptance")):
+            with gr.Row(equal_height=False, elem_classes="step-fig-pair"):
+                for name in pair:
+                    view[name] = _figure_box(f"stepper-{name}")
+        view["whatif"] = _figure_box("stepper-whatif")
+        view["caption"] = gr.Markdown("", elem_id="stepper-whatif-caption")
+        with gr.Accordion(t("skip_restore", L), open=False) as proof_box:
+            ui.skip = say(gr.Checkbox(False, label=t("skip_restore", L), elem_id="stepper-skip-restore"),
+                          label="skip_restore")
+            ui.proof_html = gr.HTML("", elem_id="stepper-proof")
+            ui.drift_fig = _figure_box("stepper-drift", visible=False)
+        say(proof_box, label="skip_restore")
+    ui.view = view
+
+
+def _build_trace_row(ui, say):
+    """Export a trace file; import one (an UploadButton, not a drop zone: its words follow the page's language)."""
+    L = DEFAULT_LANG
+    with gr.Row(equal_height=False):
+        ui.export = say(gr.Button(t("export", L), elem_id="stepper-export"), value="export")
+        ui.export_file = say(gr.File(label=t("trace_file", L), interactive=False, elem_id="stepper-export-file"),
+                             label="trace_file")
+        ui.upload = say(gr.UploadButton(t("import", L, mb=traceio.MAX_BYTES // 2**20), file_types=[".json"],
+                                        type="filepath", elem_id="stepper-import"),
+                        label=lambda lang: t("import", lang, mb=traceio.MAX_BYTES // 2**20))
+
+
+NAV = dict(show_progress="hidden", js=LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+
+
+def _wire_start(shared, ui):
+    """Start: record a run (queued like a race lane), then draw its first step."""
+    store, view = shared.store, ui.outputs
 
     def failed(message):
         return (gr.skip(), message, *(gr.skip(),) * len(view), False, gr.Timer(active=False))
@@ -402,11 +432,17 @@ def build_stepper_tab(shared):
         is taken, or that the queue is full."""
         return serving.queue_message(blocks, language) or gr.skip()
 
-    start.click(queued, [lang], [status], queue=False, api_name="step_start_queued", api_visibility="private",
-                show_progress="hidden").then(
-        on_start, [model, *controls, lang, presenter, look], [session, status, *view, playing, timer],
-        api_name="step_start", js=LOOK_JS, show_progress="minimal", show_progress_on=[status], preprocess=False,
-        **compute)      # values reach read_settings as sent
+    ui.start.click(queued, [shared.lang], [ui.status], queue=False, api_name="step_start_queued",
+                   api_visibility="private", show_progress="hidden").then(
+        on_start, [shared.model, *ui.controls, shared.lang, shared.presenter, ui.look],
+        [ui.session, ui.status, *view, ui.playing, ui.timer], api_name="step_start", js=LOOK_JS,
+        show_progress="minimal", show_progress_on=[ui.status], preprocess=False,
+        **shared.compute)      # values reach read_settings as sent
+
+
+def _wire_walk(shared, ui):
+    """Next / Back / Reset, Play and its timer, the speed slider, the language and presenter switches."""
+    lang, presenter, view = shared.lang, shared.presenter, ui.outputs
 
     def step_event(how):
         def fn(state, language, presenter_on, client):
@@ -415,16 +451,16 @@ def build_stepper_tab(shared):
         return fn
 
     # presses made while a step is in flight wait in the browser's queue (static/stepper-keys.html), so none is lost
-    for button, how in ((nxt, "next"), (prev, "prev"), (reset, "reset")):
-        button.click(step_event(how), [session, lang, presenter, look], [session, *view], api_name=f"step_{how}",
-                     **nav)
+    for button, how in ((ui.next, "next"), (ui.prev, "prev"), (ui.reset, "reset")):
+        button.click(step_event(how), [ui.session, lang, presenter, ui.look], [ui.session, *view],
+                     api_name=f"step_{how}", **NAV)
 
     def on_play(is_playing, state, seconds, language):
         on = not is_playing and state is not None and not steps.at_end(state.run, state.step)
         return on, gr.Timer(value=_seconds(seconds), active=on), t("pause" if on else "play", language)
 
-    play.click(on_play, [playing, session, speed, lang], [playing, timer, play], api_name="step_play",
-               show_progress="hidden", queue=False)
+    ui.play.click(on_play, [ui.playing, ui.session, ui.speed, lang], [ui.playing, ui.timer, ui.play],
+                  api_name="step_play", show_progress="hidden", queue=False)
 
     def on_tick(state, language, presenter_on, client):
         new, out = render_changes(moved(state, "next"), Look.from_client(language, client, presenter_on))
@@ -432,9 +468,32 @@ def build_stepper_tab(shared):
         stop = (False, gr.Timer(active=False), t("play", language)) if done else (gr.skip(),) * 3
         return (new, *out, *stop)
 
-    timer.tick(on_tick, [session, lang, presenter, look], [session, *view, playing, timer, play],
-               api_name="step_tick", **nav)
-    speed.change(lambda s: gr.Timer(value=_seconds(s)), [speed], [timer], api_name="step_speed", queue=False)
+    ui.timer.tick(on_tick, [ui.session, lang, presenter, ui.look], [ui.session, *view, ui.playing, ui.timer, ui.play],
+                  api_name="step_tick", **NAV)
+    ui.speed.change(lambda s: gr.Timer(value=_seconds(s)), [ui.speed], [ui.timer], api_name="step_speed",
+                    queue=False)
+
+    def relabel(language, state, is_playing, presenter_on, status_now, client):
+        new, out = render_changes(state, Look.from_client(language, client, presenter_on))
+        idle = {t("no_run", other) for other in LANGS}
+        run = state.run if state is not None else None
+        status_new = t("no_run", language) if status_now in idle else (run_summary(run, language) if run else gr.skip())
+        return (new, status_new, gr.update(value=t("pause" if is_playing else "play", language)), *out)
+
+    lang.change(relabel, [lang, ui.session, ui.playing, presenter, ui.status, ui.look],
+                [ui.session, ui.status, ui.play, *view], api_name="step_language", **NAV)
+
+    def on_presenter(state, language, on, client):
+        new, out = render_changes(state, Look.from_client(language, client, on))
+        return (new, *out)
+
+    presenter.change(on_presenter, [ui.session, lang, presenter, ui.look], [ui.session, *view],
+                     api_name="step_presenter", **NAV)
+
+
+def _wire_proof_and_traces(shared, ui):
+    """The skip-the-restore proof, trace export and trace import."""
+    store, view = shared.store, ui.outputs
 
     @on_gpu(lambda *args, **kw: generation_seconds(recording.PROOF_TOKENS, lanes=2))   # plain and the dirty run
     def on_skip(on, state, model_key, language, presenter_on, client):
@@ -462,9 +521,9 @@ def build_stepper_tab(shared):
                           visible=True),
                 replace(state, proof=proof))
 
-    skip.input(on_skip, [skip, session, model, lang, presenter, look],
-               [proof_html, drift_fig, session], api_name="step_skip_restore", js=LOOK_JS, show_progress="minimal",
-               **compute)
+    ui.skip.input(on_skip, [ui.skip, ui.session, shared.model, shared.lang, shared.presenter, ui.look],
+                  [ui.proof_html, ui.drift_fig, ui.session], api_name="step_skip_restore", js=LOOK_JS,
+                  show_progress="minimal", **shared.compute)
 
     def on_export(state, language):
         run = state.run if state is not None else None
@@ -474,11 +533,11 @@ def build_stepper_tab(shared):
             return None, t("tree_no_export", language)
         return traceio.write_trace(run), run_summary(run, language)
 
-    export.click(on_export, [session, lang], [export_file, status], api_name="trace_export",
-                 concurrency_limit=4, concurrency_id="stepper_view")
+    ui.export.click(on_export, [ui.session, shared.lang], [ui.export_file, ui.status], api_name="trace_export",
+                    concurrency_limit=4, concurrency_id="stepper_view")
 
     def on_import(path, language, presenter_on, client):
-        keep = (gr.skip(),) * (2 + len(view) + len(controls))
+        keep = (gr.skip(),) * (2 + len(view) + len(ui.controls))
         if not path:
             return keep
         try:
@@ -491,39 +550,23 @@ def build_stepper_tab(shared):
             log.exception("trace import failed")
             return (gr.skip(), t("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}"), *keep[2:])
 
-    upload.upload(on_import, [upload, lang, presenter, look], [session, status, *view, *controls],
-                  api_name="trace_import", js=LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+    ui.upload.upload(on_import, [ui.upload, shared.lang, shared.presenter, ui.look],
+                     [ui.session, ui.status, *view, *ui.controls], api_name="trace_import", js=LOOK_JS,
+                     concurrency_limit=4, concurrency_id="stepper_view")
 
-    def relabel(language, state, is_playing, presenter_on, status_now, client):
-        new, out = render_changes(state, Look.from_client(language, client, presenter_on))
-        idle = {t("no_run", other) for other in LANGS}
-        run = state.run if state is not None else None
-        status_new = t("no_run", language) if status_now in idle else (run_summary(run, language) if run else gr.skip())
-        return (new, status_new, gr.update(value=t("pause" if is_playing else "play", language)), *out)
 
-    lang.change(relabel, [lang, session, playing, presenter, status, look], [session, status, play, *view],
-                api_name="step_language", **nav)
-
-    def on_presenter(state, language, on, client):
-        new, out = render_changes(state, Look.from_client(language, client, on))
-        return (new, *out)
-
-    presenter.change(on_presenter, [session, lang, presenter, look], [session, *view], api_name="step_presenter",
-                     **nav)
-
-    examples.click(pick_example, [examples], [prompt, raw, max_new], api_name="step_example", queue=False,
-                   show_progress="hidden")
-    # the race's prompt, raw switch and k carry over to this tab
-    for source, target, name in ((race_prompt, prompt, "prompt"), (race_raw, raw, "raw"), (race_k, k, "k")):
+def _wire_inputs(shared, ui):
+    """Examples, the race's prompt / raw / k carried over, and the deep link."""
+    ui.examples.click(pick_example, [ui.examples], [ui.prompt, ui.raw, ui.max_new], api_name="step_example",
+                      queue=False, show_progress="hidden")
+    for source, target, name in ((shared.prompt, ui.prompt, "prompt"), (shared.raw, ui.raw, "raw"),
+                                 (shared.k, ui.k, "k")):
         if source is not None:
             source.change(lambda value: value, [source], [target], api_name=f"step_{name}_from_race", queue=False,
                           show_progress="hidden")
-    _wire_deep_link(shared, {"prompt": prompt, "k": k, "rollback": rollback, "max_new_tokens": max_new,
-                             "temperature": temperature, "seed": seed, "watch_layer": layer, "watch_head": head,
-                             "raw": raw, "tree": tree})
-    return {"prompt": prompt, "start": start, "next": nxt, "prev": prev, "play": play, "reset": reset,
-            "session": session, "timer": timer, "status": status, "view": view, "skip": skip, "export": export,
-            "upload": upload, "controls": controls}
+    _wire_deep_link(shared, {"prompt": ui.prompt, "k": ui.k, "rollback": ui.rollback, "max_new_tokens": ui.max_new,
+                             "temperature": ui.temperature, "seed": ui.seed, "watch_layer": ui.layer,
+                             "watch_head": ui.head, "raw": ui.raw, "tree": ui.tree})
 
 
 def step_tree_choices(lang):
