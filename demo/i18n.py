@@ -458,10 +458,6 @@ STRINGS = {
                        "mode (k follows the tree's depth)",
                        "树在草稿头不确定处给出多个候选；此时单步视图进入树模式（k 取树的深度）"),
     "tree_chain": ("chain of k", "k 链"),
-    "tree_no_export": ("Trace files hold chain runs; a tree run is not exported.", "轨迹文件只保存链式运行；树模式的运行不导出。"),
-    "tree_no_proof": ("The skip-the-restore proof runs chains. A tree's own pitfall is in the memory figure: the "
-                      "second row of panels, a pass in row order.",
-                      "“跳过恢复”的验证只针对链。树自己的陷阱见记忆图第二行：按行顺序计算的结果。"),
     "tree_main_after": ("main model after it: {token}", "主模型在它之后选：{token}"),
     "tree_row": ("row {r}", "第 {r} 行"),
     "tree_v_root": ("the round's first token", "本轮第一个词元"),

@@ -165,3 +165,41 @@ def test_a_deep_link_may_ask_for_a_tree():
     assert stepper_ui.apply_deep_link(Request())["tree"] == "2+1"
     Request.query_params = {"tree": "9x9"}
     assert "tree" not in stepper_ui.apply_deep_link(Request())
+
+
+def test_a_tree_run_exports_and_imports_as_a_trace_file_and_a_bad_tree_is_refused(pair, tmp_path):
+    from demo.stepper import traceio
+    run = record(pair, "2x2", max_new_tokens=12)
+    back = traceio.read_trace(traceio.write_trace(run, str(tmp_path)))
+    assert back.replay and back.settings.tree == "2x2" and back.records == run.records
+    assert back.output_ids == run.output_ids == generate(pair[0], torch.tensor([run.prompt_ids]), 12)
+    session = stepper_ui.new_session(back)
+    for step in range(steps.n_steps(back)):                      # every step of the imported run draws
+        out = dict(zip(stepper_ui.VIEW, stepper_ui.render(stepper_ui.replace(session, step=step), "English")))
+        assert 'data-phase="' in out["heading"]
+    data = traceio.to_dict(run)
+    at = next(i for i, r in enumerate(run.records) if r.get("kind") == "tree_round" and len(r["path"]) < 3)
+
+    def refused(change, words):
+        bad = json.loads(json.dumps(data))
+        change(bad["records"][at])
+        with pytest.raises(traceio.TraceError, match=words):
+            traceio.from_dict(bad)
+    refused(lambda r: r["mask"][1].__setitem__(2, 1), "mask")                      # a sibling made visible
+    refused(lambda r: r.__setitem__("parents", [-1, 0, 1, 2, 3, 4, 5]), "parents")  # not the run's tree
+    refused(lambda r: r["path"].append(6), "path")                                  # no walk goes there
+    refused(lambda r: r.__setitem__("next_token", r["next_token"] + 1), "accepted")
+    refused(lambda r: r["windows"][0].__setitem__(0, 5), "windows")
+
+
+@pytest.mark.parametrize("shape", ["2+1", "2x2"])
+def test_skipping_the_restore_on_a_tree_keeps_a_sibling_branchs_memory_and_goes_wrong(pair, shape):
+    from demo.stepper import panels
+    from demo.stepper.recording import skip_restore_proof
+    model, mtp = pair
+    settings = Settings(prompt="p", tree=shape, k=parse_tree(shape).depth, max_new_tokens=32)
+    proof = skip_restore_proof(model, mtp, FakeChat(), PROMPT, settings, min_tokens=32)
+    assert proof.restored_ok and proof.restored == proof.plain == generate(model, PROMPT, len(proof.plain))
+    assert proof.first_diff is not None and proof.skipped[proof.first_diff] != proof.plain[proof.first_diff]
+    assert max(d for d in proof.drift if d is not None) > 0    # the dirty memory really drifted
+    assert f"token {proof.first_diff + 1}" in panels.proof_html(proof, "English", "select")

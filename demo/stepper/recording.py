@@ -325,8 +325,9 @@ def _take(stream, seconds, clock=time.perf_counter):
 
 def skip_restore_proof(model, mtp, chat, ids, settings, min_tokens=PROOF_TOKENS, max_seconds=None):
     """Greedy plain decoding vs speculative with `settings.rollback` vs speculative with rollback="none"
-    (KV truncated, DeltaNet memory and conv window left as the rejected drafts wrote them). Each of the
-    three runs gets a third of `max_seconds`; tokens are compared over the length all of them reached."""
+    (KV truncated, DeltaNet memory and conv window left as the rejected drafts wrote them), drafting a chain of
+    k or the settings' tree. Each of the three runs gets a third of `max_seconds`; tokens are compared over the
+    length all of them reached."""
     n = max(settings.max_new_tokens, min_tokens)
     n = min(n, model.cfg.max_position_embeddings - ids.shape[1] - settings.k - 1)
     stop, share = tuple(chat.stop), max_seconds / 3 if max_seconds else None
@@ -334,8 +335,8 @@ def skip_restore_proof(model, mtp, chat, ids, settings, min_tokens=PROOF_TOKENS,
     runs, traces = {}, {}
     for name, rollback in (("restored", settings.rollback), ("skipped", SKIP_RESTORE)):
         traces[name] = Trace(**watch)
-        runs[name] = _take(generate_mtp_stream(model, mtp, ids, n, stop, settings.k, rollback, trace=traces[name]),
-                           share)
+        runs[name] = _take(generate_mtp_stream(model, mtp, ids, n, stop, settings.k, rollback, trace=traces[name],
+                                               tree=settings.tree or None), share)
     plain = _take(generate_stream(model, ids, n, stop), share)
     diff = first_difference(plain, runs["skipped"])
     restored_diff = first_difference(plain, runs["restored"])

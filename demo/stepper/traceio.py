@@ -7,6 +7,8 @@ An uploaded file is untrusted. It is read as JSON only (never pickle, never eval
 and checked field by field before anything uses it: types (a bool is not an int), finite numbers,
 bounded lengths and nesting, token ids as non-negative ints, and the emitted tokens must add up to the
 output. A rejection says which field is wrong, e.g. "records[3].verify[1].prob: expected a number".
+A tree run (settings.tree, the stepper's tree mode) holds "tree_round" records (demo.stepper.treerec); their
+shape-derived fields (depths, mask, windows) must be what the parents give, and the path a walk of the tree.
 """
 import json
 import math
@@ -18,7 +20,8 @@ import time
 from dataclasses import asdict
 
 from demo.stepper.steps import MAX_NEW_TOKENS, MAX_ROUNDS, Run, Settings
-from demo.validate import ENGINE_ROLLBACKS, ORIGINS
+from demo.validate import ENGINE_ROLLBACKS, ORIGINS, TREES
+from qwen.tree import parse_tree
 
 FORMAT, VERSION = "qwen-mtp-trace", 1
 MAX_BYTES = 8 * 1024 * 1024        # a 256-round run with k = 1 exports to about 4 MB
@@ -254,6 +257,65 @@ def _emitted(x, where, limit):
         _choice(e["origin"], f"{where}[{i}].origin", ORIGINS)
 
 
+def _tree_record(r, i, settings):
+    """A tree run's record: the prefill (no states: the tree mode draws none for it), then "tree_round"s."""
+    where = f"records[{i}]"
+    _dict(r, where, ("round", "kind", "pos", "emitted", "accepted"))
+    if _int(r["round"], f"{where}.round", 0, MAX_ROUNDS + 1) != i:
+        _fail(f"{where}.round", f"expected {i} (records go in order)")
+    _int(r["pos"], f"{where}.pos")
+    if i == 0:
+        _choice(r["kind"], f"{where}.kind", ("prefill",))
+        _emitted(r["emitted"], f"{where}.emitted", 1)
+        return
+    _choice(r["kind"], f"{where}.kind", ("tree_round",))
+    _dict(r, where, ("parents", "depths", "tokens", "nodes", "mask", "windows", "kernel", "picks", "path",
+                     "row_picks", "mixed", "memory", "next_token", "rolled_back", "rollback", "k"))
+    parents = _list(r["parents"], f"{where}.parents", 17, lo=2)
+    try:
+        tree = parse_tree([_int(p, f"{where}.parents[{j + 1}]") for j, p in enumerate(parents[1:])])
+    except ValueError as e:
+        _fail(f"{where}.parents", str(e))
+    if parents[0] != -1 or tree != parse_tree(settings.tree):
+        _fail(f"{where}.parents", f"not the run's tree {settings.tree}")
+    kernel = _int(r["kernel"], f"{where}.kernel", 2, 16)
+    for name, want in (("depths", list(tree.depths)), ("mask", [[int(x) for x in row] for row in tree.seen]),
+                       ("windows", [list(row) for row in tree.conv_reads(kernel)]), ("k", tree.depth)):
+        if r[name] != want:
+            _fail(f"{where}.{name}", "does not follow from the parents")
+    n = tree.size
+    for name in ("tokens", "picks", "row_picks"):
+        for j, x in enumerate(_list(r[name], f"{where}.{name}", n, lo=n)):
+            _int(x, f"{where}.{name}[{j}]")
+    nodes = _list(r["nodes"], f"{where}.nodes", n, lo=n)
+    for j, node in enumerate(nodes[1:], start=1):
+        _dict(node, f"{where}.nodes[{j}]", ("prob", "rank"))
+        _num(node["prob"], f"{where}.nodes[{j}].prob", 0, 1)
+        _int(node["rank"], f"{where}.nodes[{j}].rank", 0, n)
+    path = [_int(x, f"{where}.path[{j}]", 0, n - 1) for j, x in enumerate(_list(r["path"], f"{where}.path", n, lo=1))]
+    walked = [0]
+    while len(walked) < len(path) and path[len(walked)] in tree.children[walked[-1]]:
+        walked.append(path[len(walked)])
+    if path != walked or any(r["tokens"][c] == r["picks"][path[-1]] for c in tree.children[path[-1]]):
+        _fail(f"{where}.path", "is not the walk of the main model's picks through the tree")
+    if _int(r["accepted"], f"{where}.accepted", 0, n) != len(path) - 1 or r["next_token"] != r["picks"][path[-1]]:
+        _fail(f"{where}.accepted", "must be the path's drafts, then the main model's pick after it")
+    if r["rolled_back"] is not bool(tree.children[path[-1]]):
+        _fail(f"{where}.rolled_back", "must say whether the path stopped above a leaf")
+    for j, x in enumerate(_list(r["mixed"], f"{where}.mixed", n, lo=n)):
+        _num(x, f"{where}.mixed[{j}]", 0)
+    if r["memory"] is not None:
+        memory = _dict(r["memory"], f"{where}.memory", ("layer", "head", "before", "tree", "row_order"))
+        _int(memory["layer"], f"{where}.memory.layer", 0, MAX_LAYERS)
+        _int(memory["head"], f"{where}.memory.head", 0, 4096)
+        _grid(memory["before"], f"{where}.memory.before")
+        for name in ("tree", "row_order"):
+            for j, g in enumerate(_list(memory[name], f"{where}.memory.{name}", n, lo=n)):
+                _grid(g, f"{where}.memory.{name}[{j}]")
+    _choice(r["rollback"], f"{where}.rollback", ENGINE_ROLLBACKS)
+    _emitted(r["emitted"], f"{where}.emitted", len(path))
+
+
 def _record(r, i):
     where = f"records[{i}]"
     _dict(r, where, ("round", "kind", "pos", "emitted", "seconds", "states"))
@@ -320,7 +382,10 @@ def from_dict(obj):
         temperature=_num(st.get("temperature", 0.0), "settings.temperature", 0, 10),
         seed=_int(st.get("seed", 0), "settings.seed"),
         watch_layer=_int(st.get("watch_layer", 0), "settings.watch_layer", -1, MAX_LAYERS),
-        watch_head=_int(st.get("watch_head", 0), "settings.watch_head", -1, 4096), raw=st.get("raw", False))
+        watch_head=_int(st.get("watch_head", 0), "settings.watch_head", -1, 4096), raw=st.get("raw", False),
+        tree=_choice(st.get("tree", ""), "settings.tree", TREES))
+    if settings.tree and settings.k != parse_tree(settings.tree).depth:
+        _fail("settings.k", "must be the tree's depth")
     if not isinstance(settings.raw, bool):
         _fail("settings.raw", "expected true or false")
     prompt_ids = [_int(t, f"prompt_ids[{i}]") for i, t in
@@ -339,14 +404,14 @@ def from_dict(obj):
         _fail("labels", "too many entries")
     records = _list(obj["records"], "records", MAX_ROUNDS + 1, lo=1)
     for i, r in enumerate(records):
-        _record(r, i)
+        _tree_record(r, i, settings) if settings.tree else _record(r, i)
     emitted = [e["token"] for r in records for e in r["emitted"]]
     if emitted != output_ids:
         _fail("output_ids", "do not match the tokens the records emitted")
     stop_ids = [_int(t, f"stop_ids[{i}]") for i, t in enumerate(_list(obj.get("stop_ids", []), "stop_ids", 64))]
     plain = obj.get("plain_step_seconds")
     plain = None if plain is None else _num(plain, "plain_step_seconds", 0, 1e4)
-    costs = _costs(obj.get("costs"), settings)
+    costs = None if settings.tree else _costs(obj.get("costs"), settings)
     ended = _choice(obj.get("ended", "length"), "ended", ("stop", "length", "time", "rounds", ""))
     model = _str(obj.get("model", ""), "model", 200)
     return Run(settings=settings, model_name=model, prompt_ids=prompt_ids, output_ids=output_ids, pieces=pieces,

@@ -502,8 +502,6 @@ def _wire_proof_and_traces(shared, ui):
         run = state.run if state is not None else None
         if run is None:
             return t("no_run", language), gr.update(visible=False), state
-        if is_tree_run(run):
-            return t("tree_no_proof", language), gr.update(visible=False), state
         try:
             loaded = store.get(model_key or store.default)
             layer_w, head_w = steps.watched(run)         # the run's watched layer and head, also when chosen after it
@@ -529,8 +527,6 @@ def _wire_proof_and_traces(shared, ui):
         run = state.run if state is not None else None
         if run is None:
             return None, t("nothing_to_export", language)
-        if is_tree_run(run):
-            return None, t("tree_no_export", language)
         return traceio.write_trace(run), run_summary(run, language)
 
     ui.export.click(on_export, [ui.session, shared.lang], [ui.export_file, ui.status], api_name="trace_export",
