@@ -126,7 +126,7 @@ def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
     page.uncheck("#race-raw input[type=checkbox]")
 
 
-def _lane_boxes(page, lanes=("plain", "spec", "select")):
+def _lane_boxes(page, lanes=("plain", "spec", "third")):
     """The lanes' boxes, read in one go (the page may be scrolling to the verdict at the replay's end)."""
     return page.evaluate("(lanes) => lanes.map(l => { const r = document.querySelector(`#race-${l}-lane`)"
                          ".getBoundingClientRect(); return {x: r.x, y: r.y, width: r.width, height: r.height}; })",
@@ -142,9 +142,9 @@ def test_compare_both_rollbacks_runs_three_lanes_side_by_side_or_stacked_on_a_ph
     assert "recompute" in page.inner_text("#race-spec-title") and "select" in page.inner_text("#race-third-title")
     _race(page, "The LORD is my shepherd;", 24)
     _finished(page, timeout=120_000)
-    texts = [page.inner_text(f"#race-{lane} .race-text").strip() for lane in ("plain", "spec", "select")]
+    texts = [page.inner_text(f"#race-{lane} .race-text").strip() for lane in ("plain", "spec", "third")]
     assert all(texts) and texts[1] == texts[2] and "\ufffd" not in "".join(texts)
-    assert 1 <= _tokens(page, "plain") == _tokens(page, "spec") == _tokens(page, "select") <= 24
+    assert 1 <= _tokens(page, "plain") == _tokens(page, "spec") == _tokens(page, "third") <= 24
     assert "recompute" in page.inner_text("#race-spec-stats") and "select" in page.inner_text("#race-third-stats")
     verdict = page.inner_text("#race-verdict")
     assert "✓" in verdict and "all 3 runs" in verdict and "recompute: " in verdict and "select: " in verdict
