@@ -262,6 +262,8 @@ STRINGS = {
     "tree_vs_chain": ("Tree {tree}: {tree_x:.2f}× plain; chain of k = {k}: {chain_x:.2f}× plain (medians of {n} "
                       "races).",
                       "树 {tree}：普通解码的 {tree_x:.2f} 倍；k = {k} 的链：{chain_x:.2f} 倍（{n} 场比赛的中位数）。"),
+    "tree_vs_chain_one": ("Tree {tree}: {tree_x:.2f}× plain; chain of k = {k}: {chain_x:.2f}× plain (one race).",
+                          "树 {tree}：普通解码的 {tree_x:.2f} 倍；k = {k} 的链：{chain_x:.2f} 倍（一场比赛）。"),
     "tree_why": ("In the race shown the tree carried {tree_pass:.2f} tokens per main-model pass against the chain's "
                  "{chain_pass:.2f} ({gain:.2f}×), and a tree round took {cost:.2f}× a chain round's time ({rows} "
                  "verify rows instead of {n}, more guesses to draft, a memory kept per node): a tree is faster only "

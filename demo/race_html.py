@@ -299,7 +299,7 @@ def tree_speed_html(plain, chain, tree, lang="English", speedups=None):
         return ""
     speedups = speedups or [[chain.tok_s / plain.tok_s], [tree.tok_s / plain.tok_s]]
     chain_x, tree_x = spread(speedups[0])[0], spread(speedups[-1])[0]
-    head = t("tree_vs_chain", lang, tree=tree.tree, tree_x=tree_x, k=chain.k, chain_x=chain_x, n=len(speedups[-1]))
+    head = t("tree_vs_chain" if len(speedups[-1]) > 1 else "tree_vs_chain_one", lang, tree=tree.tree, tree_x=tree_x, k=chain.k, chain_x=chain_x, n=len(speedups[-1]))
     gain, cost = tree.per_pass / chain.per_pass, round_cost(tree) / round_cost(chain)
     why = t("tree_why", lang, tree_pass=tree.per_pass, chain_pass=chain.per_pass, gain=gain, cost=cost,
             rows=parse_tree(tree.tree).size, n=chain.k + 1)

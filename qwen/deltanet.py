@@ -31,8 +31,20 @@ def l2_normalize(x, eps=1e-6):
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
+def delta_rule_step(S, decay, k_t, q_t, v_t, beta_t):
+    """The gated delta rule for one token of each memory in S (N, H, Dk, Dv): decay (N, H, 1, 1); k_t, q_t
+    (N, H, 1, Dk); v_t (N, H, 1, Dv); beta_t (N, H, 1, 1). -> (the memory after it, the output (N, H, Dv))"""
+    # one pass over the old memory reads both k^T S and q^T S: (N, H, 2, Dv)
+    read = torch.cat([k_t, q_t], dim=2) @ S
+    predicted = decay * read[:, :, :1]                                      # k^T (decayed S): (N, H, 1, Dv)
+    delta = (v_t - predicted) * beta_t
+    S = torch.addcmul(S * decay, k_t.transpose(-1, -2), delta)              # decayed S + k delta^T
+    # q^T (new S) = q^T (decayed S) + (q . k) delta, without another pass over S
+    return S, (decay * read[:, :, 1:] + (q_t * k_t).sum(-1, keepdim=True) * delta)[:, :, 0]
+
+
 def delta_rule_recurrent(q, k, v, g, beta, S=None, keep_steps=False, parents=None):
-    """The gated delta rule, one token at a time.
+    """The gated delta rule, one token at a time (delta_rule_step).
 
     q, k: (B, H, T, Dk) l2-normalised; v: (B, H, T, Dv); g, beta: (B, H, T); S: (B, H, Dk, Dv) or None.
     parents: for a draft tree's rows (qwen.tree.Tree.parents; B = 1), each row's memory starts from its
@@ -43,35 +55,29 @@ def delta_rule_recurrent(q, k, v, g, beta, S=None, keep_steps=False, parents=Non
     q = q * Dk ** -0.5
     if S is None:
         S = q.new_zeros(B, H, Dk, v.shape[-1])
-    if parents is None:                          # a sequence: one token a step, from the one before it
-        levels = [[t] for t in range(T)]
-        at = lambda x, rows: x[:, :, rows[0], None]                           # noqa: E731  (B, H, 1, ...)
-    else:                                        # a tree: one depth a step, each row from its parent's memory
-        depths = [0] * T
-        for r in range(1, T):
-            depths[r] = depths[parents[r]] + 1
-        levels = [[r for r in range(T) if depths[r] == d] for d in range(max(depths) + 1)]
-        at = lambda x, rows: x.index_select(2, tree_tensor(tuple(rows), x.device)).transpose(0, 2)  # noqa: E731
-        #                                        (1, H, T, ...) -> the rows as a batch: (rows, H, 1, ...)
-    outs, steps, start = [None] * T, [None] * T, S
-    for rows in levels:
-        if parents is not None:
-            S = torch.cat([start if parents[r] < 0 else steps[parents[r]] for r in rows])   # (rows, H, Dk, Dv)
-        decay = at(g[..., None], rows).exp()                                # (B, H, 1, 1)
-        k_t, q_t = at(k, rows), at(q, rows)                                 # (B, H, 1, Dk)
-        # one pass over the old memory reads both k^T S and q^T S: (B, H, 2, Dv)
-        read = torch.cat([k_t, q_t], dim=2) @ S
-        predicted = decay * read[:, :, :1]                                  # k^T (decayed S): (B, H, 1, Dv)
-        delta = (at(v, rows) - predicted) * at(beta[..., None], rows)
-        S = torch.addcmul(S * decay, k_t.transpose(-1, -2), delta)          # decayed S + k delta^T
-        # q^T (new S) = q^T (decayed S) + (q . k) delta, without another pass over S
-        out = (decay * read[:, :, 1:] + (q_t * k_t).sum(-1, keepdim=True) * delta)[:, :, 0]   # (B, H, Dv)
-        if parents is None:
-            outs[rows[0]], steps[rows[0]] = out, S
-        else:
-            for i, r in enumerate(rows):
-                outs[r], steps[r] = out[i:i + 1], S[i:i + 1]
-    return torch.stack(outs, dim=2), steps[-1], steps if keep_steps or parents is not None else []
+    if parents is None:                          # a sequence: token by token, each from the one before it
+        outs, steps = [], []
+        for t in range(T):
+            S, out = delta_rule_step(S, g[:, :, t, None, None].exp(), k[:, :, t, None, :], q[:, :, t, None, :],
+                                     v[:, :, t, None, :], beta[:, :, t, None, None])
+            outs.append(out)
+            if keep_steps:
+                steps.append(S)
+        return torch.stack(outs, dim=2), S, steps
+    # a tree: depth by depth, the rows of a depth as one batch, each from its parent's memory
+    depths = [0] * T
+    for r in range(1, T):
+        depths[r] = depths[parents[r]] + 1
+    outs, steps = [None] * T, [None] * T
+    for depth in range(max(depths) + 1):
+        rows = [r for r in range(T) if depths[r] == depth]
+        pick = tree_tensor(tuple(rows), q.device)
+        at = lambda x: x.index_select(2, pick).transpose(0, 2)              # noqa: E731  (1, H, T, ..) -> (rows, H, 1, ..)
+        before = torch.cat([S if parents[r] < 0 else steps[parents[r]] for r in rows])   # (rows, H, Dk, Dv)
+        after, out = delta_rule_step(before, at(g[..., None]).exp(), at(k), at(q), at(v), at(beta[..., None]))
+        for i, r in enumerate(rows):
+            outs[r], steps[r] = out[i:i + 1], after[i:i + 1]
+    return torch.stack(outs, dim=2), steps[-1], steps
 
 
 class GatedDeltaNet(nn.Module):
@@ -97,18 +103,21 @@ class GatedDeltaNet(nn.Module):
         With a draft tree, each row reads its ancestors' inputs (Tree.conv_reads), not the rows before it."""
         B, C, T = x.shape
         full = torch.cat([cache.conv.to(x.dtype), x], dim=-1)                  # (B, C, K-1+T)
-        if tree is None:                         # row t reads full[:, :, t : t+K]
-            windows = full.unfold(-1, self.kernel, 1)                          # (B, C, T, K), a view
-        else:
+        if tree is not None:                     # row r reads full[..., reads[r]]; its window after it: all but the first
             reads = tree_tensor(tree.conv_reads(self.kernel), x.device)                    # (T, K)
-            windows = full[:, :, reads.reshape(-1)].view(B, C, T, self.kernel)
-        if cache.keep_steps:                     # the window after token t: what it read, less the oldest
-            cache.conv_steps[:T].copy_(windows[..., 1:].permute(2, 0, 1, 3))
-        if T <= RECURRENT_MAX_T or tree is not None:   # a few tokens: K multiply-adds beat a conv kernel launch
-            out = (windows * self.conv1d.weight[:, None, 0, :]).sum(-1)                    # (B, C, T)
+            windows = full[:, :, reads.reshape(-1)].view(B, C, T, self.kernel)             # (B, C, T, K)
+            if cache.keep_steps:
+                cache.conv_steps[:T].copy_(windows[..., 1:].permute(2, 0, 1, 3))
+            cache.conv.copy_(windows[:, :, -1, 1:])
+            return F.silu((windows * self.conv1d.weight[:, None, 0, :]).sum(-1))
+        if cache.keep_steps:                     # the window after token t is full[:, :, t+1 : t+K]
+            windows = full.unfold(-1, self.kernel - 1, 1)[:, :, 1:T + 1]      # (B, C, T, K-1)
+            cache.conv_steps[:T].copy_(windows.permute(2, 0, 1, 3))
+        if T <= RECURRENT_MAX_T:       # a few tokens: K multiply-adds per channel beat a conv kernel launch
+            out = (full.unfold(-1, self.kernel, 1) * self.conv1d.weight[:, None, 0, :]).sum(-1)   # (B, C, T)
         else:
             out = F.conv1d(full, self.conv1d.weight, groups=C)
-        cache.conv.copy_(windows[:, :, -1, 1:])                                # the last token's window
+        cache.conv.copy_(full[:, :, T:])                                       # the last K-1 inputs
         return F.silu(out)
 
     def forward(self, x, cache, real=None, tree=None):

@@ -55,6 +55,37 @@ class Watch:
         """After round `number`, the head caught up: r, a qwen.mtp.Round; emitted: [(token, origin)]."""
 
 
+class Watches(Watch):
+    """Several watches hearing one run: each hook is passed on to every one, in order."""
+
+    def __init__(self, *watches):
+        self.watches = watches
+
+    def prefilled(self, *args):
+        for w in self.watches:
+            w.prefilled(*args)
+
+    def round_began(self, *args):
+        for w in self.watches:
+            w.round_began(*args)
+
+    def drafted(self, *args):
+        for w in self.watches:
+            w.drafted(*args)
+
+    def verified(self, *args):
+        for w in self.watches:
+            w.verified(*args)
+
+    def rolled_back(self, *args):
+        for w in self.watches:
+            w.rolled_back(*args)
+
+    def round_ended(self, *args):
+        for w in self.watches:
+            w.round_ended(*args)
+
+
 class Trace(Watch, list):
     """The round records of one run, in order, and what to record: the DeltaNet layer (index among
     DeltaNet layers) and value head whose memory is watched, and at most how many rounds to keep

@@ -9,9 +9,9 @@ import torch
 
 from demo.stepper import steps, treeview as TV, ui as stepper_ui
 from demo.stepper.figures import Look
-from demo.stepper.recording import deltanet_layers
+from demo.stepper.steps import deltanet_layers
 from demo.stepper.steps import Settings
-from demo.stepper.treerec import record_tree_run
+from demo.stepper.recording import record_run
 from qwen.trace import grid
 from qwen.cache import State
 from qwen.mtp import generate_mtp
@@ -30,7 +30,7 @@ def pair():
 
 def record(pair, shape="2+1", **settings):
     model, mtp = pair
-    return record_tree_run(model, mtp, FakeChat(), PROMPT, Settings(prompt="p", tree=shape, **settings), "tiny")
+    return record_run(model, mtp, FakeChat(), PROMPT, Settings(prompt="p", tree=shape, **settings), "tiny")
 
 
 @pytest.mark.parametrize("shape", ["2+1", "2x2", "2+1+1", "3"])

@@ -3,7 +3,7 @@ replayed from a run recorded once with the real engine.
 
     steps       a recorded run (Settings, Run) and the walk through it: step -> (round, phase), layer status
     recording   recording a run with the real engine (qwen.trace); the skip-the-restore proof
-    treerec     the tree mode's recording: a draft-tree run heard through a qwen.trace.Watch, row order beside it
+    treerec     the tree mode's notes: each tree round heard through a qwen.trace.Watch, row order beside it
     treeview    the tree mode's figures and words: the tree, masks, each node's memory, conv windows, KV slots
     panels      the view's HTML: phase heading, text so far, the phase's table, the proof
     figures     plotly views: layer map, memory heatmaps, conv strip, KV lengths, costs, what-if

@@ -16,12 +16,14 @@ import torch
 from demo.race import calibrate
 from demo.prompts import sampling
 from demo.tokens import token_pieces
-from demo.stepper.steps import MAX_ROUNDS, Run
+from demo.stepper.steps import MAX_ROUNDS, Run, deltanet_layers, nearest_deltanet
+from demo.stepper.treerec import TreeNotes
 from demo.validate import SKIP_RESTORE
 from qwen.mtp import generate_mtp_stream
 from qwen.sample import generate_stream
+from qwen.tree import parse_tree
 from qwen.cache import AttentionState
-from qwen.trace import GRID, Trace, as_grid, pooled
+from qwen.trace import GRID, Trace, Watches, as_grid, pooled
 
 PROOF_TOKENS = 128          # the proof runs at least this long, so a dirty memory has time to show
 
@@ -68,24 +70,11 @@ def record_ids(records):
             ids.add(e["token"])
             ids.update(t for t, _ in e.get("top", []))
         ids.update(e["token"] for e in rec["emitted"])
+        ids.update(rec.get("tokens", []) + rec.get("picks", []) + rec.get("row_picks", []))   # a tree's rows
     return ids
 
 
 GRIDS_BUDGET = 64 * 2**20      # bytes of every layer's and head's memory grids kept while recording (auto watch)
-
-
-def deltanet_layers(cfg):
-    """The model's layer numbers (0-based, as the layer map's L0, L1, ...) of its DeltaNet layers."""
-    return [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
-
-
-def nearest_deltanet(layer, deltanet):
-    """Where, in `deltanet` (deltanet_layers), the DeltaNet layer nearest to model layer `layer` is: the
-    layer itself when it is one; for an attention layer (it has no memory) the closer neighbour, the lower
-    one on a tie. 0 for a model without DeltaNet layers."""
-    if not deltanet:
-        return 0
-    return min(range(len(deltanet)), key=lambda i: (abs(deltanet[i] - layer), deltanet[i]))
 
 
 def _peaks(x):
@@ -208,17 +197,22 @@ def _plain_step(model, ids, steps=6):
 
 def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None, progress=None,
                clock=time.perf_counter):
-    """Run speculative decoding once with a trace and keep everything the stepper shows. ids: (1, T).
-    progress(done, total) hears about each round; max_seconds caps the wall-clock time. Then this host's
-    costs: the race's cost terms for these settings on this engine (demo.race.calibrate: measured once per
-    model, host and settings and kept, the prompt's pass timed for this prompt), so the what-if predicts
-    what the race predicts, not from the recording's slower instrumented times."""
+    """Run speculative decoding once with a trace and keep everything the stepper shows, for a chain of k or
+    the settings' draft tree. ids: (1, T). progress(done, total) hears about each round; max_seconds caps the
+    wall-clock time. A chain run then gets this host's costs: the race's cost terms for these settings on this
+    engine (demo.race.calibrate: measured once per model, host and settings and kept, the prompt's pass timed
+    for this prompt), so the what-if predicts what the race predicts, not from the recording's slower
+    instrumented times. A tree run's rounds also hold demo.stepper.treerec's notes ("tree_round" records)."""
     watch = _trace_watch(model, settings)
     trace = WatchingTrace(**watch)
+    notes = TreeNotes(model, nearest_deltanet(settings.watch_layer, deltanet_layers(model.cfg))
+                      if settings.watch_layer >= 0 else None, settings.watch_head if settings.watch_head >= 0 else None,
+                      sampling(settings)) if settings.tree else None
     stop = tuple(chat.stop)
     out, ended, t0 = [], "", clock()
     stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, settings.k, settings.rollback,
-                                 trace=trace, **sampling(settings))
+                                 trace=Watches(trace, notes) if notes else trace, tree=settings.tree or None,
+                                 **sampling(settings))
     try:
         for emit, _, _ in stream:
             out += [t for t, _ in emit]
@@ -234,6 +228,8 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         stream.close()              # ends the engine's generator now, also when progress() or the engine raised
     records = list(trace)[:MAX_ROUNDS + 1]
     out = [e["token"] for rec in records for e in rec["emitted"]]
+    if notes:
+        return _tree_run(model, chat, ids, settings, model_name, records, notes, out, ended)
     best = trace.clearest([rec["rolled_back"] for rec in records[1:]], settings.rollback == "select",
                           watch["watch_layer"] if settings.watch_layer >= 0 else None,
                           watch["watch_head"] if settings.watch_head >= 0 else None) if auto_watch(settings) else None
@@ -257,6 +253,21 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
     return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
                pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
                plain_step_seconds=step, costs=costs, ended=ended)
+
+
+def _tree_run(model, chat, ids, settings, model_name, records, notes, out, ended):
+    """A tree run's Run: each round's record with its tree notes ("tree_round"); no cost terms (the race
+    measures chain rounds), the plain step timed on its own."""
+    for rec, more in zip(records[1:], notes.rounds):
+        rec.update(more, kind="tree_round", next_token=more["picks"][more["path"][-1]])
+    stop = tuple(chat.stop)
+    if not ended:
+        ended = "stop" if out and out[-1] in stop else "length"
+    prompt_ids = ids[0].tolist()
+    labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
+    return Run(settings=replace(settings, k=parse_tree(settings.tree).depth), model_name=model_name,
+               prompt_ids=prompt_ids, output_ids=out, pieces=token_pieces(chat.decode, out), labels=labels,
+               records=records, stop_ids=list(stop), plain_step_seconds=_plain_step(model, ids), ended=ended)
 
 
 # --- the skip-the-restore proof -----------------------------------------------------------------------

@@ -24,6 +24,20 @@ MAX_ROUNDS = 300            # per-session bound on kept records (max_new_tokens 
 MAX_NEW_TOKENS = 256
 
 
+def deltanet_layers(cfg):
+    """The model's layer numbers (0-based, as the layer map's L0, L1, ...) of its DeltaNet layers."""
+    return [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
+
+
+def nearest_deltanet(layer, deltanet):
+    """Where, in `deltanet` (deltanet_layers), the DeltaNet layer nearest to model layer `layer` is: the
+    layer itself when it is one; for an attention layer (it has no memory) the closer neighbour, the lower
+    one on a tie. 0 for a model without DeltaNet layers."""
+    if not deltanet:
+        return 0
+    return min(range(len(deltanet)), key=lambda i: (abs(deltanet[i] - layer), deltanet[i]))
+
+
 def token_text(run, token, chars=None):
     """How a token is shown alone: its label (qwen's text, or its bytes), newline and tab drawn as ↵ and ⇥,
     cut to `chars` with an ellipsis."""

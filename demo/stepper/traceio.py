@@ -7,8 +7,9 @@ An uploaded file is untrusted. It is read as JSON only (never pickle, never eval
 and checked field by field before anything uses it: types (a bool is not an int), finite numbers,
 bounded lengths and nesting, token ids as non-negative ints, and the emitted tokens must add up to the
 output. A rejection says which field is wrong, e.g. "records[3].verify[1].prob: expected a number".
-A tree run (settings.tree, the stepper's tree mode) holds "tree_round" records (demo.stepper.treerec); their
-shape-derived fields (depths, mask, windows) must be what the parents give, and the path a walk of the tree.
+A tree run (settings.tree, the stepper's tree mode) holds "tree_round" records: a round's record with the tree's
+notes (demo.stepper.treerec), whose shape-derived fields (parents, depths, mask, windows) must be the run's tree's
+and whose path must be a walk of the tree.
 """
 import json
 import math
@@ -257,38 +258,22 @@ def _emitted(x, where, limit):
         _choice(e["origin"], f"{where}[{i}].origin", ORIGINS)
 
 
-def _tree_record(r, i, settings):
-    """A tree run's record: the prefill (no states: the tree mode draws none for it), then "tree_round"s."""
-    where = f"records[{i}]"
-    _dict(r, where, ("round", "kind", "pos", "emitted", "accepted"))
-    if _int(r["round"], f"{where}.round", 0, MAX_ROUNDS + 1) != i:
-        _fail(f"{where}.round", f"expected {i} (records go in order)")
-    _int(r["pos"], f"{where}.pos")
-    if i == 0:
-        _choice(r["kind"], f"{where}.kind", ("prefill",))
-        _emitted(r["emitted"], f"{where}.emitted", 1)
-        return
-    _choice(r["kind"], f"{where}.kind", ("tree_round",))
+def _tree_notes(r, where, tree):
+    """A tree round's notes (demo.stepper.treerec): what follows from the tree's parents must, and the path must
+    be the walk of the main model's picks through it."""
     _dict(r, where, ("parents", "depths", "tokens", "nodes", "mask", "windows", "kernel", "picks", "path",
-                     "row_picks", "mixed", "memory", "next_token", "rolled_back", "rollback", "k"))
-    parents = _list(r["parents"], f"{where}.parents", 17, lo=2)
-    try:
-        tree = parse_tree([_int(p, f"{where}.parents[{j + 1}]") for j, p in enumerate(parents[1:])])
-    except ValueError as e:
-        _fail(f"{where}.parents", str(e))
-    if parents[0] != -1 or tree != parse_tree(settings.tree):
-        _fail(f"{where}.parents", f"not the run's tree {settings.tree}")
+                     "row_picks", "mixed", "memory", "next_token"))
     kernel = _int(r["kernel"], f"{where}.kernel", 2, 16)
-    for name, want in (("depths", list(tree.depths)), ("mask", [[int(x) for x in row] for row in tree.seen]),
-                       ("windows", [list(row) for row in tree.conv_reads(kernel)]), ("k", tree.depth)):
+    for name, want in (("parents", list(tree.parents)), ("depths", list(tree.depths)), ("k", tree.depth),
+                       ("mask", [[int(x) for x in row] for row in tree.seen]),
+                       ("windows", [list(row) for row in tree.conv_reads(kernel)])):
         if r[name] != want:
-            _fail(f"{where}.{name}", "does not follow from the parents")
+            _fail(f"{where}.{name}", "does not follow from the run's tree")
     n = tree.size
     for name in ("tokens", "picks", "row_picks"):
         for j, x in enumerate(_list(r[name], f"{where}.{name}", n, lo=n)):
             _int(x, f"{where}.{name}[{j}]")
-    nodes = _list(r["nodes"], f"{where}.nodes", n, lo=n)
-    for j, node in enumerate(nodes[1:], start=1):
+    for j, node in enumerate(_list(r["nodes"], f"{where}.nodes", n, lo=n)[1:], start=1):
         _dict(node, f"{where}.nodes[{j}]", ("prob", "rank"))
         _num(node["prob"], f"{where}.nodes[{j}].prob", 0, 1)
         _int(node["rank"], f"{where}.nodes[{j}].rank", 0, n)
@@ -298,7 +283,7 @@ def _tree_record(r, i, settings):
         walked.append(path[len(walked)])
     if path != walked or any(r["tokens"][c] == r["picks"][path[-1]] for c in tree.children[path[-1]]):
         _fail(f"{where}.path", "is not the walk of the main model's picks through the tree")
-    if _int(r["accepted"], f"{where}.accepted", 0, n) != len(path) - 1 or r["next_token"] != r["picks"][path[-1]]:
+    if r["accepted"] != len(path) - 1 or r["next_token"] != r["picks"][path[-1]]:
         _fail(f"{where}.accepted", "must be the path's drafts, then the main model's pick after it")
     if r["rolled_back"] is not bool(tree.children[path[-1]]):
         _fail(f"{where}.rolled_back", "must say whether the path stopped above a leaf")
@@ -312,11 +297,10 @@ def _tree_record(r, i, settings):
         for name in ("tree", "row_order"):
             for j, g in enumerate(_list(memory[name], f"{where}.memory.{name}", n, lo=n)):
                 _grid(g, f"{where}.memory.{name}[{j}]")
-    _choice(r["rollback"], f"{where}.rollback", ENGINE_ROLLBACKS)
-    _emitted(r["emitted"], f"{where}.emitted", len(path))
 
 
-def _record(r, i):
+def _record(r, i, tree=None):
+    """A round's record (qwen.trace's), a chain's or, given the run's tree, a tree round's (then also its notes)."""
     where = f"records[{i}]"
     _dict(r, where, ("round", "kind", "pos", "emitted", "seconds", "states"))
     if _int(r["round"], f"{where}.round", 0, MAX_ROUNDS + 1) != i:
@@ -330,17 +314,20 @@ def _record(r, i):
             _token_entry(r["next_draft"], f"{where}.next_draft")
         _state(_dict(r["states"], f"{where}.states", ("after",))["after"], f"{where}.states.after")
         return
-    _choice(r["kind"], f"{where}.kind", ("round",))
+    _choice(r["kind"], f"{where}.kind", ("tree_round",) if tree else ("round",))
     _dict(r, where, ("k", "draft", "verify", "accepted", "rollback", "rolled_back", "snapshot_bytes"))
     k = _int(r["k"], f"{where}.k", 1, MAX_K)
-    for j, e in enumerate(_list(r["draft"], f"{where}.draft", k, lo=k)):
+    rows = tree.size if tree else k + 1
+    for j, e in enumerate(_list(r["draft"], f"{where}.draft", rows - 1, lo=rows - 1)):
         _token_entry(e, f"{where}.draft[{j}]")
-    for j, e in enumerate(_list(r["verify"], f"{where}.verify", k + 1, lo=k + 1)):
+    for j, e in enumerate(_list(r["verify"], f"{where}.verify", rows, lo=rows)):
         _token_entry(e, f"{where}.verify[{j}]", verify=True)
     n = _int(r["accepted"], f"{where}.accepted", 0, k)
     _emitted(r["emitted"], f"{where}.emitted", n + 1)
     _choice(r["rollback"], f"{where}.rollback", ENGINE_ROLLBACKS)
-    if r["rolled_back"] is not (n < k):
+    if tree:
+        _tree_notes(r, where, tree)
+    elif r["rolled_back"] is not (n < k):
         _fail(f"{where}.rolled_back", "must say whether fewer than k guesses were accepted")
     _int(r["snapshot_bytes"], f"{where}.snapshot_bytes", 0, 2**40)
     states = _dict(r["states"], f"{where}.states", ("before", "after_verify", "after"))
@@ -404,7 +391,7 @@ def from_dict(obj):
         _fail("labels", "too many entries")
     records = _list(obj["records"], "records", MAX_ROUNDS + 1, lo=1)
     for i, r in enumerate(records):
-        _tree_record(r, i, settings) if settings.tree else _record(r, i)
+        _record(r, i, parse_tree(settings.tree) if settings.tree else None)
     emitted = [e["token"] for r in records for e in r["emitted"]]
     if emitted != output_ids:
         _fail("output_ids", "do not match the tokens the records emitted")

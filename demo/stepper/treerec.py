@@ -1,9 +1,8 @@
-"""Recording a draft-tree run for the stepper's tree mode (qwen.tree), with the pitfall beside it.
+"""A draft-tree round's notes for the stepper's tree mode (qwen.tree), with the pitfall beside it.
 
-    run = record_tree_run(model, mtp, chat, ids, Settings(prompt="Hi", tree="2+1"))    # a steps.Run
-
-The engine runs the tree rounds (qwen.mtp.generate_mtp_stream(..., tree=...)); a TreeRecorder, passed as
-its `trace`, hears each round from the inside (a qwen.trace.Watch) and keeps, as plain data:
+demo.stepper.recording.record_run records a tree run as it records a chain (one qwen.trace.Trace record a
+round); a TreeNotes watch hears the same rounds (qwen.trace.Watches passes each to both) and keeps, per round,
+what the tree mode draws; record_run adds it to the round's record, whose kind is then "tree_round":
 
     parents, depths, tokens      the tree's shape and its rows (row 0: the round's first token)
     nodes                        per draft: the head's probability and its rank among its siblings
@@ -19,19 +18,13 @@ its `trace`, hears each round from the inside (a qwen.trace.Watch) and keeps, as
 
 The row-order pass runs on a copy of the state, so the engine's own state is never touched.
 """
-import time
-from dataclasses import replace
-
 import torch
 
-from demo.prompts import sampling
-from demo.stepper.recording import deltanet_layers, nearest_deltanet, record_ids, token_label
-from demo.stepper.steps import MAX_ROUNDS, Run
-from demo.tokens import token_pieces
+from demo.stepper.steps import deltanet_layers
 from qwen.cache import copy_state, keep_step_states
-from qwen.mtp import generate_mtp_stream, main_picks
+from qwen.mtp import main_picks
 from qwen.trace import Watch, grid
-from qwen.tree import Tree, parse_tree
+from qwen.tree import Tree
 
 
 def rows_after(model, tokens, state, tree):
@@ -43,8 +36,8 @@ def rows_after(model, tokens, state, tree):
     return logits[0], [s.S_steps[:tree.size, 0] for s in state.deltanet_layers()]
 
 
-class TreeRecorder(Watch):
-    """Keeps each tree round as plain data (see the module docstring). watch: a DeltaNet layer's index among
+class TreeNotes(Watch):
+    """Keeps each tree round's notes as plain data (see the module docstring). watch: a DeltaNet layer's index among
     the DeltaNet layers and a value head, or None for each: chosen at the first round, where the row-order
     memory goes most wrong (the clearest picture of the pitfall), then kept for the run."""
 
@@ -94,58 +87,6 @@ class TreeRecorder(Watch):
     def rolled_back(self, state, head_cache):
         self._round["kv_after"] = state.pos
         self.rounds.append(self._round)
-
-
-def record_tree_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None, progress=None,
-                    clock=time.perf_counter):
-    """Run speculative decoding with the settings' draft tree once, recording every round (TreeRecorder).
-    ids: (1, T). progress(done, total) hears about each round; max_seconds caps the wall-clock time.
-    -> steps.Run whose records are {"kind": "prefill"} then {"kind": "tree_round"}, one per round."""
-    tree = parse_tree(settings.tree)
-    deltanet = deltanet_layers(model.cfg)
-    watch = TreeRecorder(model, nearest_deltanet(settings.watch_layer, deltanet) if settings.watch_layer >= 0 else None,
-                         settings.watch_head if settings.watch_head >= 0 else None, sampling(settings))
-    stop = tuple(chat.stop)
-    records, ended, t0 = [], "", clock()
-    stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, tree.depth, settings.rollback,
-                                 trace=watch, tree=tree, **sampling(settings))
-    try:
-        for emit, rounds, _ in stream:
-            emitted = [{"token": tok, "origin": origin} for tok, origin in emit]
-            if rounds == 0:
-                records.append({"kind": "prefill", "round": 0, "pos": ids.shape[1], "k": tree.depth,
-                                "rollback": settings.rollback, "rolled_back": False, "accepted": 0,
-                                "emitted": emitted})
-            else:
-                rec = watch.rounds[-1]
-                n = len(rec["path"]) - 1
-                records.append({**rec, "kind": "tree_round", "round": rounds, "k": tree.depth,
-                                "rollback": settings.rollback, "accepted": n, "emitted": emitted,
-                                "next_token": rec["picks"][rec["path"][-1]],
-                                "rolled_back": bool(tree.children[rec["path"][-1]])})
-            done = sum(len(r["emitted"]) for r in records)
-            if progress:
-                progress(done, settings.max_new_tokens)
-            if max_seconds and clock() - t0 > max_seconds and done < settings.max_new_tokens:
-                ended = "time"
-                break
-            if len(records) > MAX_ROUNDS:
-                ended = "rounds"
-                break
-    finally:
-        stream.close()
-    records = records[:MAX_ROUNDS + 1]
-    out = [e["token"] for rec in records for e in rec["emitted"]]
-    if not ended:
-        ended = "stop" if out and out[-1] in stop else "length"
-    prompt_ids = ids[0].tolist()
-    named = record_ids(records) | set(prompt_ids) | set(out)
-    named |= {tok for rec in records for tok in rec.get("tokens", []) + rec.get("picks", []) + rec.get("row_picks", [])}
-    labels = {i: token_label(chat, i) for i in named}
-    settings = replace(settings, k=tree.depth)          # a tree drafts as deep as its longest path
-    return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
-               pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
-               ended=ended)
 
 
 def is_tree_run(run):

@@ -23,7 +23,7 @@ from gradio.context import Context
 from plotly.basedatatypes import BaseFigure
 
 from demo import models, serving, validate
-from demo.stepper import figures, recording, steps, traceio, treerec
+from demo.stepper import figures, recording, steps, traceio
 from demo.stepper import panels as H
 from demo.stepper import treeview as TV
 from demo.stepper.treerec import is_tree_run
@@ -408,12 +408,9 @@ def _wire_start(shared, ui):
                 raise models.ModelError(t("model_no_mtp", language).strip(", "))
             ids, more = encode(loaded, settings)
             told = lambda done, total: progress(done / max(total, 1), desc=t("recording", language))  # noqa: E731
-            if settings.tree:               # trees decode eagerly (qwen.tree)
-                run = treerec.record_tree_run(loaded.model, loaded.mtp, loaded.chat, ids, settings, loaded.key,
-                                              max_seconds=max_seconds(), progress=told)
-            else:
-                run = recording.record_run(*loaded.engine(), loaded.chat, ids, settings, loaded.key,
-                                           max_seconds=max_seconds(), progress=told)
+            engine = (loaded.model, loaded.mtp) if settings.tree else loaded.engine()   # trees decode eagerly
+            run = recording.record_run(*engine, loaded.chat, ids, settings, loaded.key, max_seconds=max_seconds(),
+                                       progress=told)
         except InputError as e:
             return failed(t("error", language, error=notice_text(e, language)))
         except models.ModelError as e:
