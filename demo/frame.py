@@ -13,7 +13,7 @@ import gradio as gr
 
 from demo import i18n, models, settings, validate
 from demo.i18n import t
-from demo.prompts import default_example, default_prompt_for
+from demo.prompts import EXAMPLES, default_example, default_prompt_for, example_samples
 from demo.theme import LANG_JS, PRESENTER_JS
 from qwen.compiled import Phase, Why
 from qwen.weights import ModelNotFound
@@ -221,3 +221,12 @@ def wire_header(demo, shared, tabs=None):
         # a visitor's switch (not a link's: on_load has chosen its prompt)
         lang.input(lambda language, prompt: default_prompt_for(prompt, language), [lang, shared.prompt],
                    [shared.prompt], api_name="frame_default_prompt", api_visibility="private", queue=False)
+
+
+def examples_table(say, elem_id):
+    """The examples as a table in the page's language (both tabs: a click sets the prompt, not the labels)."""
+    L = i18n.DEFAULT_LANG
+    return say(gr.Dataset(components=["textbox", "textbox"], samples=example_samples(L),
+                          headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
+                          samples_per_page=len(EXAMPLES), elem_id=elem_id),
+               label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)], samples=example_samples)

@@ -22,10 +22,10 @@ import gradio as gr
 from gradio.context import Context
 
 from demo import models, serving, settings
-from demo.frame import model_error_text, words
+from demo.frame import examples_table, model_error_text, words
 from demo.gpu import on_gpu, race_seconds
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
-from demo.prompts import DEFAULT_EXAMPLE, EXAMPLES, example_samples, pick_example, prepare, rollback_choices
+from demo.prompts import DEFAULT_EXAMPLE, pick_example, prepare, rollback_choices
 from demo.race import race, summary
 from demo.race_html import (lane_off_html, plain_text_html, spec_text_html, stats_html, timeline_html, verdict_html,
                             waiting_html)
@@ -170,11 +170,7 @@ def _build_race_inputs(shared, say):
                               value="stop")
         with gr.Column(scale=2, min_width=300):
             say(gr.Markdown(t("examples_note", L), elem_id="race-examples-note"), value="examples_note")
-            ui.examples = say(gr.Dataset(components=["textbox", "textbox"], samples=example_samples(L),
-                                         headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
-                                         samples_per_page=len(EXAMPLES), elem_id="race-examples"),
-                              label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)],
-                              samples=example_samples)
+            ui.examples = examples_table(say, "race-examples")
     with gr.Accordion(t("settings", L), open=False, elem_id="race-settings") as settings_box:
         with gr.Row():
             ui.k = say(gr.Slider(*LIMITS["k"], step=1, label=t("k", L), info=t("k_info", L), elem_id="race-k"),

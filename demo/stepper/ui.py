@@ -29,10 +29,10 @@ from demo.stepper import treeview as TV
 from demo.stepper.treerec import is_tree_run
 from demo.stepper.drawn import box_value, figure_html
 from demo.stepper.figures import Look
-from demo.frame import model_error_text, model_label, words
+from demo.frame import examples_table, model_error_text, model_label, words
 from demo.gpu import generation_seconds, on_gpu
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
-from demo.prompts import EXAMPLES, example_samples, pick_example, prepare, rollback_choices
+from demo.prompts import pick_example, prepare, rollback_choices
 from demo.tokens import legend_html
 from demo.settings import max_prompt_tokens, max_seconds, session_ttl
 from demo.theme import static_text
@@ -300,11 +300,7 @@ def _build_inputs(shared, say):
             ui.start = say(gr.Button(t("start", L), variant="primary", elem_id="stepper-start",
                                      elem_classes="run-button"), value="start")
         with gr.Column(scale=2, min_width=300):
-            ui.examples = say(gr.Dataset(components=["textbox", "textbox"], samples=example_samples(L),
-                                         headers=[t("kind", L), t("prompt", L)], label=t("examples", L), type="index",
-                                         samples_per_page=len(EXAMPLES), elem_id="stepper-examples"),
-                              label="examples", headers=lambda lang: [t("kind", lang), t("prompt", lang)],
-                              samples=example_samples)
+            ui.examples = examples_table(say, "stepper-examples")
     with gr.Accordion(t("settings", L), open=False, elem_id="stepper-settings") as settings_box:
         with gr.Row():
             ui.k = say(gr.Slider(*LIMITS["k"][:2], value=race_k.value if race_k else LIMITS["k"][2], step=1,
