@@ -55,35 +55,22 @@ class Watch:
         """After round `number`, the head caught up: r, a qwen.mtp.Round; emitted: [(token, origin)]."""
 
 
+def _to_each(hook):
+    """A Watches hook that passes its arguments to that hook of every watch, in order."""
+    def passed_on(self, *args):
+        for w in self.watches:
+            getattr(w, hook)(*args)
+    return passed_on
+
+
 class Watches(Watch):
     """Several watches hearing one run: each hook is passed on to every one, in order."""
 
     def __init__(self, *watches):
         self.watches = watches
 
-    def prefilled(self, *args):
-        for w in self.watches:
-            w.prefilled(*args)
-
-    def round_began(self, *args):
-        for w in self.watches:
-            w.round_began(*args)
-
-    def drafted(self, *args):
-        for w in self.watches:
-            w.drafted(*args)
-
-    def verified(self, *args):
-        for w in self.watches:
-            w.verified(*args)
-
-    def rolled_back(self, *args):
-        for w in self.watches:
-            w.rolled_back(*args)
-
-    def round_ended(self, *args):
-        for w in self.watches:
-            w.round_ended(*args)
+    prefilled, round_began, drafted, verified, rolled_back, round_ended = (
+        _to_each(hook) for hook in ("prefilled", "round_began", "drafted", "verified", "rolled_back", "round_ended"))
 
 
 class Trace(Watch, list):
