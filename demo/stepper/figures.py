@@ -25,8 +25,6 @@ TEMPLATES = {dark: plotly_template(dark).to_plotly_json() for dark in (False, Tr
 STATE_ORDER = ("before", "after_verify", "after")
 SHOWN = {"prefill": ("after",), "guess": ("before",), "verify": ("before", "after_verify"),
          "accept": STATE_ORDER}
-DIFFS = (("diff_verify", "after_verify", "before"), ("diff_after", "after", "before"),
-         ("diff_removed", "after_verify", "after"))
 STATUS_COLOURS = {
     "untouched": "#BBBBBB", "written": OKABE_ITO["orange"], "snapshot_written": OKABE_ITO["sky_blue"],
     "steps_kept": OKABE_ITO["yellow"], "truncated": OKABE_ITO["vermillion"], "restored": OKABE_ITO["blue"],
@@ -55,6 +53,7 @@ class Look:
 
 
 MARGIN = {"l": 60, "r": 70, "t": 96, "b": 40}
+CLIP = 0.99             # the memory figure's colour scales end at this quantile of |value| over the run
 FAINT = 0.05            # a memory panel whose largest |value| is under this share of its colour scale is said in words
 
 
@@ -179,8 +178,17 @@ def _frame(fig, look, title, height, fixed=False, half=False, room_for=None):
 
 def _symmetric(grids):
     """The largest |value| over several grids (never 0, so a colour scale stays defined)."""
-    top = max((abs(v) for g in grids if g for row in g for v in row), default=0.0)
-    return top or 1e-9
+    return max((_max_abs(g) for g in grids if g), default=0.0) or 1e-9
+
+
+def _max_abs(grid):
+    """The largest |value| of a grid (0.0 for an empty one)."""
+    return max((abs(v) for row in grid for v in row), default=0.0)
+
+
+def diverging(bound, **colorbar):
+    """A colour axis from -bound (blue) through 0 (white) to bound (red), with these colour bar settings."""
+    return {"colorscale": DIVERGING, "cmin": -bound, "cmax": bound, "cmid": 0, "colorbar": colorbar}
 
 
 def subtract(a, b):
@@ -226,8 +234,6 @@ def layer_map(record, phase, look=Look()):
 
 # --- the recurrent memory and the conv window -----------------------------------------------------------
 
-CLIP = 0.99             # the memory figure's colour scales end at this quantile of |value| over the run
-
 
 def quantile(values, q=CLIP):
     """The q-quantile of a list of numbers, linearly interpolated between the two nearest ranks (numpy's
@@ -241,26 +247,26 @@ def quantile(values, q=CLIP):
     return values[low] + (values[high] - values[low]) * (at - low)
 
 
+def clipped_scale(grids, q=CLIP):
+    """One symmetric colour scale for many grids: the q-quantile of their |value| (never 0)."""
+    return quantile([abs(v) for g in grids for row in g for v in row], q) or 1e-9
+
+
 def run_scales(records, q=CLIP):
     """One colour scale per run, symmetric, for each kind of heatmap: the memory S (the q-quantile of |S|
     over every recorded memory of the run), the differences (the q-quantile of |Δ| over the nonzero cells
     of what verify wrote and what the rollback took back, every round) and the conv window (its largest
     |value|). Clipping at a quantile keeps one outlier column from washing out every other cell. -> {"memory",
     "diff", "conv"}"""
-    cells, changes, conv = [], [], 0.0
+    memories, changes, convs = [], [], []
     for rec in records:
-        conv = max([conv] + [abs(v) for st in rec["states"].values() if st for row in st.get("conv") or []
-                             for v in row])
+        convs += [st["conv"] for st in rec["states"].values() if st and st.get("conv")]
         grids = {name: st["memory"] for name, st in rec["states"].items() if st and st.get("memory")}
-        cells += [abs(v) for g in grids.values() for row in g for v in row]
+        memories += grids.values()
         for a, b in (("after_verify", "before"), ("after_verify", "after")):
             if a in grids and b in grids:
                 changes += [abs(x - y) for ra, rb in zip(grids[a], grids[b]) for x, y in zip(ra, rb) if x != y]
-    return {"memory": quantile(cells, q) or 1e-9, "diff": quantile(changes, q) or 1e-9, "conv": conv or 1e-9}
-
-
-def _max_abs(grid):
-    return max((abs(v) for row in grid for v in row), default=0.0)
+    return {"memory": clipped_scale(memories, q), "diff": quantile(changes, q) or 1e-9, "conv": _symmetric(convs)}
 
 
 def memory_panels(record, phase, lang="English", mode=None):
@@ -338,6 +344,37 @@ def _wrap_rows(panels, cols):
     return [panels[i:i + cols] for i in range(0, len(panels), cols)]
 
 
+def panel_grid(groups, cols, top, panel_px, title_px, axis_px):
+    """Rows of panels (`groups`: a list per row) under a `top` margin: their axes (_grid_layout) and the
+    figure's height. -> (axes, [(xref, yref)], height)"""
+    height = top + MARGIN["b"] + len(groups) * (title_px + panel_px + axis_px)
+    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
+    return axes, refs, height
+
+
+BARE = {"showgrid": False, "zeroline": False}     # a panel's axes: no grid lines, no zero line
+
+
+def heatmap_panel(name, z, ref, visible, hovertemplate, coloraxis="coloraxis"):
+    """One heatmap of a grid of panels, on the axes `ref` (xref, yref), coloured by a shared colour axis."""
+    return {"type": "heatmap", "z": z, "coloraxis": coloraxis, "name": name, "xaxis": ref[0], "yaxis": ref[1],
+            "visible": visible, "hovertemplate": hovertemplate}
+
+
+def panel_title(text, axes, ref, font, yshift=4):
+    """The words over a panel (an annotation named "panel-title"), centred over its axes' domain."""
+    x_domain, y_domain = axes[_axis_key("x", ref[0])]["domain"], axes[_axis_key("y", ref[1])]["domain"]
+    return {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": sum(x_domain) / 2,
+            "y": y_domain[1], "yanchor": "bottom", "yshift": yshift, "xanchor": "center", "name": "panel-title",
+            "font": font}
+
+
+def panel_note(text, ref, **more):
+    """Words in the middle of a panel (on the axes `ref`): why it shows nothing."""
+    return {"text": text, "showarrow": False, "xref": f"{ref[0]} domain", "yref": f"{ref[1]} domain",
+            "x": 0.5, "y": 0.5, **more}
+
+
 def faint_words(name, grid, top, lang="English"):
     """The words shown instead of a memory panel whose largest |value| is under FAINT of its colour scale
     `top` (the panel would look blank), saying why; None: the panel is drawn. name: the panel's (a state,
@@ -364,57 +401,42 @@ def memory_heatmaps(record, phase, look=None, scales=None, mode=None):
         (_symmetric([g for _, _, g in rows]), _symmetric([g for _, _, g in diffs]))
     title = t("fig_memory", look.lang, layer=watch["layer"], head=watch["head"]) + \
         f"<br><sub>{t('fig_memory_sub', look.lang)}</sub>"
-    top = title_margin(title, look)
     cols = 1 if look.narrow else max(3, len(rows))
     groups = _wrap_rows(rows, cols) + _wrap_rows(diffs, cols)
     panel_px = 130 if look.narrow else (190 if cols > 3 else 230)
-    title_px, axis_px = (60, 44) if not look.presenter else (78, 54)
-    height = top + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
-    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
+    axes, refs, height = panel_grid(groups, cols, title_margin(title, look), panel_px,
+                                    *((60, 44) if not look.presenter else (78, 54)))
     data, notes, said = [], [], set()
     panels = [p + ("coloraxis", s_top) for p in rows] + [p + ("coloraxis2", d_top) for p in diffs]
-    for (name, title_of, grid, scale, scale_top), (xref, yref) in zip(panels, refs):
+    axis_title = lambda key: {"text": t(key, look.lang), "standoff": 2, "font": {"size": look.font - 3}}  # noqa: E731
+    for (name, title_of, grid, scale, scale_top), ref in zip(panels, refs):
         words = None if grid is None else faint_words(name, grid, scale_top, look.lang)
         drawn = grid is not None and words is None
         z = grid if grid is not None else [[0.0]]
         if grid is not None and scale == "coloraxis2" and name != "diff_restore":
             title_of += f"<br><span style='font-size:0.85em'>{t('max_change', look.lang, d=_max_abs(grid))}</span>"
-        data.append({"type": "heatmap", "z": z, "coloraxis": scale, "name": name, "xaxis": xref, "yaxis": yref,
-                     "visible": drawn, "hovertemplate": f"{t('key_dim', look.lang)} %{{y}}, "
-                     f"{t('value_dim', look.lang)} %{{x}}: %{{z:.4f}}<extra>{name}</extra>"})
-        axis_x, axis_y = axes[_axis_key("x", xref)], axes[_axis_key("y", yref)]
-        axis_x.update(showticklabels=drawn, tickvals=[0, len(z[0]) - 1], title={"text": t("value_dim", look.lang),
-                      "standoff": 2, "font": {"size": look.font - 3}}, showgrid=False, zeroline=False)
-        axis_y.update(showticklabels=drawn, tickvals=[0, len(z) - 1], autorange="reversed", showgrid=False,
-                      zeroline=False, title={"text": t("key_dim", look.lang), "standoff": 2,
-                                             "font": {"size": look.font - 3}})
-        domain_x, domain_y = axis_x["domain"], axis_y["domain"]
-        notes.append({"text": title_of, "showarrow": False, "xref": "paper", "yref": "paper",
-                      "x": sum(domain_x) / 2, "y": domain_y[1], "yanchor": "bottom", "yshift": 4,
-                      "xanchor": "center", "font": {"size": look.font - 1}, "name": "panel-title"})
+        data.append(heatmap_panel(name, z, ref, drawn, f"{t('key_dim', look.lang)} %{{y}}, "
+                                  f"{t('value_dim', look.lang)} %{{x}}: %{{z:.4f}}<extra>{name}</extra>", scale))
+        axes[_axis_key("x", ref[0])].update(showticklabels=drawn, tickvals=[0, len(z[0]) - 1],
+                                            title=axis_title("value_dim"), **BARE)
+        axes[_axis_key("y", ref[1])].update(showticklabels=drawn, tickvals=[0, len(z) - 1], autorange="reversed",
+                                            title=axis_title("key_dim"), **BARE)
+        notes.append(panel_title(title_of, axes, ref, {"size": look.font - 1}))
         if grid is None:
-            why = "not_needed" if phase == "accept" else "not_yet"
-            notes.append({"text": t(why, look.lang), "showarrow": False, "opacity": 0.6,
-                          "xref": f"{xref} domain", "yref": f"{yref} domain", "x": 0.5, "y": 0.5})
+            notes.append(panel_note(t("not_needed" if phase == "accept" else "not_yet", look.lang), ref, opacity=0.6))
         elif words:
             said.add(name)
-            notes.append({"text": wrap_title(words, 24 if look.narrow else 34), "showarrow": False,
-                          "xref": f"{xref} domain", "yref": f"{yref} domain",
-                          "x": 0.5, "y": 0.5, "name": f"panel-empty {name}", "font": {"size": look.font - 2}})
+            notes.append(panel_note(wrap_title(words, 24 if look.narrow else 34), ref, name=f"panel-empty {name}",
+                                    font={"size": look.font - 2}))
     marks = None if "after_verify" in said else _rejected_marks(record, phase, rows)
     if marks:
         xref, yref = refs[[p[0] for p in rows].index("after_verify")]
         data.append({"type": "scatter", "x": marks[1], "y": marks[0], "mode": "markers", "xaxis": xref,
                      "yaxis": yref, "name": "rejected", "hoverinfo": "skip", "showlegend": False,
                      "marker": {"symbol": "x-thin", "size": 9, "line": {"width": 2, "color": "#000000"}}})
-    bar = {"thickness": 12, "len": 0.4, "x": 1.01}
-    layout = {**axes, "annotations": notes,
-              "coloraxis": {"colorscale": DIVERGING, "cmin": -s_top, "cmax": s_top, "cmid": 0,
-                            "colorbar": {**bar, "y": 0.78, "title": {"text": _bar_title("S", s_top, scales, look),
-                                                                      "side": "top", "font": {"size": look.font - 3}}}},
-              "coloraxis2": {"colorscale": DIVERGING, "cmin": -d_top, "cmax": d_top, "cmid": 0,
-                             "colorbar": {**bar, "y": 0.22, "title": {"text": _bar_title("Δ", d_top, scales, look),
-                                                                       "side": "top", "font": {"size": look.font - 3}}}}}
+    bar = lambda name, top, y: diverging(top, thickness=12, len=0.4, x=1.01, y=y, title={  # noqa: E731
+        "text": _bar_title(name, top, scales, look), "side": "top", "font": {"size": look.font - 3}})
+    layout = {**axes, "annotations": notes, "coloraxis": bar("S", s_top, 0.78), "coloraxis2": bar("Δ", d_top, 0.22)}
     return _frame(_figure(data, layout), look, title, height, fixed=True)
 
 
@@ -476,33 +498,23 @@ def conv_strip(record, phase, labels=None, look=None, scale=None):
     grids = {s: states[s]["conv"] for s in STATE_ORDER if s in shown}
     cols = 1 if look.narrow else 3
     groups = _wrap_rows(list(STATE_ORDER), cols)
-    panel_px, title_px, axis_px = (120, 40, 56) if not look.presenter else (140, 52, 70)
     title = t("fig_conv", look.lang, layer=any_state["watch"]["layer"], n=columns)
-    top = title_margin(title, look)
-    height = top + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
-    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
+    axes, refs, height = panel_grid(groups, cols, title_margin(title, look),
+                                    *((120, 40, 56) if not look.presenter else (140, 52, 70)))
     data, notes = [], []
-    for s, title_of, (xref, yref) in zip(STATE_ORDER, titles, refs):
+    for s, title_of, ref in zip(STATE_ORDER, titles, refs):
         z = grids.get(s)
-        data.append({"type": "heatmap", "z": z or [[0.0] * columns], "coloraxis": "coloraxis", "name": s,
-                     "visible": z is not None, "xaxis": xref, "yaxis": yref,
-                     "hovertemplate": "%{y}, %{x}: %{z:.3f}<extra></extra>"})
+        data.append(heatmap_panel(s, z or [[0.0] * columns], ref, z is not None,
+                                  "%{y}, %{x}: %{z:.3f}<extra></extra>"))
         ticks = (labels or {}).get(s) or [str(c) for c in range(columns)]
-        axes[_axis_key("x", xref)].update(tickvals=list(range(columns)), ticktext=ticks, tickangle=0,
-                                          showticklabels=z is not None, showgrid=False, zeroline=False,
-                                          tickfont={"size": look.font - 3})
-        axes[_axis_key("y", yref)].update(showticklabels=False, showgrid=False, zeroline=False)
-        domain_x, domain_y = axes[_axis_key("x", xref)]["domain"], axes[_axis_key("y", yref)]["domain"]
-        notes.append({"text": title_of, "showarrow": False, "xref": "paper", "yref": "paper", "x": sum(domain_x) / 2,
-                      "y": domain_y[1], "yanchor": "bottom", "yshift": 4, "xanchor": "center", "name": "panel-title",
-                      "font": {"size": look.font - 1}})
+        axes[_axis_key("x", ref[0])].update(tickvals=list(range(columns)), ticktext=ticks, tickangle=0,
+                                            showticklabels=z is not None, tickfont={"size": look.font - 3}, **BARE)
+        axes[_axis_key("y", ref[1])].update(showticklabels=False, **BARE)
+        notes.append(panel_title(title_of, axes, ref, {"size": look.font - 1}))
         if z is None:
-            notes.append({"text": t("not_yet", look.lang), "showarrow": False, "opacity": 0.6,
-                          "xref": f"{xref} domain", "yref": f"{yref} domain", "x": 0.5, "y": 0.5})
-    bound = scale or _symmetric(grids.values())
+            notes.append(panel_note(t("not_yet", look.lang), ref, opacity=0.6))
     layout = {**axes, "annotations": notes,
-              "coloraxis": {"colorscale": DIVERGING, "cmin": -bound, "cmax": bound, "cmid": 0,
-                            "colorbar": {"thickness": 12, "x": 1.01}}}
+              "coloraxis": diverging(scale or _symmetric(grids.values()), thickness=12, x=1.01)}
     return _frame(_figure(data, layout), look, title, height, fixed=True)
 
 

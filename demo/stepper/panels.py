@@ -116,7 +116,7 @@ def phase_panel(run, step, lang):
             rows.append(f"<tr><td>{escape(t('draft_head_guesses', lang))}</td>"
                         f"<td>{chip(run, guess['token'], 'step-guess')} {_pct(guess['prob'])}</td>"
                         f"<td class='step-alts'>{_top_list(run, guess['top'][1:])}</td></tr>")
-        return _table(rows)
+        return table(rows)
     if phase == "guess":
         rows = [f"<tr><th>#</th><th>{escape(t('guess', lang))}</th><th>q</th>"
                 f"<th>{escape(t('alternatives', lang))}</th></tr>"]
@@ -124,7 +124,7 @@ def phase_panel(run, step, lang):
             others = [t for t in d["top"] if t[0] != d["token"]]
             rows.append(f"<tr><td>d{i + 1}</td><td>{chip(run, d['token'], 'step-guess')}</td>"
                         f"<td>{_pct(d['prob'])}</td><td class='step-alts'>{_top_list(run, others)}</td></tr>")
-        return f"<h4>{escape(t('draft_head_guesses', lang))}</h4>" + _table(rows) + _noise_table(run, rec, lang)
+        return f"<h4>{escape(t('draft_head_guesses', lang))}</h4>" + table(rows) + _noise_table(run, rec, lang)
     if phase == "verify":
         return _verify_table(run, rec, lang) + _noise_table(run, rec, lang, main=True) + \
             (slots_html(run, rec, lang) if rec["rollback"] == "select" else "")
@@ -154,7 +154,7 @@ def _verify_table(run, rec, lang):
                        if guess else "<td></td><td></td>")
         rows.append(f"<tr class='{cls}'><td>{chip(run, prev[i])}</td><td>{chip(run, v['token'], 'tok-main')}</td>"
                     f"<td>{_pct(v['prob'])}</td>{guess_cells}<td class='step-mark'>{mark}</td></tr>")
-    return _table(rows)
+    return table(rows)
 
 
 def slots_html(run, rec, lang, picked=False):
@@ -204,7 +204,7 @@ def _accept_panel(run, r, lang):
             f"<tr><td>{escape(t('state_memory', lang, n=n_delta))}</td><td>{escape(mem)}"
             f"{slots_html(run, rec, lang, picked=True) if rec['rollback'] == 'select' else ''}</td></tr>",
             f"<tr><td>{escape(t('state_head', lang))}</td><td>{escape(head)}</td></tr>"]
-    return _table(rows)
+    return table(rows)
 
 
 def _ranked(run, noise):
@@ -228,10 +228,10 @@ def _noise_table(run, rec, lang, main=False):
             v = rec["verify"][i]
             cells += f"<td class='step-alts'>{_ranked(run, v.get('noise', []))}</td>"
         rows.append(f"<tr><td>d{i + 1}</td>{cells}</tr>")
-    return f"<p><small>{escape(t('noise_title', lang))}</small></p>" + _table(rows)
+    return f"<p><small>{escape(t('noise_title', lang))}</small></p>" + table(rows)
 
 
-def _table(rows):
+def table(rows):
     """A table in its own sideways-scrolling box (stepper.css): on a narrow screen it scrolls rather than
     break a word or a token."""
     return f'<div class="step-scroll"><table class="step-table">{"".join(rows)}</table></div>'

@@ -19,9 +19,9 @@ Figures (plotly, the chain view's look: demo.stepper.figures) and HTML for a "tr
 from html import escape
 
 from demo.i18n import t
-from demo.stepper.figures import (DIVERGING, MARGIN, Look, _axis_key, _frame, _figure, _grid_layout, quantile,
-                                  title_margin, wrap_title)
-from demo.stepper.panels import chip
+from demo.stepper.figures import (BARE, MARGIN, Look, _axis_key, _frame, _figure, clipped_scale, diverging,
+                                  heatmap_panel, panel_grid, panel_note, panel_title, title_margin, wrap_title)
+from demo.stepper.panels import chip, table
 from demo.stepper.steps import token_text
 from demo.theme import OKABE_ITO
 from qwen.tree import Tree
@@ -228,9 +228,9 @@ def node_memories(run, rec, phase, look=None, scale=None):
     title = t("fig_nodes", look.lang, layer=(mem or {}).get("layer", "?"), head=(mem or {}).get("head", "?")) + \
         f"<br><sub>{t('fig_nodes_sub', look.lang)}</sub>"
     if mem is None:
-        return _frame(_figure([], {"annotations": [{"text": t("tree_no_memory", look.lang), "showarrow": False,
-                                                     "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]}),
-                      look, title, 200)
+        note = {"text": t("tree_no_memory", look.lang), "showarrow": False, "xref": "paper", "yref": "paper",
+                "x": 0.5, "y": 0.5}
+        return _frame(_figure([], {"annotations": [note]}), look, title, 200)
     shown = phase in ("verify", "accept")
     marks = verdicts(rec, phase)
     winner = rec["path"][-1] if phase == "accept" else None
@@ -251,11 +251,8 @@ def node_memories(run, rec, phase, look=None, scale=None):
     if look.narrow:
         cols, groups = 2, [[a, b] for a, b in zip(tree_panels, row_panels)]
         panels = [p for g in groups for p in g]
-        top = title_margin(title, look) + 40
-        panel_px = 110
         title_px, axis_px = (48, 12) if not look.presenter else (64, 16)
-        height = top + MARGIN["b"] + sum(title_px + panel_px + axis_px for _ in groups)
-        axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
+        axes, refs, height = panel_grid(groups, cols, title_margin(title, look) + 40, 110, title_px, axis_px)
         links = []
     else:
         panels = tree_panels + row_panels
@@ -263,23 +260,16 @@ def node_memories(run, rec, phase, look=None, scale=None):
         title_px = 44 if not look.presenter else 60
         top = title_margin(title, look)
         axes, refs, links, height = _tree_layout(rec, top, title_px, group_px=2 * look.font + 10)
-    bound = scale or quantile([abs(v) for g in mem["tree"] for r in g for v in r]) or 1e-9
     data, notes = [], []
-    for (name, words, grid), (xref, yref) in zip(panels, refs):
-        z = grid or [[0.0]]
-        data.append({"type": "heatmap", "z": z, "coloraxis": "coloraxis", "name": name, "xaxis": xref, "yaxis": yref,
-                     "visible": grid is not None, "hovertemplate": "%{y}, %{x}: %{z:.4f}<extra></extra>"})
-        axes[_axis_key("x", xref)].update(showticklabels=False, showgrid=False, zeroline=False)
-        axes[_axis_key("y", yref)].update(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
-        dx, dy = axes[_axis_key("x", xref)]["domain"], axes[_axis_key("y", yref)]["domain"]
+    for (name, words, grid), ref in zip(panels, refs):
+        data.append(heatmap_panel(name, grid or [[0.0]], ref, grid is not None, "%{y}, %{x}: %{z:.4f}<extra></extra>"))
+        axes[_axis_key("x", ref[0])].update(showticklabels=False, **BARE)
+        axes[_axis_key("y", ref[1])].update(showticklabels=False, **BARE, autorange="reversed")
         bad = name.startswith("row") and not words.endswith(same)
-        notes.append({"text": wrap_title(words, 18 if look.narrow else max(12, 90 // cols)), "showarrow": False,
-                      "xref": "paper", "yref": "paper", "x": sum(dx) / 2, "y": dy[1], "yanchor": "bottom",
-                      "yshift": 2, "xanchor": "center", "name": "panel-title",
-                      "font": {"size": look.font - 2, **({"color": OKABE_ITO["vermillion"]} if bad else {})}})
+        notes.append(panel_title(wrap_title(words, 18 if look.narrow else max(12, 90 // cols)), axes, ref,
+                                 {"size": look.font - 2, **({"color": OKABE_ITO["vermillion"]} if bad else {})}, 2))
         if grid is None:
-            notes.append({"text": t("not_yet", look.lang), "showarrow": False, "opacity": 0.6,
-                          "xref": f"{xref} domain", "yref": f"{yref} domain", "x": 0.5, "y": 0.5})
+            notes.append(panel_note(t("not_yet", look.lang), ref, opacity=0.6))
     short = "_short" if look.narrow else ""             # a phone: the columns' short names
     tree_title = {"text": f"<b>{t('nodes_tree_row' + short, look.lang)}</b>", "name": "group-title"}
     row_title = {"text": f"<b>{t('nodes_row_order' + short, look.lang)}</b>", "name": "group-title",
@@ -297,10 +287,9 @@ def node_memories(run, rec, phase, look=None, scale=None):
         note.update({"xref": "paper", "yref": "paper", "showarrow": False})
         note.setdefault("yanchor", "bottom")
         note.setdefault("yshift", title_px - 4)
+    bound = scale or clipped_scale(mem["tree"])
     layout = {**axes, "annotations": notes, "shapes": links,
-              "coloraxis": {"colorscale": DIVERGING, "cmin": -bound, "cmax": bound, "cmid": 0,
-                            "colorbar": {"thickness": 12, "len": 0.5, "x": 1.01,
-                                         "title": {"text": "ΔS", "side": "top"}}}}
+              "coloraxis": diverging(bound, thickness=12, len=0.5, x=1.01, title={"text": "ΔS", "side": "top"})}
     return _frame(_figure(data, layout), look, title, height, fixed=True)
 
 
@@ -398,10 +387,6 @@ def pending_chips(run, rec, phase, lang):
         for row, tok in enumerate(rec["tokens"]) if row) + "</span>"
 
 
-def _table(rows):
-    return f'<div class="step-scroll"><table class="step-table">{"".join(rows)}</table></div>'
-
-
 def panel_html(run, rec, phase, lang):
     """The phase's table: the guesses with their parents and probabilities; the verify rows with the main
     model's pick after each (and, where a pass in row order would pick otherwise, that pick); or what the
@@ -413,7 +398,7 @@ def panel_html(run, rec, phase, lang):
         body = [f"<tr><td>{row}</td><td>{_chip(run, rec['tokens'][rec['parents'][row]])}</td>"
                 f"<td>{_chip(run, tok, 'step-guess')}</td><td>{rec['nodes'][row]['prob'] * 100:.1f}%</td>"
                 f"<td>#{rec['nodes'][row]['rank'] + 1}</td></tr>" for row, tok in enumerate(rec["tokens"]) if row]
-        return f"<h4>{escape(t('tree_guesses', lang, n=len(rec['tokens']) - 1))}</h4>" + _table(head + body)
+        return f"<h4>{escape(t('tree_guesses', lang, n=len(rec['tokens']) - 1))}</h4>" + table(head + body)
     if phase == "verify":
         head = [f"<tr><th>{escape(t('tree_row_h', lang))}</th><th>{escape(t('tree_path_h', lang))}</th>"
                 f"<th>{escape(t('main_choice', lang))}</th><th></th><th>{escape(t('tree_roworder_h', lang))}</th></tr>"]
@@ -427,7 +412,7 @@ def panel_html(run, rec, phase, lang):
             pick = _chip(run, rec["picks"][row], "tok-main")
             body.append(f"<tr class='{cls}'><td>{row}</td><td>{path}</td><td>{pick}</td>"
                         f"<td class='step-mark'>{MARKS[marks[row]]}</td><td>{cell}</td></tr>")
-        return _table(head + body)
+        return table(head + body)
     n, winner = rec["accepted"], rec["path"][-1]
     chips = " ".join(_chip(run, e["token"], f"tok tok-{e['origin']}") +
                      f"<small> {escape(t('short_origin_' + e['origin'], lang))}</small>" for e in rec["emitted"])
@@ -439,7 +424,7 @@ def panel_html(run, rec, phase, lang):
             f"<tr><td>{escape(t('tree_walk_h', lang))}</td><td>{walk}</td></tr>",
             f"<tr><td>KV</td><td>{escape(kv)}</td></tr>",
             f"<tr><td>DeltaNet</td><td>{escape(memory)}</td></tr>"]
-    return _table(rows)
+    return table(rows)
 
 
 def explanation(run, rec, phase, lang):

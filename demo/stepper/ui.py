@@ -153,9 +153,8 @@ def run_scales(run):
     """The colour scales of a run's figures, computed once: the chain's (figures.run_scales), or a tree run's
     one scale for every node's memory panel."""
     if is_tree_run(run):
-        cells = [abs(v) for rec in run.records if rec.get("memory") for g in rec["memory"]["tree"] for row in g
-                 for v in row]
-        return {"nodes": figures.quantile(cells) or 1e-9}
+        return {"nodes": figures.clipped_scale([g for rec in run.records if rec.get("memory")
+                                                for g in rec["memory"]["tree"]])}
     return figures.run_scales(run.records)
 
 
