@@ -36,6 +36,7 @@ from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
 from qwen.sample import check_prompt, coupled_pick, gumbel_noise, pick_token, probs_from_logits
+from qwen.adaptive import DraftLengths, draft_chain, fixed_length
 from qwen.trace import Watch
 from qwen.tree import Guess, Tree, draft, guess, parse_tree, walk
 from qwen.weights import find_model, load_weights
@@ -221,6 +222,8 @@ class Round:
     next_guess: Guess            # the head's guess for the next round's first draft
     seconds: dict                # draft, verify, snapshot, restore, rerun (zeros unless timed)
     snapshot_bytes: int = 0
+    lag: tuple = None            # a plain step of k="auto" (the head resting): (hidden (1, 1, H), next token
+                                 # (1, 1)), the head's input it has not caught up on; next_guess is then None
 
     @property
     def accepted(self):
@@ -279,7 +282,7 @@ def accept(logits, tree, rows, guesses, P, sampling):
     -> (accepted path [0, ...], the main model's next token, its distributions or None, picks or None)"""
     temperature, seed = sampling.get("temperature"), sampling.get("seed")
     if temperature and seed is None:
-        q = torch.stack([g.q for g in guesses[1:]])
+        q = torch.stack([g.q for g in guesses[1:]]) if tree.size > 1 else None
         n, nxt, p = accept_drafts(logits, rows[1:], q, **sampling, start=P + 1)
         return list(range(n + 1)), nxt, p, None
     picks = main_picks(logits, tree, P, sampling)
@@ -288,18 +291,26 @@ def accept(logits, tree, rows, guesses, P, sampling):
                        if temperature else None), picks
 
 
-def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=None):
+def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=None,
+                      lengths=None):
     """One round from `tok` (emitted, not yet run; at position state.pos) and the head's guess `first` for
     the token after it, drafting `tree` (a chain of k: Tree.chain(k)). -> Round.
-    watch: a qwen.trace.Watch that hears the round from the inside, or None."""
+    watch: a qwen.trace.Watch that hears the round from the inside, or None.
+    lengths: a qwen.adaptive.DraftLengths: draft a chain only as far as it pays (tree is then ignored). A
+    round that keeps no draft (or whose `first` is None: the head resting) is a plain step, and the head
+    does not catch up after it: the Round's `lag` holds what it missed."""
     P, device = state.pos, head_cache.k.device
     # 1. guess: the first draft came from the last head pass; below it the head is fed its own output
-    guesses = draft(mtp, model, tree, first, P, head_cache, sampling)
+    if lengths is not None:
+        guesses = draft_chain(mtp, model, first, P, head_cache, sampling, lengths)
+        tree = Tree.chain(len(guesses) - 1)
+    else:
+        guesses = draft(mtp, model, tree, first, P, head_cache, sampling)
     rows = [tok] + [g.token for g in guesses[1:]]
     clock.lap("draft")
     # 2. verify every row in one pass, each seeing its ancestors, keeping what a rollback will need
-    snap = snapshot_state(state) if rollback == "recompute" else None
-    if rollback == "select" or watch is not None:
+    snap = snapshot_state(state) if rollback == "recompute" and tree.size > 1 else None
+    if (rollback == "select" and tree.size > 1) or watch is not None:
         keep_step_states(state, tree.size)
     clock.lap("snapshot")
     seq = torch.tensor([rows], device=device)                                       # (1, rows)
@@ -311,11 +322,13 @@ def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback,
     # 3. accept the path the main model agrees with, then its own next token
     path, nxt, p, picks = accept(logits[0], tree, rows, guesses, P, sampling)
     n = len(path) - 1
+    if lengths is not None:
+        lengths.saw(n)                            # how often guesses this sure were right, for the next rounds
     if watch is not None:
         watch.verified(state, head_cache, logits[0], picks, path)
     # ...and roll the main state back to just after the path's tokens
     in_place = path == list(range(tree.size))                 # a chain, all accepted: nothing to undo
-    if rollback == "select":                  # take the states kept after the path's last row: no re-run
+    if rollback == "select" and (tree.size > 1 or watch is not None):   # the states kept after the path's last row
         select_step_states(state, P, path)
     elif rollback == "recompute" and not in_place:   # restore the snapshot, re-run the accepted tokens
         restore_state(state, snap)
@@ -328,6 +341,10 @@ def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback,
     clock.lap("restore")
     if watch is not None:
         watch.rolled_back(state, head_cache)
+    if lengths is not None and tree.size == 1:   # a plain step: the head rests, catching up later (lag)
+        clock.lap("draft")
+        return Round(P, tree, rows, guesses, logits[0], p, path, nxt, None, clock.seconds,
+                     lag=(hidden, torch.tensor([[nxt]], device=device)))
     # 4. the head catches up on P..P+n (the path, then nxt) and guesses the next round's first draft. It
     # always runs depth + 1 rows (one compiled shape for a chain): the path, then first children to a leaf;
     # the rows past n are overwritten before anything reads them.
@@ -431,7 +448,8 @@ def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None, clo
 
 @torch.inference_mode()     # as a decorator: entered on every resume, whichever thread resumes
 def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
-                        top_k=None, top_p=None, generator=None, trace=None, seed=None, tree=None, timings=None):
+                        top_k=None, top_p=None, generator=None, trace=None, seed=None, tree=None, timings=None,
+                        max_k=3, lengths=None):
     """Speculative decoding with the MTP head (batch 1). Yields, after prefill and after each round,
     (new tokens with their origins [(id, "main"|"draft"|"correction"|"bonus")], rounds, hits).
     Sampling (temperature > 0) is coupled with a seed (the tokens of generate(..., seed=seed)), else the
@@ -441,17 +459,33 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     plain-data record).
     `timings`: a list that receives, for the prefill and then each round, its seconds per phase (a dict:
     prefill; draft, snapshot, verify, restore, rerun; "fused" for a round run as one call). Asking for
-    timings changes nothing else: rounds still run as one call where they would."""
+    timings changes nothing else: rounds still run as one call where they would.
+    k="auto": each round drafts a chain of 0 to `max_k` tokens, as far as it pays on this host (qwen.adaptive)
+    under `lengths` (a DraftLengths; None: this model's and head's, measured once: lengths_for). Its
+    `counts` then say how many rounds kept each length. Rounds run step by step (the compiled view's passes
+    of each length serve them)."""
     if rollback not in ROLLBACKS:
         raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
     if trace is not None and not isinstance(trace, Watch):
         raise ValueError(f"trace is a qwen.trace.Watch (a Trace, say), not {type(trace).__name__}")
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, seed=seed)
-    if tree is None:
+    if k == "auto":
+        if tree is not None:
+            raise ValueError("k='auto' chooses a chain's length each round; a draft tree keeps its shape")
+        if lengths is None:
+            if not 1 <= int(max_k) <= 8:
+                raise ValueError(f"max_k (the longest draft of k='auto') must be between 1 and 8, not {max_k}")
+            lengths = lengths_for(model, mtp, int(max_k), bool(temperature))
+        tree = Tree.chain(lengths.max_k)
+    elif tree is None:
+        if isinstance(k, str) and not k.isdigit():
+            raise ValueError(f"k is a number of draft tokens per round or 'auto', not {k!r}")
         if not 1 <= int(k) <= 8:
             raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
         tree = Tree.chain(int(k))
+        lengths = None
     else:
+        lengths = None
         tree = parse_tree(tree)
         if not tree.is_chain() and temperature and seed is None:
             raise ValueError("a draft tree samples with a seed (shared noise, seed=...); without one only chains "
@@ -473,18 +507,28 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         trace.prefilled(ids, tok, first, clock.seconds, state, head_cache, sampling)
     if timings is not None:
         timings.append(dict(clock.seconds))
-    out, rounds, hits = [tok], 0, 0
+    out, rounds, hits, lag = [tok], 0, 0, None
     yield [(tok, "main")], rounds, hits
     while len(out) < max_new_tokens and out[-1] not in stop:
         clock = Clock() if timed else clock
+        if lengths is not None and lengths.resting():       # a plain step: the head's guess, if any, unused
+            first = None
+        elif lengths is not None and first is None:         # the head catches up on the plain steps at once
+            first = guess(mtp, model, *lag, head_cache.n, head_cache, sampling)
+            lag = None
         if trace is not None:
             trace.round_began(state, head_cache)
-        if tree.is_chain() and rounds_in_one_call(model, mtp, tree.depth, rollback, sampling, trace is not None):
+        if lengths is None and tree.is_chain() and \
+                rounds_in_one_call(model, mtp, tree.depth, rollback, sampling, trace is not None):
             r = fused_round(model, mtp, state, head_cache, tok, first, tree.depth, sampling, clock)
         else:
-            r = speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, trace)
+            r = speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, trace,
+                                  lengths)
         rounds = rounds + 1
-        emitted = [(d, "draft") for d in r.kept] + [(r.next_token, "bonus" if r.bonus else "correction")]
+        if r.lag is not None:                  # a plain step: what the head missed waits for its catch-up
+            lag = r.lag if lag is None else tuple(torch.cat(pair, dim=1) for pair in zip(lag, r.lag))
+        last = "main" if r.tree.size == 1 else "bonus" if r.bonus else "correction"
+        emitted = [(d, "draft") for d in r.kept] + [(r.next_token, last)]
         emit = []                # end exactly where plain decoding would (stop token or max_new_tokens)
         for t, origin in emitted:
             if len(out) >= max_new_tokens:
@@ -504,8 +548,41 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
 
 def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", **options):
     """Speculative decoding, collected. -> (tokens, rounds, hits); hits counts accepted draft tokens.
-    options: generate_mtp_stream's (temperature, top_k, top_p, generator, seed, trace, tree, timings)."""
+    options: generate_mtp_stream's (temperature, top_k, top_p, generator, seed, trace, tree, timings, max_k,
+    lengths)."""
     tokens, rounds, hits = [], 0, 0
     for emit, rounds, hits in generate_mtp_stream(model, mtp, ids, max_new_tokens, stop, k, rollback, **options):
         tokens += [t for t, _ in emit]
     return tokens, rounds, hits
+
+
+_MEASURED = {}        # (id(model), id(head), max_k, sampled) -> (model, head, DraftLengths): kept for the process
+
+
+def lengths_for(model, mtp, max_k=3, sampled=False):
+    """This model's and head's DraftLengths on this host for k="auto" (measure_lengths, the first time only)."""
+    key = (id(model), id(mtp), max_k, sampled)
+    if key not in _MEASURED:                   # the model and head are kept with it, so their ids stay theirs
+        _MEASURED[key] = (model, mtp, measure_lengths(model, mtp, max_k, sampled))
+    return _MEASURED[key][2].fresh()
+
+
+def measure_lengths(model, mtp, max_k=3, sampled=False, tokens=16, repeats=2):
+    """Seconds of a round of each draft length 0..max_k on this host: runs in which every round keeps exactly
+    that many drafts (qwen.adaptive.fixed_length; 0: plain steps, the head resting), taking turns, the first
+    turn off the clock; per length the median over turns of a round's mean seconds. -> DraftLengths"""
+    device = model.embed_tokens.weight.device
+    ids = torch.arange(1, 17, device=device)[None] % model.cfg.vocab_size                     # (1, 16)
+    sampling = dict(temperature=0.5, seed=0) if sampled else {}
+    seconds = [[] for _ in range(max_k + 1)]
+    for turn in range(repeats + 1):
+        for m in range(max_k + 1):
+            stream = generate_mtp_stream(model, mtp, ids, tokens, k="auto", lengths=fixed_length(m, max_k),
+                                         **sampling)
+            next(stream)                                                  # the prompt's pass: not a round
+            t, rounds = time.perf_counter(), 0
+            for _, rounds, _ in stream:
+                pass
+            if turn:
+                seconds[m].append((time.perf_counter() - t) / max(rounds, 1))
+    return DraftLengths(tuple(sorted(s)[len(s) // 2] for s in seconds))

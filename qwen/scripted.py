@@ -10,16 +10,18 @@ replaced.
     generate_mtp(model, head, ids, ...)
 
 For draft trees (qwen.tree), which also try the head's second guess: second_rate, the probability that the
-true token is the head's second choice where its first is wrong.
+true token is the head's second choice where its first is wrong. For k="auto" (qwen.adaptive), which reads
+how sure the head is: confidence, the top probability each guess shows (a number, or a function of the
+guessed token's position); by default the head is certain.
 """
 import torch
 
 
 class ScriptedHead:
-    def __init__(self, head, transcript, hit_rate, seed=0, second_rate=0.0):
+    def __init__(self, head, transcript, hit_rate, seed=0, second_rate=0.0, confidence=None):
         self.head, self.cfg = head, head.cfg
         self.transcript = list(transcript)
-        self.hit_rate, self.second_rate = hit_rate, second_rate
+        self.hit_rate, self.second_rate, self.confidence = hit_rate, second_rate, confidence
         self.rng = torch.Generator().manual_seed(seed)
 
     def draft(self, model, hidden, tokens, start, cache, row=-1):
@@ -32,6 +34,10 @@ class ScriptedHead:
         choice = true if hit else (true + 1) % self.cfg.vocab_size
         logits = torch.full((1, self.cfg.vocab_size), -30.0, device=out.device)
         logits[:, choice] = 30.0
+        if self.confidence is not None:          # the choice's probability c, the rest sharing 1 - c evenly
+            c = self.confidence(target) if callable(self.confidence) else self.confidence
+            logits.fill_(torch.log(torch.tensor((1 - c) / (self.cfg.vocab_size - 1) + 1e-30)))
+            logits[:, choice] = torch.log(torch.tensor(c))
         if not hit and self.second_rate and torch.rand((), generator=self.rng) < self.second_rate:
-            logits[:, true] = 29.0                                  # the true token, second
+            logits[:, true] = logits[0, choice] - 1.0                  # the true token, second
         return logits, None, out
