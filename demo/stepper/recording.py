@@ -43,20 +43,16 @@ def token_label(chat, token_id):
     return "<" + " ".join(f"{b:02x}" for b in raw) + ">"
 
 
+# GPT-2's byte-level alphabet: a printable byte stands for itself, the n-th other byte for chr(256 + n)
+_PRINTABLE = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+_BYTE_OF = {**{chr(b): b for b in _PRINTABLE},
+            **{chr(256 + n): b for n, b in enumerate(b for b in range(256) if b not in _PRINTABLE)}}
+
+
 def _byte_level_bytes(piece):
     """GPT-2 byte-level symbols -> bytes, or None when `piece` is not made of them."""
-    table = {}
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    extra = 0
-    for b in range(256):
-        if b in keep:
-            table[chr(b)] = b
-        else:
-            table[chr(256 + extra)] = b
-            extra += 1
     try:
-        return bytes(table[c] for c in piece)
+        return bytes(_BYTE_OF[c] for c in piece)
     except KeyError:
         return None
 
@@ -174,11 +170,6 @@ class WatchingTrace(Trace):
         return True
 
 
-def auto_watch(settings):
-    """Whether the settings leave the watched layer or head to the recording (-1: the clearest)."""
-    return settings.watch_layer < 0 or settings.watch_head < 0
-
-
 def _trace_watch(model, settings):
     """The qwen.trace.Trace arguments that watch the settings' layer (a model layer number, its nearest
     DeltaNet layer) and head (-1: the first, until the clearest is chosen)."""
@@ -202,12 +193,13 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
     wall-clock time. A chain run then gets this host's costs: the race's cost terms for these settings on this
     engine (demo.race.calibrate: measured once per model, host and settings and kept, the prompt's pass timed
     for this prompt), so the what-if predicts what the race predicts, not from the recording's slower
-    instrumented times. A tree run's rounds also hold demo.stepper.treerec's notes ("tree_round" records)."""
+    instrumented times. A tree run's rounds also hold demo.stepper.treerec's notes ("tree_round" records); it
+    gets no cost terms (the race measures chain rounds), only the plain step timed on its own."""
     watch = _trace_watch(model, settings)
+    chosen = (watch["watch_layer"] if settings.watch_layer >= 0 else None,      # None: the recording chooses
+              settings.watch_head if settings.watch_head >= 0 else None)
     trace = WatchingTrace(**watch)
-    notes = TreeNotes(model, nearest_deltanet(settings.watch_layer, deltanet_layers(model.cfg))
-                      if settings.watch_layer >= 0 else None, settings.watch_head if settings.watch_head >= 0 else None,
-                      sampling(settings)) if settings.tree else None
+    notes = TreeNotes(model, *chosen, sampling(settings)) if settings.tree else None
     stop = tuple(chat.stop)
     out, ended, t0 = [], "", clock()
     stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, settings.k, settings.rollback,
@@ -228,11 +220,11 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         stream.close()              # ends the engine's generator now, also when progress() or the engine raised
     records = list(trace)[:MAX_ROUNDS + 1]
     out = [e["token"] for rec in records for e in rec["emitted"]]
-    if notes:
-        return _tree_run(model, chat, ids, settings, model_name, records, notes, out, ended)
-    best = trace.clearest([rec["rolled_back"] for rec in records[1:]], settings.rollback == "select",
-                          watch["watch_layer"] if settings.watch_layer >= 0 else None,
-                          watch["watch_head"] if settings.watch_head >= 0 else None) if auto_watch(settings) else None
+    for rec, more in zip(records[1:], notes.rounds if notes else ()):      # a tree round: its notes beside it
+        rec.update(more, kind="tree_round", next_token=more["picks"][more["path"][-1]])
+    best = None
+    if None in chosen and not notes:            # a chain's watched layer or head left to the recording: the clearest
+        best = trace.clearest([rec["rolled_back"] for rec in records[1:]], settings.rollback == "select", *chosen)
     if best is not None:
         layer, head = best
         if not trace.watch(layer, head):          # too big to keep every head's grids: record again, watching it
@@ -244,30 +236,15 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
     prompt_ids = ids[0].tolist()
     labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
     costs, step = None, None
-    if len(records) > 1:            # rounds were speculated: the race's cost terms for them (measured once, kept)
+    if len(records) > 1 and not notes:      # chain rounds: the race's cost terms for them (measured once, kept)
         engine = SimpleNamespace(model=model, mtp=mtp, chat=chat, context=model.cfg.max_position_embeddings,
                                  engine=lambda: (model, mtp))
         found = calibrate(engine, ids, settings)[0]
         costs, step = found.terms(), found.step
     step = step if step is not None else _plain_step(model, ids)
-    return Run(settings=settings, model_name=model_name, prompt_ids=prompt_ids, output_ids=out,
-               pieces=token_pieces(chat.decode, out), labels=labels, records=records, stop_ids=list(stop),
-               plain_step_seconds=step, costs=costs, ended=ended)
-
-
-def _tree_run(model, chat, ids, settings, model_name, records, notes, out, ended):
-    """A tree run's Run: each round's record with its tree notes ("tree_round"); no cost terms (the race
-    measures chain rounds), the plain step timed on its own."""
-    for rec, more in zip(records[1:], notes.rounds):
-        rec.update(more, kind="tree_round", next_token=more["picks"][more["path"][-1]])
-    stop = tuple(chat.stop)
-    if not ended:
-        ended = "stop" if out and out[-1] in stop else "length"
-    prompt_ids = ids[0].tolist()
-    labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
-    return Run(settings=replace(settings, k=parse_tree(settings.tree).depth), model_name=model_name,
-               prompt_ids=prompt_ids, output_ids=out, pieces=token_pieces(chat.decode, out), labels=labels,
-               records=records, stop_ids=list(stop), plain_step_seconds=_plain_step(model, ids), ended=ended)
+    return Run(settings=replace(settings, k=parse_tree(settings.tree).depth) if notes else settings,
+               model_name=model_name, prompt_ids=prompt_ids, output_ids=out, pieces=token_pieces(chat.decode, out),
+               labels=labels, records=records, stop_ids=list(stop), plain_step_seconds=step, costs=costs, ended=ended)
 
 
 # --- the skip-the-restore proof -----------------------------------------------------------------------

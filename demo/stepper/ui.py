@@ -99,20 +99,21 @@ def _parts(session, look):
     r, phase = steps.where(run, step)
     rec = run.records[r]
     run_key = (session.id, look)
+    here = (run_key, r, phase)
+    words = {"heading": (None, lambda: H.phase_heading(run, step, lang)),
+             "text": (None, lambda: H.text_so_far(run, step, lang)),
+             "panel": (None, lambda: H.phase_panel(run, step, lang)),
+             "explain": (None, lambda: H.explanation(run, step, lang))}
     if is_tree_run(run):
-        return _tree_parts(session, look, r, phase, rec, run_key)
+        return {**words, **_tree_parts(session, look, phase, rec, run_key, here)}
     scales = session.scales or figures.run_scales(run.records)
 
     def conv():
         columns = len((rec["states"].get("after") or rec["states"]["before"])["conv"][0])
         labels = {w: figures.conv_labels(run, rec, w, columns) for w in rec["states"]}
         return figures.conv_strip(rec, phase, labels, look, scales["conv"])
-    here = (run_key, r, phase)
     return {
-        "heading": (None, lambda: H.phase_heading(run, step, lang)),
-        "text": (None, lambda: H.text_so_far(run, step, lang)),
-        "panel": (None, lambda: H.phase_panel(run, step, lang)),
-        "explain": (None, lambda: H.explanation(run, step, lang)),
+        **words,
         "layers": (here, lambda: figures.layer_map(rec, phase, look)),
         "memory": (here, lambda: figures.memory_heatmaps(rec, phase, look, scales, run.settings.rollback)),
         "change": (here, lambda: figures.memory_change(rec, phase, look)),
@@ -125,27 +126,24 @@ def _parts(session, look):
     }
 
 
-def _tree_parts(session, look, r, phase, rec, run_key):
-    """_parts for a draft-tree run (the tree mode: demo.stepper.treeview): the same outputs, other pictures.
-    The prefill has no tree yet; the costs and the what-if are the chain's (not drawn)."""
-    run, step, lang = session.run, session.step, look.lang
-    here = (run_key, r, phase)
-    tree = rec.get("kind") == "tree_round"
-    draw = (lambda f: (lambda: f(run, rec, phase, look))) if tree else (lambda f: (lambda: None))   # noqa: E731
-    none = (run_key, lambda: None)
+def _tree_parts(session, look, phase, rec, run_key, here):
+    """_parts for a draft-tree run (the tree mode: demo.stepper.treeview) but its heading: the same outputs,
+    other pictures. The prefill has no tree yet (the chain's words, no figure); the costs and the what-if are the
+    chain's (not drawn)."""
+    run, lang = session.run, look.lang
+    chain = {"cost": (run_key, lambda: None), "acceptance": (run_key, lambda: None),
+             "whatif": (run_key, lambda: None), "caption": (run_key, lambda: "")}
+    if rec.get("kind") != "tree_round":
+        return {**chain, **{name: (here, lambda: None) for name in ("layers", "memory", "change", "conv", "kv")}}
+    draw = lambda f: (here, lambda: f(run, rec, phase, look))          # noqa: E731
     return {
-        "heading": (None, lambda: H.phase_heading(run, step, lang)),
-        "text": (None, lambda: H.text_so_far(run, step, lang,
-                                             TV.pending_chips(run, rec, phase, lang) if tree else None)),
-        "panel": (None, lambda: TV.panel_html(run, rec, phase, lang) if tree else H.phase_panel(run, step, lang)),
-        "explain": (None, lambda: TV.explanation(run, rec, phase, lang) if tree else H.explanation(run, step, lang)),
-        "layers": (here, draw(TV.tree_figure)),
-        "memory": (here, (lambda: TV.node_memories(run, rec, phase, look, session.scales.get("nodes")))
-                   if tree else (lambda: None)),
-        "change": (here, draw(TV.mask_figure)),
-        "conv": (here, draw(TV.window_figure)),
-        "kv": (here, draw(TV.slots_figure)),
-        "cost": none, "acceptance": none, "whatif": none, "caption": (run_key, lambda: ""),
+        **chain,
+        "text": (None, lambda: H.text_so_far(run, session.step, lang, TV.pending_chips(run, rec, phase, lang))),
+        "panel": (None, lambda: TV.panel_html(run, rec, phase, lang)),
+        "explain": (None, lambda: TV.explanation(run, rec, phase, lang)),
+        "layers": draw(TV.tree_figure),
+        "memory": (here, lambda: TV.node_memories(run, rec, phase, look, session.scales.get("nodes"))),
+        "change": draw(TV.mask_figure), "conv": draw(TV.window_figure), "kv": draw(TV.slots_figure),
     }
 
 
@@ -437,8 +435,10 @@ def _wire_walk(shared, ui):
     lang, presenter, view = shared.lang, shared.presenter, ui.outputs
 
     def step_event(how):
+        """An event that moves the walk (`how`: see moved; None: stays) and redraws what changed."""
         def fn(state, language, presenter_on, client):
-            new, out = render_changes(moved(state, how), Look.from_client(language, client, presenter_on))
+            new, out = render_changes(moved(state, how) if how else state,
+                                      Look.from_client(language, client, presenter_on))
             return (new, *out)
         return fn
 
@@ -475,11 +475,7 @@ def _wire_walk(shared, ui):
     lang.change(relabel, [lang, ui.session, ui.playing, presenter, ui.status, ui.look],
                 [ui.session, ui.status, ui.play, *view], api_name="step_language", **NAV)
 
-    def on_presenter(state, language, on, client):
-        new, out = render_changes(state, Look.from_client(language, client, on))
-        return (new, *out)
-
-    presenter.change(on_presenter, [ui.session, lang, presenter, ui.look], [ui.session, *view],
+    presenter.change(step_event(None), [ui.session, lang, presenter, ui.look], [ui.session, *view],
                      api_name="step_presenter", **NAV)
 
 
