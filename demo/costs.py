@@ -20,7 +20,7 @@ _last = {}                  # key() -> (weak refs to the model and head, Costs):
 # --- the page's measurements, one per model, host and settings ------------------------------------------------
 
 def key(model, mtp, k, rollback, sampling=None, tree=""):
-    """What a measurement depends on: the engine serving (these very modules), k (or the tree), the rollback,
+    """What a measurement depends on: the engine serving (these very modules), k ("auto" too) or the tree, the rollback,
     and how tokens are picked (greedy however spelled; shared noise or a generator: the pick costs differ).
     Not the prompt: the terms are a host's, and the prompt's own pass is measured on its own."""
     how = dict(sampling or {})
@@ -31,7 +31,7 @@ def key(model, mtp, k, rollback, sampling=None, tree=""):
     else:
         kind = "shared"
     filters = (how.get("top_k"), how.get("top_p"))
-    return (id(model), id(mtp), int(k), rollback, kind, filters, tree or "")
+    return (id(model), id(mtp), k if k == "auto" else int(k), rollback, kind, filters, tree or "")
 
 
 def remember(model, mtp, k, rollback, costs, sampling=None, tree=""):

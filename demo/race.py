@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from qwen.chat import Detokenizer
-from qwen.mtp import generate_mtp_stream
+from qwen.mtp import generate_mtp_stream, lengths_for
 from qwen.sample import generate_stream
 from qwen.trace import Trace
 from qwen.tree import parse_tree
@@ -54,6 +54,7 @@ class Run:
     ended: str = ""                             # "" while running | "stop" | "length" | "time"
     started: bool = False
     passes: list = field(default_factory=list)  # per main-model pass: (start s, end s, new tokens), engine time
+    kept: dict = None                           # k="auto": rounds by the drafts they kept {0: n, 1: n, ...}
 
     @property
     def text(self):
@@ -64,9 +65,14 @@ class Run:
         return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0
 
     @property
+    def drafted(self):
+        """Draft tokens the main model verified (k a round; with k="auto", each round's own length)."""
+        return sum(m * n for m, n in self.kept.items()) if self.kept is not None else self.rounds * self.k
+
+    @property
     def acceptance(self):
         """Share of drafted tokens the main model accepted."""
-        return self.hits / (self.rounds * self.k) if self.rounds and self.k else 0.0
+        return self.hits / self.drafted if self.drafted else 0.0
 
     @property
     def per_round(self):
@@ -200,8 +206,13 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
     k = parse_tree(tree).depth if tree else settings.k
     run = Run("speculative", k=k, rollback=rollback, tree=tree)
     stop = loaded.chat.stop if stop is None else stop
-    stream = generate_mtp_stream(*engine_for(loaded, settings), ids, settings.max_new_tokens, stop=stop, k=k,
-                                 rollback=rollback, tree=tree or None, timings=timings, **sampling(settings))
+    model, mtp = engine_for(loaded, settings)
+    how, chosen = sampling(settings), {}
+    if settings.auto and not tree:            # k="auto": its counts of rounds by length fill run.kept as it runs
+        chosen = dict(k="auto", lengths=lengths_for(model, mtp, k, bool(how.get("temperature"))))
+        run.kept = chosen["lengths"].counts
+    stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop=stop,
+                                 **({"k": k} | chosen), rollback=rollback, tree=tree or None, timings=timings, **how)
 
     def add(r, item, detok):
         emitted, r.rounds, r.hits = item
@@ -258,14 +269,15 @@ def calibrate(loaded, ids, settings, clock=time.perf_counter, raced=None):
     model, mtp = engine_for(loaded, settings)
     specs, how = lane_specs(settings), sampling(settings)
     k_of = lambda tree: parse_tree(tree).depth if tree else settings.k       # noqa: E731
-    found = [costs.shared(model, mtp, k_of(tree), r, how, tree) for r, tree in specs]
+    kept_as = lambda tree: "auto" if settings.auto and not tree else k_of(tree)     # noqa: E731
+    found = [costs.shared(model, mtp, kept_as(tree), r, how, tree) for r, tree in specs]
     if all(c is not None for c in found):
         found = [_with_prefill(loaded, ids, settings, c) for c in found]
         if raced is None or not any(stale(c, raced[0], run) for c, run in zip(found, raced[1:])):
             return found
     found = _measure_terms(loaded, ids, settings, clock, specs, k_of)
     for (r, tree), c in zip(specs, found):
-        costs.remember(model, mtp, k_of(tree), r, c, how, tree)
+        costs.remember(model, mtp, kept_as(tree), r, c, how, tree)
     return [_with_prefill(loaded, ids, settings, c) for c in found]
 
 
@@ -517,7 +529,9 @@ def summary(model_key, plain, lanes, settings=None, notices=(), lane_costs=None,
         return {**common(run), "rounds": run.rounds, "hits": run.hits, "acceptance": round(run.acceptance, 4),
                 "k": run.k, "rollback": run.rollback, "tokens_per_round": round(run.per_round, 3),
                 "rolled_back": run.rolled_back, "origins": list(run.origins),
-                **({"tree": run.tree} if run.tree else {})}
+                **({"tree": run.tree} if run.tree else {}),
+                **({"k": "auto", "max_k": run.k, "kept": {str(m): n for m, n in sorted(run.kept.items())}}
+                   if run.kept is not None else {})}
 
     def measured_part(run, m):
         if m is None:

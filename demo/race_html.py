@@ -66,6 +66,8 @@ def stats_html(run, lang="English", max_seconds=120.0):
         parts += [_stat(str(run.rounds), t("rounds", lang)), _stat(str(run.hits), t("hits", lang)),
                   _stat(f"{run.acceptance:.0%}", t("acceptance", lang)),
                   f'<span class="ended setup">{escape(setup_text(run, lang))}</span>']
+        if run.kept is not None and run.ended:
+            parts.append(f'<span class="ended setup auto-kept">{escape(kept_text(run, lang))}</span>')
     if run.ended:
         why = {"stop": t("ended_stop", lang), "length": t("ended_length", lang),
                "time": t("ended_time", lang, seconds=max_seconds)}[run.ended]
@@ -86,7 +88,8 @@ def replay_data(run):
             ends.append(f"{end:.4f}")
             hits.append(str(sum(origin == "draft" for origin in run.origins[i:i + n])))
             i += n
-        out += f' data-round-times="{",".join(ends)}" data-round-hits="{",".join(hits)}" data-k="{run.k}"'
+        k = f"{run.drafted / run.rounds:.4f}" if run.kept is not None and run.rounds else run.k     # auto: the mean
+        out += f' data-round-times="{",".join(ends)}" data-round-hits="{",".join(hits)}" data-k="{k}"'
     return out
 
 
@@ -94,7 +97,18 @@ def setup_text(run, lang="English"):
     """A speculative lane's setting in a few words: "k = 2 · select", or "tree 2+1 · select"."""
     if run.tree:
         return t("tree_setup", lang, tree=run.tree, rollback=run.rollback)
-    return t("spec_setup", lang, k=run.k, rollback=run.rollback)
+    return t("spec_setup", lang, k=k_label(run, lang), rollback=run.rollback)
+
+
+def k_label(run, lang="English"):
+    """A chain lane's k as the page names it: "2", or for k="auto" "auto (0-3)"."""
+    return t("k_auto", lang, k=run.k) if run.kept is not None else run.k
+
+
+def kept_text(run, lang="English"):
+    """k="auto": how many rounds kept each length, "rounds by drafts kept: 0 × 3 · 1 × 20 · 2 × 15"."""
+    counts = " · ".join(f"{m} × {n}" for m, n in sorted(run.kept.items()) if n)
+    return t("auto_kept", lang, counts=counts or "–")
 
 
 def verdict_html(verdict, plain=None, lanes=(), lang="English", lane_costs=(), speedups=None, skipped=""):
@@ -224,7 +238,7 @@ def time_goes_html(plain, lanes, lang="English"):
     for run, c in lanes:
         passes, around = c.where_time_goes(run.rolled_back_share, run.per_round)["spec"]
         label = t("tg_tree", lang, tree=run.tree, m=run.per_round) if run.tree else \
-            t("tg_spec", lang, k=run.k, rollback=run.rollback, m=run.per_round)
+            t("tg_spec", lang, k=k_label(run, lang), rollback=run.rollback, m=run.per_round)
         rows.append((label, passes, around, costs.lane_prediction(c, run), ""))
     chain = next(((run, c) for run, c in lanes if not run.tree), None)
     if chain is not None:
@@ -385,7 +399,7 @@ def timeline_html(plain, lanes, lang="English", measured=(), race_id=""):
     costs_of = list(measured) + [None] * len(lanes)
     for run, m in zip(lanes, costs_of):
         if any(lane.tree for lane in lanes):            # a tree lane beside the chain: short names say which
-            name = t("tl_tree", lang, tree=run.tree) if run.tree else t("tl_chain", lang, k=run.k)
+            name = t("tl_tree", lang, tree=run.tree) if run.tree else t("tl_chain", lang, k=k_label(run, lang))
         else:
             name = t("tl_spec", lang) + (f" · {run.rollback}" if len(lanes) > 1 else "")
         rows.append((name, _blocks(run, total, _draft_share(run, m), lang)))

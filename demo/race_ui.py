@@ -32,7 +32,7 @@ from demo.race_html import (lane_off_html, plain_text_html, spec_text_html, stat
 from demo.theme import FULL_MARKS_JS
 from demo.tokens import legend_html
 from demo.validate import (BOTH, LIMITS, PAGE_TEMPERATURE, RACE_ROLLBACKS, RULES, TREES, InputError, Notice,
-                           lane_rollbacks, race_settings)
+                           lane_rollbacks, race_settings, AUTO, as_bool)
 from qwen.compiled import Phase
 
 log = logging.getLogger(__name__)
@@ -175,6 +175,8 @@ def _build_race_inputs(shared, say):
         with gr.Row():
             ui.k = say(gr.Slider(*LIMITS["k"], step=1, label=t("k", L), info=t("k_info", L), elem_id="race-k"),
                        label="k", info="k_info")
+            ui.auto = say(gr.Checkbox(False, label=t("auto_k", L), info=t("auto_k_info", L), elem_id="race-auto"),
+                          label="auto_k", info="auto_k_info")
             ui.max_new = say(gr.Slider(*LIMITS["max_new_tokens"][:2], value=max0, step=1,
                                        label=t("max_new_tokens", L), elem_id="race-max-new"), label="max_new_tokens")
             ui.temperature = say(gr.Slider(*LIMITS["temperature"][:2], value=PAGE_TEMPERATURE, step=0.05,
@@ -252,8 +254,9 @@ def _wire_race(shared, ui):
 
     @on_gpu(race_seconds)              # ZeroGPU: a GPU for the race's lanes, its seconds asked from its length
     def run_race(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
-                 thinking=False, model=store.default, lang=DEFAULT_LANG, rule="shared", tree="",
+                 thinking=False, model=store.default, lang=DEFAULT_LANG, rule="shared", tree="", auto=False,
                  progress=gr.Progress(track_tqdm=True)):
+        k = AUTO if as_bool(auto) else k                 # the switch, or k="auto" sent as k by an API caller
         yield from race_stream(store, prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model,
                                lang, progress, rule=rule, tree=tree, busy=others_waiting)
 
@@ -272,7 +275,7 @@ def _wire_race(shared, ui):
                 gr.update(visible=chosen == BOTH or tree_shape in TREES[1:]), timeline_html(None, []))
 
     inputs = [ui.prompt, ui.max_new, ui.k, ui.rollback, ui.temperature, ui.seed, ui.raw, ui.thinking, shared.model,
-              lang, ui.rule, ui.tree]
+              lang, ui.rule, ui.tree, ui.auto]
     # the third lane's outputs come after the verdict, so the summary stays the last output
     outputs = [ui.status, ui.plain_stats, ui.plain_text, ui.spec_stats, ui.spec_text, ui.verdict, ui.third_stats,
                ui.third_text, ui.timeline, ui.result]

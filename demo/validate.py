@@ -130,6 +130,7 @@ class RaceSettings:
     notices: list
     rule: str = "shared"        # sampling's rule: one of RULES
     tree: str = ""              # one of TREES: a third lane drafting a tree of that shape ("": none)
+    auto: bool = False          # k="auto": each round drafts 0..k (k = AUTO_MAX_K), as far as it pays
 
 
 # every number a visitor may set: (lowest, highest, default); the stepper's own max_new_tokens is
@@ -155,6 +156,11 @@ RULES = ("shared", "rejection")
 # better than greedy decoding, which loops on the embedded model ("and the LORD, and the LORD, ..."), still
 # writes plain sampling's text, and, compiled, races faster than plain sampling (docs/benchmarks.md, 2026-12-03)
 PAGE_TEMPERATURE = 0.5
+
+
+# k="auto" (qwen.adaptive): the race's chain lanes choose each round's draft length, from none up to this
+AUTO = "auto"
+AUTO_MAX_K = 3
 
 
 # the race's draft-tree lane: a third speculative lane drafting a tree of this shape (qwen.tree.parse_tree) each
@@ -183,8 +189,11 @@ def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperatur
                   thinking=False, rule="shared", tree=""):
     """Every race input checked at once. -> RaceSettings; raises InputError only for an unusable prompt.
     A tree lane takes the third lane (rollback "both" becomes "select") and samples with shared noise (a
-    tree has no rejection rule here), each change with a Notice."""
+    tree has no rejection rule here), each change with a Notice. k="auto": the chain lanes choose each
+    round's length, up to AUTO_MAX_K (settings.auto; settings.k is then that longest draft)."""
     text, notices = clean_prompt(prompt)
+    auto = isinstance(k, str) and k.strip().lower() == AUTO
+    k = AUTO_MAX_K if auto else k
     numbers, more = clamp_all({"max_new_tokens": max_new_tokens, "k": k, "temperature": temperature, "seed": seed})
     notices += more
     rollback, more = choose(rollback, RACE_ROLLBACKS, "select", "rollback")
@@ -200,7 +209,7 @@ def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperatur
         rule = "shared"
         notices.append(Notice("tree_shared_noise", {"tree": tree}))
     return RaceSettings(text, numbers["max_new_tokens"], numbers["k"], rollback, float(numbers["temperature"]),
-                        numbers["seed"], as_bool(raw), as_bool(thinking), notices, rule, tree)
+                        numbers["seed"], as_bool(raw), as_bool(thinking), notices, rule, tree, auto)
 
 
 def fit_prompt(text, count, text_ids, ids_text, budget):

@@ -2,6 +2,7 @@
 
     python -m qwen "The LORD is my shepherd;"                   # embedded demo model, raw completion
     python -m qwen --mtp 2 "The LORD is my shepherd;"           # the same text, speculatively (k = 2)
+    python -m qwen --mtp auto "The LORD is my shepherd;"        # each round drafts 0..3 tokens, as far as it pays
     python -m qwen --temperature 0 "The LORD is my shepherd;"   # greedy
     python -m qwen --tree 2+1 "The LORD is my shepherd;"        # a draft tree per round (qwen.tree; eager)
     python -m qwen --model Qwen/Qwen3.5-0.8B --chat --mtp 2 "用一句话介绍一下 Transformer。"
@@ -22,12 +23,22 @@ from qwen.compiled import default_dtype, warm_up
 from qwen.compiled.plan import host_plan
 from qwen.config import read_config
 from qwen.model import Model
-from qwen.mtp import MTP, generate_mtp_stream
+from qwen.mtp import MTP, generate_mtp_stream, lengths_for
 from qwen.sample import generate_stream
 from qwen.tree import parse_tree
 from qwen.weights import find_model
 
 TEMPERATURE = 0.5           # the page's (demo.validate.PAGE_TEMPERATURE): reads far better than greedy here
+
+
+def draft_length(text):
+    """--mtp's value: a number of draft tokens, or "auto"."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of draft tokens or 'auto', not {text!r}") from None
 
 
 def main(argv=None):
@@ -46,7 +57,10 @@ def main(argv=None):
     ap.add_argument("--rejection", action="store_true",
                     help="with --mtp and sampling: the textbook rejection rule (same distribution, other text) "
                          "instead of noise shared with plain sampling")
-    ap.add_argument("--mtp", type=int, default=0, metavar="K", help="speculative decoding with K draft tokens")
+    ap.add_argument("--mtp", type=draft_length, default=0, metavar="K",
+                    help="speculative decoding with K draft tokens, or 'auto': each round 0..--max-k, as far as it "
+                         "pays on this host (its round costs measured first, a few seconds)")
+    ap.add_argument("--max-k", type=int, default=3, help="with --mtp auto: the longest draft (default 3)")
     ap.add_argument("--tree", default=None, metavar="SHAPE",
                     help='speculative decoding with a draft tree per round instead of a chain: "2+1", "2x2" (eager)')
     ap.add_argument("--rollback", default="select", choices=["select", "recompute"])
@@ -69,13 +83,13 @@ def main(argv=None):
                                     lm_head=model.lm_head) if args.mtp else None
     except (OSError, ValueError) as e:
         sys.exit(f"error: {e}")
-    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", args.compile,
-                     ks=(args.mtp,) if args.mtp else (), eager_why="draft trees run eagerly" if args.tree else
+    ks = tuple(range(1, args.max_k + 1)) if args.mtp == "auto" else (args.mtp,) if args.mtp else ()
+    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", args.compile, ks=ks, eager_why="draft trees run eagerly" if args.tree else
                      "compiling not asked for")
     print(f"[{plan}: {plan.why}]", file=sys.stderr)
     if args.compile and plan.strategy is not None:
         print("[compiling the decoding steps (cached on disk for the next run)…]", file=sys.stderr, flush=True)
-        report = warm_up(model, head, ks=(args.mtp,) if args.mtp else (), rollbacks=(args.rollback,),
+        report = warm_up(model, head, ks=ks, rollbacks=(args.rollback,),
                          only_greedy=not args.temperature)
         speed = ", ".join(f"{name} {x:.2f}x" for name, x in report.get("speedups", {}).items())
         print(f"[{report['status']} in {report['seconds']:.0f} s" + (f"; eager / compiled: {speed}" if speed else "")
@@ -94,13 +108,20 @@ def main(argv=None):
         sampling["generator"] = torch.Generator().manual_seed(args.seed)
     else:
         sampling["seed"] = args.seed
+    lengths = None
+    if args.mtp == "auto":
+        print(f"[timing a round of each length 0..{args.max_k} on this host…]", file=sys.stderr, flush=True)
+        try:
+            lengths = lengths_for(model, head, args.max_k, bool(args.temperature))
+        except ValueError as e:
+            sys.exit(f"error: {e}")
     try:
         if head is None:
             stream = ((tok, None) for tok in generate_stream(model, ids, args.max_new_tokens, chat.stop, **sampling))
         else:
             stream = ((tok, stats) for emitted, *stats in generate_mtp_stream(
                 model, head, ids, args.max_new_tokens, chat.stop, k=args.mtp, rollback=args.rollback, tree=args.tree,
-                **sampling)
+                lengths=lengths, **sampling)
                 for tok, _ in emitted)
         tokens, stats, detok, start = [], None, Detokenizer(chat.decode), time.perf_counter()
         for tok, stats in stream:
@@ -114,7 +135,11 @@ def main(argv=None):
     line = f"\n\n{len(tokens)} tokens, {seconds:.2f} s, {len(tokens) / seconds:.1f} tok/s"
     if stats:
         rounds, hits = stats
-        line += f"; {rounds} rounds, {hits} drafts accepted ({hits / max(1, rounds * args.mtp):.0%})"
+        if lengths is not None:
+            kept = ", ".join(f"{m}: {lengths.counts.get(m, 0)}" for m in range(args.max_k + 1))
+            line += f"; {rounds} rounds, {hits} drafts accepted; rounds by drafts kept {{{kept}}}"
+        else:
+            line += f"; {rounds} rounds, {hits} drafts accepted ({hits / max(1, rounds * args.mtp):.0%})"
     print(line)
 
 

@@ -71,6 +71,19 @@ def test_race_api_compares_both_rollbacks_in_three_lanes(client):
     assert "select" not in single["summary"] and "only with" in single["third_text"]   # one speculative lane
 
 
+def test_race_api_chooses_each_rounds_draft_length_with_k_auto(client):
+    for args in [(24, "auto"), (24, 2, "select", 0.5, 0, True, False, "Embedded demo checkpoint", "English",
+                                "shared", "", True)]:                 # k="auto" as sent, or the page's switch
+        out = race(client, "In the beginning God created", *args)
+        summary = out["summary"]
+        spec = summary["speculative"]
+        assert summary["identical"] is True and (spec["k"], spec["max_k"]) == ("auto", 3)
+        kept = {int(m): n for m, n in spec["kept"].items()}
+        assert sum(kept.values()) == spec["rounds"] and set(kept) <= {0, 1, 2, 3}
+        assert spec["hits"] <= sum(m * n for m, n in kept.items())
+        assert "k = auto (0-3) · select" in out["speculative_stats"] and "rounds by drafts kept" in out["speculative_stats"]
+
+
 def test_bad_input_gets_a_message_and_the_app_keeps_serving(client):
     out = race(client, "   \x00 ", 8)
     assert out["summary"] == {"error": "The prompt is empty: type some text first."}
@@ -85,7 +98,7 @@ def test_bad_input_gets_a_message_and_the_app_keeps_serving(client):
 def test_a_lone_surrogate_sent_as_raw_json_is_removed(client):
     # gradio_client cannot even encode "\ud800"; a hand-made request can (JSON escapes are ASCII)
     base = client.src.rstrip("/")
-    data = ["x\ud800y", 6, 2, "select", 0, 0, False, False, "Embedded demo checkpoint", "English", "shared", ""]
+    data = ["x\ud800y", 6, 2, "select", 0, 0, False, False, "Embedded demo checkpoint", "English", "shared", "", False]
     body = json.dumps({"data": data}).encode("ascii")
     request = urllib.request.Request(f"{base}/gradio_api/call/race", body, {"Content-Type": "application/json"})
     event_id = json.load(urllib.request.urlopen(request, timeout=30))["event_id"]
