@@ -53,6 +53,7 @@ class DraftLengths:
     drafted: list = field(default_factory=list)     # the confidences of the drafts this round verifies
     probe: bool = False                  # the round after a rest verifies at least one guess
     probes: bool = True                  # False: never (to time plain steps alone)
+    decision: dict = None                # the last round's choice, as plain data (decision())
 
     def likely(self, c):
         """The chance a guess of confidence c is right, as this run has found so far: the share of verified
@@ -95,6 +96,14 @@ class DraftLengths:
         """How many of the drafted guesses to verify: the length with the best rate (the shorter on a tie)."""
         rates = self.rates(confidences)
         return max(range(len(rates)), key=lambda m: (rates[m], -m))
+
+    def break_even(self, confidences):
+        """For each guess j drafted, the chance that it and all before it are right (P1·...·Pj) above which
+        verifying it pays: a round of j beats a round of j - 1 when expected(j)/seconds[j] > expected(j-1)/
+        seconds[j-1], i.e. when P1·...·Pj > expected(j-1) · (seconds[j] / seconds[j-1] - 1).
+        For the first guess: seconds[1] / seconds[0] - 1, the break-even acceptance of k = 1."""
+        expected = self.expected(confidences)
+        return [expected[j - 1] * (self.seconds[j] / self.seconds[j - 1] - 1) for j in range(1, len(expected))]
 
     def more(self, confidences):
         """Draft another guess? Only if some longer round, every further guess right, could beat the best so far."""
@@ -144,6 +153,8 @@ def draft_chain(mtp, model, first, P, head_cache, sampling, lengths):
     head's guess after it (None while the head rests). -> [None (the root), Guess for draft 1, ...], the
     drafts `lengths.keep` keeps (only the root: a plain step). The choice is counted in `lengths`."""
     if first is None:
+        lengths.decision = {"rested": True, "kept": 0, "steps": [round(x / lengths.seconds[0], 4)
+                                                                  for x in lengths.seconds]}
         return [None]
     temperature = sampling.get("temperature") or 0
     guesses, raw = [None, first], [confidence(first, temperature)]
@@ -156,4 +167,15 @@ def draft_chain(mtp, model, first, P, head_cache, sampling, lengths):
         sure.append(lengths.likely(raw[-1]))
     m = lengths.choose(sure)
     lengths.drafted = raw[:m]
+    lengths.decision = decision(lengths, raw, sure, m)
     return guesses[:m + 1]
+
+
+def decision(lengths, raw, sure, kept):
+    """A round's choice as plain data (the stepper draws it): per guess drafted its confidence, its chance of
+    being right, the chance all up to it are (reach) and the reach above which it pays (break_even); how
+    many were kept; a round's seconds per length in plain steps."""
+    reach = [e - prev for prev, e in zip(lengths.expected(sure), lengths.expected(sure)[1:])]
+    return {"confidence": [round(c, 4) for c in raw], "chance": [round(p, 4) for p in sure],
+            "reach": [round(r, 4) for r in reach], "break_even": [round(b, 4) for b in lengths.break_even(sure)],
+            "kept": kept, "steps": [round(x / lengths.seconds[0], 4) for x in lengths.seconds]}

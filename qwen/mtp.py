@@ -224,6 +224,7 @@ class Round:
     snapshot_bytes: int = 0
     lag: tuple = None            # a plain step of k="auto" (the head resting): (hidden (1, 1, H), next token
                                  # (1, 1)), the head's input it has not caught up on; next_guess is then None
+    decision: dict = None        # k="auto": how the round chose its length (qwen.adaptive.decision)
 
     @property
     def accepted(self):
@@ -303,9 +304,9 @@ def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback,
     # 1. guess: the first draft came from the last head pass; below it the head is fed its own output
     if lengths is not None:
         guesses = draft_chain(mtp, model, first, P, head_cache, sampling, lengths)
-        tree = Tree.chain(len(guesses) - 1)
+        tree, decided = Tree.chain(len(guesses) - 1), lengths.decision
     else:
-        guesses = draft(mtp, model, tree, first, P, head_cache, sampling)
+        guesses, decided = draft(mtp, model, tree, first, P, head_cache, sampling), None
     rows = [tok] + [g.token for g in guesses[1:]]
     clock.lap("draft")
     # 2. verify every row in one pass, each seeing its ancestors, keeping what a rollback will need
@@ -344,7 +345,7 @@ def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback,
     if lengths is not None and tree.size == 1:   # a plain step: the head rests, catching up later (lag)
         clock.lap("draft")
         return Round(P, tree, rows, guesses, logits[0], p, path, nxt, None, clock.seconds,
-                     lag=(hidden, torch.tensor([[nxt]], device=device)))
+                     lag=(hidden, torch.tensor([[nxt]], device=device)), decision=decided)
     # 4. the head catches up on P..P+n (the path, then nxt) and guesses the next round's first draft. It
     # always runs depth + 1 rows (one compiled shape for a chain): the path, then first children to a leaf;
     # the rows past n are overwritten before anything reads them.
@@ -357,7 +358,7 @@ def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback,
     head_cache.truncate(P + n + 1)
     clock.lap("draft")
     return Round(P, tree, rows, guesses, logits[0], p, path, nxt, next_guess, clock.seconds,
-                 snapshot_bytes(snap) if snap else 0)
+                 snapshot_bytes(snap) if snap else 0, decision=decided)
 
 
 def picks(logits, noise, positions, cols=None):

@@ -12,6 +12,7 @@ to watch. Round 0 is the prefill. A round record:
               (sampling with shared noise: each also has noise [[id, log q or log p, G], ...], the
               leading candidates by their sum, the first being the pick)
     parents, path              a draft tree only: each row's parent, the accepted rows (a chain has neither)
+    decision                   k="auto" only: how the round chose its length (qwen.adaptive.decision)
     accepted, emitted [{token, origin}]                        origin: draft / correction / bonus
     rollback, seconds {draft, verify, snapshot, restore, rerun}, snapshot_bytes
     states    {before, after_verify, after}: each {pos, kv: [...], head_kv, layers: [{index, kind, bytes}],
@@ -220,4 +221,6 @@ def round_record(n_round, r, emitted, rollback, views, sampling=None):
                          "after": views.get("after")}}
     if not tree.is_chain():
         record.update(parents=list(tree.parents), path=list(r.path), ranks=[None] + [g.rank for g in r.guesses[1:]])
+    if r.decision is not None:                 # k="auto": how the round chose its length
+        record["decision"] = r.decision
     return record

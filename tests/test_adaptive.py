@@ -118,3 +118,19 @@ def test_auto_refuses_what_it_cannot_do():
         generate_mtp(model, head, ids, 5, k="auto", max_k=9)
     with pytest.raises(ValueError, match="auto"):
         generate_mtp(model, head, ids, 5, k="often")
+
+
+def test_a_trace_records_each_rounds_choice_and_the_output_stays_plain():
+    from qwen.trace import Trace
+    model, head = random_pair("small", seed=12)
+    ids = prompts(model.cfg.vocab_size, n=1, seed=13)[0]
+    trace = Trace()
+    tokens, rounds, _ = generate_mtp(model, head, ids, 40, k="auto", trace=trace, lengths=DraftLengths(COSTS))
+    assert tokens == generate(model, ids, max_new_tokens=40) and len(trace) == rounds + 1
+    for record in trace[1:]:
+        d = record["decision"]
+        assert d["kept"] == record["k"] == len(record["draft"]) and d["steps"] == [1.0, 1.25, 1.45, 1.65]
+        if not d.get("rested"):
+            assert len(d["confidence"]) == len(d["chance"]) == len(d["reach"]) == len(d["break_even"]) >= d["kept"]
+            assert d["break_even"][0] == pytest.approx(0.25)           # k = 1's break-even: 1.25 / 1 - 1
+            assert all(0 <= r <= p <= 1 for r, p in zip(d["reach"], d["chance"]))

@@ -9,7 +9,7 @@ import torch
 from qwen.compiled import Phase, Status, Why, host, internals, saved, steps, warmup
 from qwen.cache import AttentionState, State
 from qwen.model import Model
-from qwen.mtp import MTP, generate_mtp
+from qwen.mtp import MTP, generate_mtp, lengths_for
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
 from qwen.weights import find_model
@@ -158,6 +158,17 @@ def test_no_recompiles_across_generations_positions_and_kv_growth(compiled_pair)
     long = torch.randint(0, model.cfg.vocab_size, (1, 70))           # another prompt: KV capacity 64 -> 256
     generate(model, long, max_new_tokens=100)
     generate_mtp(model, head, long, max_new_tokens=100, k=3)
+    assert graphs_compiled() == before
+
+
+@needs_compiler
+def test_auto_draft_lengths_run_on_the_compiled_graphs_and_compile_nothing_per_round(compiled_pair):
+    model, head, eager_model, _ = compiled_pair
+    ids = torch.tensor([[4, 5, 6, 7]])
+    lengths_for(model, head, max(COMPILED_KS))                       # each length timed once, on the views
+    before = graphs_compiled()
+    plain = generate(eager_model, ids, max_new_tokens=40)
+    assert generate_mtp(model, head, ids, max_new_tokens=40, k="auto", max_k=max(COMPILED_KS))[0] == plain
     assert graphs_compiled() == before
 
 
