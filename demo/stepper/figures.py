@@ -205,15 +205,10 @@ def layer_map(record, phase, look=Look()):
     colour, its status. Nothing is written inside a bar, however short it is."""
     state = record["states"][steps.state_for_phase(phase)]
     status = steps.layer_status(record, phase)
-    names, sizes = [], []
-    kv = iter(state["kv"])
-    for layer in state["layers"]:
-        kind = layer["kind"]
-        extra = f" · KV {next(kv)}" if kind == "attention" else ""
-        names.append(f"L{layer['index']} {t(kind, look.lang)}{extra}")
-        sizes.append(layer["bytes"])
-    names.append(f"{t('mtp_head', look.lang)} · KV {state['head_kv']}")
-    sizes.append(steps.head_bytes(state))
+    kv = iter(state["kv"])                        # an attention layer's row also says its KV length
+    names = [f"L{la['index']} {t(la['kind'], look.lang)}" + (f" · KV {next(kv)}" if la["kind"] == "attention" else "")
+             for la in state["layers"]] + [f"{t('mtp_head', look.lang)} · KV {state['head_kv']}"]
+    sizes = [la["bytes"] for la in state["layers"]] + [steps.head_bytes(state)]
     labels = [f"{name}<br><span style='color:{STATUS_COLOURS[key]}'>■</span> {t(f'status_{key}', look.lang)}"
               for name, key in zip(names, status)]
     fig = _figure()
@@ -387,13 +382,12 @@ def faint_words(name, grid, top, lang="English"):
     return t("panel_faint_change" if name.startswith("diff_") else "panel_faint_memory", lang, p=round(FAINT * 100))
 
 
-def memory_heatmaps(record, phase, look=None, scales=None, mode=None):
+def memory_heatmaps(record, phase, look=Look(), scales=None, mode=None):
     """The watched DeltaNet layer/head memory at this phase (memory_panels): states in one colour scale,
     differences in another, both fixed for the whole run when `scales` (run_scales(records)) is given. A
     panel that would look blank says so in words instead (faint_words). Cells where the rejected drafts
     wrote the most are marked × on the polluted memory. mode: the run's rollback (the prefill record does
     not say it)."""
-    look = look or Look()
     states = record["states"]
     watch = (states.get("after") or states["before"])["watch"]
     rows, diffs = memory_panels(record, phase, look.lang, mode or record.get("rollback"))
@@ -483,11 +477,10 @@ def conv_labels(run, record, which, columns, chars=10):
     return labels
 
 
-def conv_strip(record, phase, labels=None, look=None, scale=None):
+def conv_strip(record, phase, labels=None, look=Look(), scale=None):
     """The conv window (channels, averaged, x K-1 columns; the right column is the newest token) before
     verify, after verify and after: it shifts by a column per token and snaps back on a rejection.
     labels: {state: [column tick labels]} (see conv_labels); scale: one colour scale for the whole run."""
-    look = look or Look()
     states = record["states"]
     shown = SHOWN[phase]
     any_state = states.get("after") or states["before"]

@@ -31,10 +31,6 @@ VERDICT_COLOURS = {"root": "#777777", "guess": OKABE_ITO["sky_blue"], "accepted"
 MARKS = {"root": "", "guess": "?", "accepted": "✓", "rejected": "✗", "unchecked": "–"}
 
 
-def _label(run, token, chars=10):
-    return token_text(run, token, chars)
-
-
 def shape(rec):
     """The record's tree (qwen.tree.Tree: children, ancestors, depths)."""
     return Tree(tuple(rec["parents"]))
@@ -74,11 +70,10 @@ def _layout_positions(rec):
     return [(rec["depths"][r], -ys[r]) for r in range(len(rec["parents"]))], next_leaf[0]
 
 
-def tree_figure(run, rec, phase, look=None):
+def tree_figure(run, rec, phase, look=Look()):
     """The round's draft tree: each node's token and the head's probability of it; ✓ / ✗ / – from verify
     on, the accepted path drawn thick at accept with the main model's next token after it (a correction, or
     a bonus when the winner is a leaf)."""
-    look = look or Look()
     pos, leaves = _layout_positions(rec)
     marks = verdicts(rec, phase)
     path = rec["path"] if phase == "accept" else []
@@ -94,9 +89,9 @@ def tree_figure(run, rec, phase, look=None):
         node = rec["nodes"][row]
         mark = MARKS[marks[row]]
         prob = "" if node is None else f"<br>q {node['prob'] * 100:.1f}%"
-        texts.append(f"{'<b>' if row in path else ''}{mark} {escape(_label(run, token))}"
+        texts.append(f"{'<b>' if row in path else ''}{mark} {escape(token_text(run, token, 10))}"
                      f"{'</b>' if row in path else ''}{prob}")
-        pick = f" · {t('tree_main_after', look.lang, token=_label(run, rec['picks'][row]))}" \
+        pick = f" · {t('tree_main_after', look.lang, token=token_text(run, rec['picks'][row], 10))}" \
             if phase in ("verify", "accept") else ""
         hovers.append(escape(f"{t('tree_row', look.lang, r=row)} · {t(f'tree_v_{marks[row]}', look.lang)}") +
                       escape(pick))
@@ -115,7 +110,7 @@ def tree_figure(run, rec, phase, look=None):
                      "showlegend": False, "hoverinfo": "skip", "name": "winner",
                      "marker": {"size": 40 if look.presenter else 34, "symbol": "circle-open",
                                 "line": {"width": 3, "color": colour}}})
-        next_words = t("tree_next", look.lang, row=winner, token=_label(run, rec["next_token"]),
+        next_words = t("tree_next", look.lang, row=winner, token=token_text(run, rec["next_token"], 10),
                        origin=t("short_origin_" + origin, look.lang))
     depth = max(rec["depths"])
     layout = {"xaxis": {"range": [-0.4, depth + 0.6], "tickvals": list(range(depth + 1)),
@@ -141,12 +136,11 @@ def mask_cells(rec):
     return [[1 if seen else (2 if c < r else 0) for c, seen in enumerate(row)] for r, row in enumerate(rec["mask"])]
 
 
-def mask_figure(run, rec, phase, look=None):
+def mask_figure(run, rec, phase, look=Look()):
     """The chain's causal triangle (k + 1 rows) beside the tree's ancestor mask (one row per node), rows and
     columns named by their tokens; the cells a pass in row order would let a row see, wrongly, marked ✗."""
-    look = look or Look()
     k = rec["k"]
-    rows = [f"{r}: {_label(run, tok, 8)}" for r, tok in enumerate(rec["tokens"])]
+    rows = [f"{r}: {token_text(run, tok, 8)}" for r, tok in enumerate(rec["tokens"])]
     chain_rows = ["tok"] + [f"d{i}" for i in range(1, k + 1)]
     cells = mask_cells(rec)
     scale = [[0, "#F2F2F2"], [0.33, "#F2F2F2"], [0.34, OKABE_ITO["blue"]], [0.66, OKABE_ITO["blue"]],
@@ -216,13 +210,12 @@ def _tree_layout(rec, top, title_px, panel_px=120, gap_px=10, group_px=34):
     return axes, refs, links, height
 
 
-def node_memories(run, rec, phase, look=None, scale=None):
+def node_memories(run, rec, phase, look=Look(), scale=None):
     """Each node's memory, the watched DeltaNet layer and head: what its path wrote (its memory minus the
     memory before the round), one small heatmap per node placed as the tree is (_tree_layout; on a phone a
     row per node); under them each row after a pass in row order (a chain engine's), with how far it is from the
     right one. Written by verify:
     before it the panels say so; at accept the winner's panel is the one selected (or recomputed)."""
-    look = look or Look()
     mem = rec.get("memory")
     n = len(rec["tokens"])
     title = t("fig_nodes", look.lang, layer=(mem or {}).get("layer", "?"), head=(mem or {}).get("head", "?")) + \
@@ -236,7 +229,7 @@ def node_memories(run, rec, phase, look=None, scale=None):
     winner = rec["path"][-1] if phase == "accept" else None
     tree_panels, row_panels = [], []
     for row in range(n):
-        name = f"{row}: {_label(run, rec['tokens'][row], 8)}"
+        name = f"{row}: {token_text(run, rec['tokens'][row], 8)}"
         tail = f" {MARKS[marks[row]]}" if row else ""
         if row == winner:
             tail = " ★ " + t("tree_selected" if rec["rollback"] == "select" else "tree_recomputed", look.lang)
@@ -311,11 +304,10 @@ def _source_token(run, rec, index):
     return (seq[pos] if 0 <= pos < len(seq) else None), "before"
 
 
-def window_figure(run, rec, phase, look=None):
+def window_figure(run, rec, phase, look=Look()):
     """Each row's conv window (its K inputs, oldest first): inputs from before the round (grey), its
     ancestors' rows (sky blue), its own (blue); a cell that a pass in row order would fill with another
     row's input is marked ✗ with that token."""
-    look = look or Look()
     K, n = rec["kernel"], len(rec["tokens"])
     z, text, hover = [], [], []
     for row in range(n):
@@ -325,16 +317,16 @@ def window_figure(run, rec, phase, look=None):
             token, kind = _source_token(run, rec, src)
             own = i == K - 1
             zr.append(0 if kind == "before" else (2 if own else 1))
-            label = "∅" if token is None else _label(run, token, 8)
+            label = "∅" if token is None else token_text(run, token, 8)
             if src != other:
                 wrong_token, _ = _source_token(run, rec, other)
-                label += f"<br>✗ {_label(run, wrong_token, 6) if wrong_token is not None else '∅'}"
+                label += f"<br>✗ {token_text(run, wrong_token, 6) if wrong_token is not None else '∅'}"
             tr.append(label)
             hr.append(t("window_" + ("own" if own else kind), look.lang))
         z.append(zr)
         text.append(tr)
         hover.append(hr)
-    names = [f"{r}: {_label(run, tok, 8)}" for r, tok in enumerate(rec["tokens"])]
+    names = [f"{r}: {token_text(run, tok, 8)}" for r, tok in enumerate(rec["tokens"])]
     scale = [[0, "#DDDDDD"], [0.33, "#DDDDDD"], [0.34, OKABE_ITO["sky_blue"]], [0.66, OKABE_ITO["sky_blue"]],
              [0.67, OKABE_ITO["blue"]], [1, OKABE_ITO["blue"]]]
     cols = [t("window_col", look.lang, i=i - K + 1) if i < K - 1 else t("window_self", look.lang) for i in range(K)]
@@ -347,16 +339,15 @@ def window_figure(run, rec, phase, look=None):
     return _frame(_figure(data, layout), look, title, 140 + 56 * n)
 
 
-def slots_figure(run, rec, phase, look=None):
+def slots_figure(run, rec, phase, look=Look()):
     """KV slots of every attention layer: the verify pass writes row r at slot P + r (rotated at its depth);
     after the walk the winning path's slots are moved to P, P+1, … and the rest cut off."""
-    look = look or Look()
     P, n, path = rec["pos"], len(rec["tokens"]), rec["path"]
     rows = [t("slots_verify", look.lang)] + ([t("slots_accept", look.lang)] if phase == "accept" else [])
     x = [str(P + i) for i in range(n)]
     written = phase in ("verify", "accept")
     z = [[1 if written else 0] * n]
-    name = (lambda r: str(r)) if look.narrow else (lambda r: f"{r}: {_label(run, rec['tokens'][r], 7)}")  # noqa: E731
+    name = (lambda r: str(r)) if look.narrow else (lambda r: f"{r}: {token_text(run, rec['tokens'][r], 7)}")  # noqa: E731
     text = [[name(r) if written else "" for r in range(n)]]
     if phase == "accept":
         z.append([2 if i < len(path) else 0 for i in range(n)])

@@ -37,7 +37,7 @@ from demo.tokens import legend_html
 from demo.settings import max_prompt_tokens, max_seconds, session_ttl
 from demo.theme import static_text
 from demo.validate import (ROLLBACKS, TREES, InputError, RaceSettings, as_bool, choose, clamp_all, clamp_number,
-                           clean_prompt)
+                           clean_prompt, deep_link)
 from qwen.tree import parse_tree
 
 log = logging.getLogger(__name__)
@@ -240,19 +240,12 @@ def apply_deep_link(request):
     """Values a link such as ?view=step&prompt=…&raw=1&k=2&rollback=recompute&max_new=64&temperature=0&layer=1&head=0
     (or &tree=2%2B1) prefills (a dict; only keys present and valid). "view": "step" asks for this tab to be selected."""
     params = dict(request.query_params) if request is not None and hasattr(request, "query_params") else {}
-    out = {}
-    if "prompt" in params:
-        try:
-            out["prompt"] = clean_prompt(params["prompt"], max_chars=4000)[0]
-        except InputError:
-            pass
+    out = {key: value for key, value in deep_link(params).items() if key in ("prompt", "raw")}   # as the race's
     names = {"k": "k", "max_new": "max_new_tokens", "max_new_tokens": "max_new_tokens", "temperature": "temperature",
              "seed": "seed", "layer": "watch_layer", "head": "watch_head"}      # the link's name -> the setting's
     out.update(clamp_all({names[key]: value for key, value in params.items() if key in names}, LIMITS)[0])
     if params.get("rollback") in ROLLBACKS:
         out["rollback"] = params["rollback"]
-    if "raw" in params:
-        out["raw"] = as_bool(params["raw"])
     if params.get("tree") in TREES:
         out["tree"] = params["tree"]
     if str(params.get("view", "")).lower() in ("step", "stepper"):
