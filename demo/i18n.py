@@ -232,6 +232,8 @@ STRINGS = {
                    "一轮耗时 {total:.3f} 毫秒：模型前向 {passes:.3f} 毫秒（{what}{one_call}），前向之外 {around:.3f} "
                    "毫秒；一轮产出 {per_round:.2f} 个词元，每个 {per_token:.3f} 毫秒。"),
     "round_passes": ("{k} head passes, the verify of {n} tokens", "{k} 次草稿头前向、一次验证 {n} 个词元"),
+    "round_passes_auto": ("its head passes and the verify of the round's token with its drafts (0 to {k}; "
+                          "{mean:.2f} on average)", "草稿头前向与一次验证（本轮词元加其草稿：0 到 {k} 个，平均 {mean:.2f} 个）"),
     "round_passes_rollback": (", snapshot and rollback", "、快照与回滚"),
     "round_passes_tree": ("the head's guesses for tree {tree}, the verify of {rows} rows, selecting the path",
                           "为树 {tree} 猜测、一次验证 {rows} 行、选出路径"),

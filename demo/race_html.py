@@ -105,6 +105,11 @@ def k_label(run, lang="English"):
     return t("k_auto", lang, k=run.k) if run.kept is not None else run.k
 
 
+def verify_rows(run):
+    """Rows of a chain lane's verify pass: k + 1, or with k="auto" "1-4" (each round its own)."""
+    return f"1-{run.k + 1}" if run.kept is not None else run.k + 1
+
+
 def kept_text(run, lang="English"):
     """k="auto": how many rounds kept each length, "rounds by drafts kept: 0 × 3 · 1 × 20 · 2 × 15"."""
     counts = " · ".join(f"{m} × {n}" for m, n in sorted(run.kept.items()) if n)
@@ -180,7 +185,7 @@ def speed_html(plain, spec, lang="English", measured=None, ratios=None):
         lines += cost_lines(measured, plain, spec, predicted, middle, lang)
         if middle < 1 and predicted < 1:
             r = measured.ratios(spec.rolled_back_share, spec.per_round)
-            lines.append(t("why_slower", lang, per_round=spec.per_round, round=r["round"], n=spec.k + 1,
+            lines.append(t("why_slower", lang, per_round=spec.per_round, round=r["round"], n=verify_rows(spec),
                            verify=r["verify"]))
         figure = time_goes_html(plain, [(spec, measured)], lang)
     return "".join(f'<span class="speed-line">{escape(line)}</span>' for line in lines) + figure
@@ -196,7 +201,8 @@ def cost_lines(c, plain, spec, predicted, measured, lang="English"):
     per-round time against the term measured on its own)."""
     m, b = spec.per_round, spec.rolled_back_share
     passes = t("round_passes_tree", lang, tree=spec.tree, rows=parse_tree(spec.tree).size) if spec.tree else \
-        t("round_passes", lang, k=spec.k, n=spec.k + 1) + \
+        (t("round_passes_auto", lang, mean=spec.drafted / max(spec.rounds, 1), k=spec.k) if spec.kept is not None
+         else t("round_passes", lang, k=spec.k, n=spec.k + 1)) + \
         (t("round_passes_rollback", lang) if c.rollback == "recompute" else "")
     lines = [t("cost_plain_token", lang, total=ms(c.plain_token()), step=ms(c.step), around=ms(c.plain_around)),
              t("cost_round", lang, total=ms(c.round_seconds(b, m)), passes=ms(c.passes(b)), what=passes,
@@ -245,7 +251,7 @@ def time_goes_html(plain, lanes, lang="English"):
         run, c = chain
         flat = c.assuming_flat_verify()
         passes, around = flat.where_time_goes(run.rolled_back_share, run.per_round)["spec"]
-        rows.append((t("tg_flat", lang, n=run.k + 1), passes, around, costs.lane_prediction(flat, run), " tg-assumed"))
+        rows.append((t("tg_flat", lang, n=verify_rows(run)), passes, around, costs.lane_prediction(flat, run), " tg-assumed"))
     scale = max(p + a for _, p, a, _, _ in rows) or 1.0
     out = []
     for label, passes, around, x, extra in rows:
@@ -256,7 +262,7 @@ def time_goes_html(plain, lanes, lang="English"):
                    f'<span class="tg-val">{escape(t("tg_ms", lang, ms=ms(passes + around)))}{ratio}</span></div>')
     legend = (f'<div class="tg-legend"><span class="tg-key tg-pass"></span>{escape(t("tg_passes", lang))}'
               f'<span class="tg-key tg-around"></span>{escape(t("tg_around", lang))}</div>')
-    note = f'<div class="tg-note">{escape(t("tg_note", lang, n=chain[0].k + 1))}</div>' if chain else ""
+    note = f'<div class="tg-note">{escape(t("tg_note", lang, n=verify_rows(chain[0])))}</div>' if chain else ""
     return (f'<div class="time-goes" role="figure" aria-label="{escape(t("tg_title", lang))}">'
             f'<div class="tg-title">{escape(t("tg_title", lang))}</div>{"".join(out)}{legend}{note}</div>')
 
@@ -291,7 +297,7 @@ def lanes_speed_html(plain, lanes, lang="English", speedups=None):
     if measured is not None and run.rounds and spread(speedups[-1])[0] < 1:
         r = measured.ratios(run.rolled_back_share, run.per_round)
         if costs.lane_prediction(measured, run) < 1:
-            why = t("why_slower", lang, per_round=run.per_round, round=r["round"], n=run.k + 1, verify=r["verify"])
+            why = t("why_slower", lang, per_round=run.per_round, round=r["round"], n=verify_rows(run), verify=r["verify"])
             rows.append(f'<span class="speed-line">{escape(why)}</span>')
     if lanes[0][1] is not None:
         rows.append(f'<span class="speed-line">{escape(t("cost_plain_token", lang, total=ms(lanes[0][1].plain_token()), step=ms(lanes[0][1].step), around=ms(lanes[0][1].plain_around)))}</span>')
@@ -316,7 +322,7 @@ def tree_speed_html(plain, chain, tree, lang="English", speedups=None):
     head = t("tree_vs_chain" if len(speedups[-1]) > 1 else "tree_vs_chain_one", lang, tree=tree.tree, tree_x=tree_x, k=chain.k, chain_x=chain_x, n=len(speedups[-1]))
     gain, cost = tree.per_pass / chain.per_pass, round_cost(tree) / round_cost(chain)
     why = t("tree_why", lang, tree_pass=tree.per_pass, chain_pass=chain.per_pass, gain=gain, cost=cost,
-            rows=parse_tree(tree.tree).size, n=chain.k + 1)
+            rows=parse_tree(tree.tree).size, n=verify_rows(chain))
     winner = "level" if abs(tree_x - chain_x) <= 0.02 * chain_x else "tree" if tree_x > chain_x else "chain"
     return (f'<span class="lane-speed tree-speed" data-winner="{winner}" data-gain="{gain:.4f}" data-cost="{cost:.4f}">'
             f'<span class="speedup {"up" if tree_x >= 1 else "down"}">{escape(head)}</span>'

@@ -36,10 +36,11 @@ class Tree:
     before its children, and a node's children are its parent's guesses in rank order (first = top-1)."""
     parents: tuple
 
-    @classmethod
-    def chain(cls, k):
-        """The chain of k drafts: every row's parent is the row before it."""
-        return cls(tuple(range(-1, k)))
+    @staticmethod
+    @lru_cache(maxsize=None)
+    def chain(k):
+        """The chain of k drafts: every row's parent is the row before it (one Tree per k, made once)."""
+        return Tree(tuple(range(-1, k)))
 
     @cached_property
     def depths(self):

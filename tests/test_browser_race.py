@@ -99,6 +99,22 @@ def test_a_sampled_race_is_identical_with_shared_noise_and_names_the_seed(page):
         page.press("#race-temperature input[type=number]", "Tab")
 
 
+def test_the_auto_switch_races_a_lane_that_chooses_each_rounds_length(page):
+    open_settings(page)
+    page.locator("#race-auto input").check()
+    try:
+        _race(page, "In the beginning God created", 40)
+        _finished(page)
+        stats = page.inner_text("#race-spec-stats")
+        assert "k = auto (0-3)" in stats and "rounds by drafts kept" in stats
+        assert page.inner_text("#race-plain .race-text") == page.inner_text("#race-spec .race-text")
+        assert "✓" in page.inner_text("#race-verdict")
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        page.screenshot(path=os.path.join(ARTIFACTS, "race_auto.png"), full_page=True)
+    finally:                                                                        # the other tests race a fixed k
+        page.locator("#race-auto input").uncheck()
+
+
 def test_stop_cancels_a_race_and_the_next_one_is_correct(page):
     open_settings(page)
     page.fill("#race-k input[type=number]", "4")
