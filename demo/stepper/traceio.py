@@ -182,6 +182,12 @@ def _list(x, where, limit, lo=0):
     return x
 
 
+def _items(check, x, where, most, least=0, **bounds):
+    """A list of `least`..`most` items, each checked by `check` (_int, _num, _grid, ...) with `bounds`. -> the
+    checked items"""
+    return [check(v, f"{where}[{i}]", **bounds) for i, v in enumerate(_list(x, where, most, least))]
+
+
 def _dict(x, where, required=()):
     if not isinstance(x, dict):
         _fail(where, "expected an object")
@@ -224,8 +230,7 @@ def _token_entry(e, where, verify=False):
 def _state(s, where):
     _dict(s, where, ("pos", "kv", "head_kv", "layers", "memory", "conv", "watch"))
     _int(s["pos"], f"{where}.pos")
-    for i, n in enumerate(_list(s["kv"], f"{where}.kv", MAX_LAYERS)):
-        _int(n, f"{where}.kv[{i}]")
+    _items(_int, s["kv"], f"{where}.kv", MAX_LAYERS)
     _int(s["head_kv"], f"{where}.head_kv")
     layers = _list(s["layers"], f"{where}.layers", MAX_LAYERS, lo=1)
     for i, layer in enumerate(layers):
@@ -241,8 +246,7 @@ def _state(s, where):
     _int(s["watch"]["layer"], f"{where}.watch.layer", 0, MAX_LAYERS)
     _int(s["watch"]["head"], f"{where}.watch.head", 0, 4096)
     if "change" in s:
-        for i, v in enumerate(_list(s["change"], f"{where}.change", MAX_LAYERS)):
-            _num(v, f"{where}.change[{i}]", 0)
+        _items(_num, s["change"], f"{where}.change", MAX_LAYERS, lo=0)
 
 
 def _seconds(x, where):
@@ -271,13 +275,12 @@ def _tree_notes(r, where, tree):
             _fail(f"{where}.{name}", "does not follow from the run's tree")
     n = tree.size
     for name in ("tokens", "picks", "row_picks"):
-        for j, x in enumerate(_list(r[name], f"{where}.{name}", n, lo=n)):
-            _int(x, f"{where}.{name}[{j}]")
+        _items(_int, r[name], f"{where}.{name}", n, n)
     for j, node in enumerate(_list(r["nodes"], f"{where}.nodes", n, lo=n)[1:], start=1):
         _dict(node, f"{where}.nodes[{j}]", ("prob", "rank"))
         _num(node["prob"], f"{where}.nodes[{j}].prob", 0, 1)
         _int(node["rank"], f"{where}.nodes[{j}].rank", 0, n)
-    path = [_int(x, f"{where}.path[{j}]", 0, n - 1) for j, x in enumerate(_list(r["path"], f"{where}.path", n, lo=1))]
+    path = _items(_int, r["path"], f"{where}.path", n, 1, hi=n - 1)
     walked = [0]
     while len(walked) < len(path) and path[len(walked)] in tree.children[walked[-1]]:
         walked.append(path[len(walked)])
@@ -287,16 +290,14 @@ def _tree_notes(r, where, tree):
         _fail(f"{where}.accepted", "must be the path's drafts, then the main model's pick after it")
     if r["rolled_back"] is not bool(tree.children[path[-1]]):
         _fail(f"{where}.rolled_back", "must say whether the path stopped above a leaf")
-    for j, x in enumerate(_list(r["mixed"], f"{where}.mixed", n, lo=n)):
-        _num(x, f"{where}.mixed[{j}]", 0)
+    _items(_num, r["mixed"], f"{where}.mixed", n, n, lo=0)
     if r["memory"] is not None:
         memory = _dict(r["memory"], f"{where}.memory", ("layer", "head", "before", "tree", "row_order"))
         _int(memory["layer"], f"{where}.memory.layer", 0, MAX_LAYERS)
         _int(memory["head"], f"{where}.memory.head", 0, 4096)
         _grid(memory["before"], f"{where}.memory.before")
         for name in ("tree", "row_order"):
-            for j, g in enumerate(_list(memory[name], f"{where}.memory.{name}", n, lo=n)):
-                _grid(g, f"{where}.memory.{name}[{j}]")
+            _items(_grid, memory[name], f"{where}.memory.{name}", n, n)
 
 
 def _record(r, i, tree=None):
@@ -318,10 +319,8 @@ def _record(r, i, tree=None):
     _dict(r, where, ("k", "draft", "verify", "accepted", "rollback", "rolled_back", "snapshot_bytes"))
     k = _int(r["k"], f"{where}.k", 1, MAX_K)
     rows = tree.size if tree else k + 1
-    for j, e in enumerate(_list(r["draft"], f"{where}.draft", rows - 1, lo=rows - 1)):
-        _token_entry(e, f"{where}.draft[{j}]")
-    for j, e in enumerate(_list(r["verify"], f"{where}.verify", rows, lo=rows)):
-        _token_entry(e, f"{where}.verify[{j}]", verify=True)
+    _items(_token_entry, r["draft"], f"{where}.draft", rows - 1, rows - 1)
+    _items(_token_entry, r["verify"], f"{where}.verify", rows, rows, verify=True)
     n = _int(r["accepted"], f"{where}.accepted", 0, k)
     _emitted(r["emitted"], f"{where}.emitted", n + 1)
     _choice(r["rollback"], f"{where}.rollback", ENGINE_ROLLBACKS)
@@ -375,11 +374,9 @@ def from_dict(obj):
         _fail("settings.k", "must be the tree's depth")
     if not isinstance(settings.raw, bool):
         _fail("settings.raw", "expected true or false")
-    prompt_ids = [_int(t, f"prompt_ids[{i}]") for i, t in
-                  enumerate(_list(obj["prompt_ids"], "prompt_ids", MAX_PROMPT_IDS, lo=1))]
-    output_ids = [_int(t, f"output_ids[{i}]") for i, t in
-                  enumerate(_list(obj["output_ids"], "output_ids", MAX_OUTPUT, lo=1))]
-    pieces = [_str(p, f"pieces[{i}]", 1000) for i, p in enumerate(_list(obj["pieces"], "pieces", MAX_OUTPUT))]
+    prompt_ids = _items(_int, obj["prompt_ids"], "prompt_ids", MAX_PROMPT_IDS, 1)
+    output_ids = _items(_int, obj["output_ids"], "output_ids", MAX_OUTPUT, 1)
+    pieces = _items(_str, obj["pieces"], "pieces", MAX_OUTPUT, limit=1000)
     if len(pieces) != len(output_ids):
         _fail("pieces", "needs one text per output token")
     labels = {}
@@ -395,7 +392,7 @@ def from_dict(obj):
     emitted = [e["token"] for r in records for e in r["emitted"]]
     if emitted != output_ids:
         _fail("output_ids", "do not match the tokens the records emitted")
-    stop_ids = [_int(t, f"stop_ids[{i}]") for i, t in enumerate(_list(obj.get("stop_ids", []), "stop_ids", 64))]
+    stop_ids = _items(_int, obj.get("stop_ids", []), "stop_ids", 64)
     plain = obj.get("plain_step_seconds")
     plain = None if plain is None else _num(plain, "plain_step_seconds", 0, 1e4)
     costs = None if settings.tree else _costs(obj.get("costs"), settings)
