@@ -288,28 +288,24 @@ def memory_panels(record, phase, lang="English", mode=None):
 
     def diff(a, b):
         return subtract(a, b) if a is not None and b is not None else None
+    last = "④" if mode == "recompute" else "③"                     # the panel of the memory the round kept
+    removed = t("diff_not_removed", lang) if mode == "none" else \
+        t("diff_removed" if back else "diff_none_rejected", lang, last=last)
+    wrote = ("diff_verify", t("diff_verify", lang), diff(verify, before))
+    taken = ("diff_removed", removed, diff(verify, after))
     if mode == "recompute":
         restored = before if after is not None else None           # restore copies the snapshot back, bit for bit
         rows = [("before", t("mem_snapshot", lang), before), ("after_verify", polluted, verify),
                 ("restored", t("mem_restored" if back else "mem_no_restore", lang), restored if back else None),
-                ("after", t("mem_rerun", lang, n=n + 1) if back else t("mem_kept", lang, i="④"), after)]
+                ("after", t("mem_rerun", lang, n=n + 1) if back else t("mem_kept", lang, i=last), after)]
         restore_diff = diff(restored, before) if back else None
         restore_title = t("diff_restore", lang) if not restore_diff or not _max_abs(restore_diff) else \
             t("diff_restore_differs", lang, d=_max_abs(restore_diff))
-        diffs = [("diff_verify", t("diff_verify", lang), diff(verify, before)),
-                 ("diff_restore", restore_title, restore_diff),
-                 ("diff_removed", t("diff_removed" if back else "diff_none_rejected", lang, last="④"),
-                  diff(verify, after))]
-        return rows, diffs
-    third = {"select": t("mem_selected", lang, n=n + 1, m=k + 1) if back else t("mem_kept", lang, i="③"),
-             "none": t("mem_dirty", lang) if back else t("mem_kept", lang, i="③")}[mode]
-    removed = t("diff_not_removed", lang) if mode == "none" else \
-        t("diff_removed" if back else "diff_none_rejected", lang, last="③")
+        return rows, [wrote, ("diff_restore", restore_title, restore_diff), taken]
+    third = {"select": t("mem_selected", lang, n=n + 1, m=k + 1) if back else t("mem_kept", lang, i=last),
+             "none": t("mem_dirty", lang) if back else t("mem_kept", lang, i=last)}[mode]
     rows = [("before", t("mem_before", lang), before), ("after_verify", polluted, verify), ("after", third, after)]
-    diffs = [("diff_verify", t("diff_verify", lang), diff(verify, before)),
-             ("diff_after", t("diff_kept", lang), diff(after, before)),
-             ("diff_removed", removed, diff(verify, after))]
-    return rows, diffs
+    return rows, [wrote, ("diff_after", t("diff_kept", lang), diff(after, before)), taken]
 
 
 def _grid_layout(rows, cols, height, panel_px, title_px=52, axis_px=40, top=MARGIN["t"]):

@@ -184,10 +184,8 @@ def _accept_panel(run, r, lang):
     kv = (st["before"]["kv"] or [0])[0], (st["after_verify"]["kv"] or [0])[0], (st["after"]["kv"] or [0])[0]
     n_attn = len(st["after"]["kv"])
     n_delta = sum(1 for la in st["after"]["layers"] if la["kind"] == "deltanet")
-    if kv[2] < kv[1]:
-        kv_text = t("kv_cut", lang, a=kv[0], b=kv[1], c=kv[2], d=kv[1] - kv[2])
-    else:
-        kv_text = t("kv_grow", lang, a=kv[0], b=kv[2])
+    kv_text = t("kv_cut", lang, a=kv[0], b=kv[1], c=kv[2], d=kv[1] - kv[2]) if kv[2] < kv[1] else \
+        t("kv_grow", lang, a=kv[0], b=kv[2])
     if not rec["rolled_back"]:
         mem = t("memory_kept", lang)
     elif rec["rollback"] == "recompute":

@@ -266,25 +266,19 @@ class Proof:
 def first_difference(a, b):
     """Index of the first position where two token lists differ, or None. Only their common length is
     compared: a run cut short by the time limit is not a difference (a stop token is in the list)."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
 
 def memory_drift(correct, dirty):
     """Per round of the dirty trace: the largest difference between its watched memory after the round
     and the correct run's at the same position (rounds at positions the correct run never had: None)."""
     by_pos = {r["states"]["after"]["pos"]: r["states"]["after"]["memory"] for r in correct}
-    drift = []
-    for r in dirty:
-        after = r["states"]["after"]
+
+    def gap(after):
         ref = by_pos.get(after["pos"])
-        if ref is None:
-            drift.append(None)
-            continue
-        drift.append(max(abs(x - y) for row, ref_row in zip(after["memory"], ref) for x, y in zip(row, ref_row)))
-    return drift
+        return None if ref is None else max(abs(x - y) for row, ref_row in zip(after["memory"], ref)
+                                            for x, y in zip(row, ref_row))
+    return [gap(r["states"]["after"]) for r in dirty]
 
 
 def round_of_token(records, index):
