@@ -125,6 +125,14 @@ def tree_figure(run, rec, phase, look=Look()):
     return _frame(_figure(data, layout), look, title, 150 + 90 * leaves, half=True, room_for=longest)
 
 
+def _categories(name, z, x, y, colours, gap, **more):
+    """A heatmap of cells of three kinds (z: 0, 1 or 2), each kind in its colour of `colours`, with no colour bar;
+    `gap`: pixels between cells."""
+    scale = [[at, colour] for colour, ats in zip(colours, ((0, 0.33), (0.34, 0.66), (0.67, 1))) for at in ats]
+    return {"type": "heatmap", "z": z, "x": x, "y": y, "zmin": 0, "zmax": 2, "colorscale": scale, "showscale": False,
+            "xgap": gap, "ygap": gap, "name": name, **more}
+
+
 def chain_mask(k):
     """The causal mask of a chain round: tok, d1..dk, each row seeing itself and every row before it."""
     return [[int(c <= r) for c in range(k + 1)] for r in range(k + 1)]
@@ -143,8 +151,6 @@ def mask_figure(run, rec, phase, look=Look()):
     rows = [f"{r}: {token_text(run, tok, 8)}" for r, tok in enumerate(rec["tokens"])]
     chain_rows = ["tok"] + [f"d{i}" for i in range(1, k + 1)]
     cells = mask_cells(rec)
-    scale = [[0, "#F2F2F2"], [0.33, "#F2F2F2"], [0.34, OKABE_ITO["blue"]], [0.66, OKABE_ITO["blue"]],
-             [0.67, OKABE_ITO["orange"]], [1, OKABE_ITO["orange"]]]
     narrow, n, side = look.narrow, len(rows), k + 1
     # square cells (each panel keeps its aspect ratio inside its domain); on a phone one panel above the other
     square = {"constrain": "domain", "showgrid": False}
@@ -155,17 +161,14 @@ def mask_figure(run, rec, phase, look=Look()):
             "yaxis2": {**square, "domain": [0, 0.5] if narrow else [0.08, 1], "anchor": "x2",
                        "autorange": "reversed", "scaleanchor": "x2"}}
     text = [["✓" if v == 1 else "✗" if v == 2 else "" for v in row] for row in cells]
-    data = [{"type": "heatmap", "z": chain_mask(k), "x": chain_rows, "y": chain_rows, "xaxis": "x", "yaxis": "y",
-             "zmin": 0, "zmax": 2, "colorscale": scale, "showscale": False, "xgap": 2, "ygap": 2, "name": "chain",
-             "hovertemplate": "%{y} ← %{x}<extra></extra>"},
-            {"type": "heatmap", "z": cells, "x": rows, "y": rows, "xaxis": "x2", "yaxis": "y2", "zmin": 0, "zmax": 2,
-             "colorscale": scale, "showscale": False, "xgap": 2, "ygap": 2, "text": text, "texttemplate": "%{text}",
-             "name": "tree", "hovertemplate": "%{y} ← %{x}<extra></extra>"}]
-    # each panel's name under it
-    notes = [{"text": t("mask_chain", look.lang, k=k), "xref": "x domain", "yref": "y domain", "x": 0.5, "y": 0.0,
-              "yshift": -6, "showarrow": False, "yanchor": "top", "name": "panel-title"},
-             {"text": t("mask_tree", look.lang), "xref": "x2 domain", "yref": "y2 domain", "x": 0.5, "y": 0.0,
-              "yshift": -6, "showarrow": False, "yanchor": "top", "name": "panel-title"}]
+    colours, hover = ("#F2F2F2", OKABE_ITO["blue"], OKABE_ITO["orange"]), "%{y} ← %{x}<extra></extra>"
+    data = [_categories("chain", chain_mask(k), chain_rows, chain_rows, colours, 2, xaxis="x", yaxis="y",
+                        hovertemplate=hover),
+            _categories("tree", cells, rows, rows, colours, 2, xaxis="x2", yaxis="y2", text=text,
+                        texttemplate="%{text}", hovertemplate=hover)]
+    under = {"y": 0.0, "yshift": -6, "yanchor": "top", "name": "panel-title"}      # each panel's name under it
+    notes = [panel_note(t("mask_chain", look.lang, k=k), ("x", "y"), **under),
+             panel_note(t("mask_tree", look.lang), ("x2", "y2"), **under)]
     title = t("fig_mask", look.lang) + f"<br><sub>{t('fig_mask_sub', look.lang)}</sub>"
     height = (200 + 44 * n) * (2 if narrow else 1) + 40 * (side < n)
     return _frame(_figure(data, {**axes, "annotations": notes}), look, title, height)
@@ -327,13 +330,10 @@ def window_figure(run, rec, phase, look=Look()):
         text.append(tr)
         hover.append(hr)
     names = [f"{r}: {token_text(run, tok, 8)}" for r, tok in enumerate(rec["tokens"])]
-    scale = [[0, "#DDDDDD"], [0.33, "#DDDDDD"], [0.34, OKABE_ITO["sky_blue"]], [0.66, OKABE_ITO["sky_blue"]],
-             [0.67, OKABE_ITO["blue"]], [1, OKABE_ITO["blue"]]]
     cols = [t("window_col", look.lang, i=i - K + 1) if i < K - 1 else t("window_self", look.lang) for i in range(K)]
-    data = [{"type": "heatmap", "z": z, "x": cols, "y": names, "text": text, "texttemplate": "%{text}",
-             "customdata": hover, "hovertemplate": "%{y} · %{x}: %{customdata}<extra></extra>", "zmin": 0, "zmax": 2,
-             "colorscale": scale, "showscale": False, "xgap": 3, "ygap": 3, "name": "windows",
-             "textfont": {"size": look.font - 2}}]
+    data = [_categories("windows", z, cols, names, ("#DDDDDD", OKABE_ITO["sky_blue"], OKABE_ITO["blue"]), 3,
+                        text=text, texttemplate="%{text}", customdata=hover, textfont={"size": look.font - 2},
+                        hovertemplate="%{y} · %{x}: %{customdata}<extra></extra>")]
     layout = {"xaxis": {"showgrid": False}, "yaxis": {"autorange": "reversed", "showgrid": False}}
     title = t("fig_windows", look.lang, k=K) + f"<br><sub>{t('fig_windows_sub', look.lang)}</sub>"
     return _frame(_figure(data, layout), look, title, 140 + 56 * n)
@@ -347,17 +347,16 @@ def slots_figure(run, rec, phase, look=Look()):
     x = [str(P + i) for i in range(n)]
     written = phase in ("verify", "accept")
     z = [[1 if written else 0] * n]
-    name = (lambda r: str(r)) if look.narrow else (lambda r: f"{r}: {token_text(run, rec['tokens'][r], 7)}")  # noqa: E731
+    def name(r):
+        """A slot's row: its number, and on a wide screen its token."""
+        return str(r) if look.narrow else f"{r}: {token_text(run, rec['tokens'][r], 7)}"
     text = [[name(r) if written else "" for r in range(n)]]
     if phase == "accept":
         z.append([2 if i < len(path) else 0 for i in range(n)])
         text.append([name(path[i]) if i < len(path) else "✗" if look.narrow else t("slot_cut", look.lang)
                      for i in range(n)])
-    scale = [[0, "#EEEEEE"], [0.33, "#EEEEEE"], [0.34, OKABE_ITO["orange"]], [0.66, OKABE_ITO["orange"]],
-             [0.67, OKABE_ITO["bluish_green"]], [1, OKABE_ITO["bluish_green"]]]
-    data = [{"type": "heatmap", "z": z, "x": x, "y": rows, "text": text, "texttemplate": "%{text}", "zmin": 0,
-             "zmax": 2, "colorscale": scale, "showscale": False, "xgap": 3, "ygap": 3, "name": "slots",
-             "hoverinfo": "skip", "textfont": {"size": look.font - 2}}]
+    data = [_categories("slots", z, x, rows, ("#EEEEEE", OKABE_ITO["orange"], OKABE_ITO["bluish_green"]), 3,
+                        text=text, texttemplate="%{text}", hoverinfo="skip", textfont={"size": look.font - 2})]
     layout = {"xaxis": {"title": t("slot_position", look.lang), "type": "category", "showgrid": False},
               "yaxis": {"autorange": "reversed", "showgrid": False}}
     title = t("fig_slots", look.lang) + f"<br><sub>{t('fig_slots_sub', look.lang)}</sub>"
