@@ -122,10 +122,7 @@ def emitted_count(run, step):
 
 def origins(run):
     """Per output id: main | draft | correction | bonus, and the round that emitted it."""
-    out = []
-    for rec in run.records:
-        out += [(e["origin"], rec["round"]) for e in rec["emitted"]]
-    return out
+    return [(e["origin"], rec["round"]) for rec in run.records for e in rec["emitted"]]
 
 
 def token_at(run, pos, record=None, which="after"):

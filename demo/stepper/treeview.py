@@ -22,7 +22,7 @@ from demo.i18n import t
 from demo.stepper.figures import (BARE, MARGIN, Look, _axis_key, _frame, _figure, clipped_scale, diverging,
                                   heatmap_panel, panel_grid, panel_note, panel_title, title_margin, wrap_title)
 from demo.stepper.panels import chip, table
-from demo.stepper.steps import token_text
+from demo.stepper.steps import token_at, token_text
 from demo.theme import OKABE_ITO
 from qwen.tree import Tree
 
@@ -299,12 +299,12 @@ def _window_sources(rec, row, chain=False):
 
 
 def _source_token(run, rec, index):
+    """The token behind a conv input (an index as _window_sources gives it) and where it comes from: "row" (a row of
+    the round) or "before" (the input the state kept from before the round; None: before the sequence)."""
     K = rec["kernel"]
     if index >= K - 1:
         return rec["tokens"][index - (K - 1)], "row"
-    pos = rec["pos"] - (K - 1) + index
-    seq = run.prompt_ids + run.output_ids
-    return (seq[pos] if 0 <= pos < len(seq) else None), "before"
+    return token_at(run, rec["pos"] - (K - 1) + index), "before"
 
 
 def window_figure(run, rec, phase, look=Look()):

@@ -371,7 +371,8 @@ def _build_trace_row(ui, say):
                         label=lambda lang: t("import", lang, mb=traceio.MAX_BYTES // 2**20))
 
 
-NAV = dict(show_progress="hidden", js=LOOK_JS, concurrency_limit=4, concurrency_id="stepper_view")
+VIEW_QUEUE = dict(concurrency_limit=4, concurrency_id="stepper_view")     # the events that only draw or read a run
+NAV = dict(show_progress="hidden", js=LOOK_JS, **VIEW_QUEUE)
 
 
 def _wire_start(shared, ui):
@@ -511,7 +512,7 @@ def _wire_proof_and_traces(shared, ui):
         return traceio.write_trace(run), run_summary(run, language)
 
     ui.export.click(on_export, [ui.session, shared.lang], [ui.export_file, ui.status], api_name="trace_export",
-                    concurrency_limit=4, concurrency_id="stepper_view")
+                    **VIEW_QUEUE)
 
     def on_import(path, language, presenter_on, client):
         keep = (gr.skip(),) * (2 + len(view) + len(ui.controls))
@@ -528,8 +529,7 @@ def _wire_proof_and_traces(shared, ui):
             return (gr.skip(), t("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}"), *keep[2:])
 
     ui.upload.upload(on_import, [ui.upload, shared.lang, shared.presenter, ui.look],
-                     [ui.session, ui.status, *view, *ui.controls], api_name="trace_import", js=LOOK_JS,
-                     concurrency_limit=4, concurrency_id="stepper_view")
+                     [ui.session, ui.status, *view, *ui.controls], api_name="trace_import", js=LOOK_JS, **VIEW_QUEUE)
 
 
 def _wire_inputs(shared, ui):
