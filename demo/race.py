@@ -208,7 +208,8 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
     stop = loaded.chat.stop if stop is None else stop
     model, mtp = engine_for(loaded, settings)
     how, chosen = sampling(settings), {}
-    if settings.auto and not tree:            # k="auto": its counts of rounds by length fill run.kept as it runs
+    # k="auto" (the stepper's settings have no such switch): its counts of rounds by length fill run.kept
+    if getattr(settings, "auto", False) and not tree:
         chosen = dict(k="auto", lengths=lengths_for(model, mtp, k, bool(how.get("temperature"))))
         run.kept = chosen["lengths"].counts
     stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop=stop,
@@ -269,7 +270,7 @@ def calibrate(loaded, ids, settings, clock=time.perf_counter, raced=None):
     model, mtp = engine_for(loaded, settings)
     specs, how = lane_specs(settings), sampling(settings)
     k_of = lambda tree: parse_tree(tree).depth if tree else settings.k       # noqa: E731
-    kept_as = lambda tree: "auto" if settings.auto and not tree else k_of(tree)     # noqa: E731
+    kept_as = lambda tree: "auto" if getattr(settings, "auto", False) and not tree else k_of(tree)     # noqa: E731
     found = [costs.shared(model, mtp, kept_as(tree), r, how, tree) for r, tree in specs]
     if all(c is not None for c in found):
         found = [_with_prefill(loaded, ids, settings, c) for c in found]
