@@ -41,7 +41,7 @@ def test_a_run_learns_how_often_guesses_of_each_confidence_are_right():
 def test_after_a_plain_step_the_head_rests_longer_each_time_then_probes():
     lengths = DraftLengths(COSTS)
     rests = []
-    assert lengths.choose([0.0]) == 0
+    assert lengths.choose([0.0]) == 0                          # a plain step, then the head rests
     for _ in range(6):
         n = 0
         while lengths.resting():
