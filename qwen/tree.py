@@ -157,9 +157,9 @@ def walk(tree, tokens, picks):
 
 @dataclass
 class Guess:
-    """The head's guess for one position: the token, its distribution q over the whole vocabulary (None
-    unless sampling), the head's output that scored it (1, 1, H), the scores as computed (logits (V',),
-    token ids of those columns or None) and its rank among its siblings (0 = the head's first choice)."""
+    """The head's guess for one position: the token, its distribution q over the whole vocabulary (None unless
+    sampling by the textbook rule, its one reader), the head's output that scored it (1, 1, H), the scores as
+    computed (logits (V',), token ids of those columns or None) and its rank among its siblings (0 = the head's first choice)."""
     token: int
     q: torch.Tensor
     out: torch.Tensor
@@ -180,7 +180,7 @@ def guess(mtp, model, hidden, tokens, start, cache, sampling, row=-1):
     position = start + (row if row >= 0 else tokens.shape[1] + row) + 2       # of the guessed token
     token = int(pick_token(logits, **sampling, position=position, cols=cols)[0])
     q = None
-    if sampling.get("temperature"):                                            # q over the whole vocabulary
+    if sampling.get("temperature") and sampling.get("seed") is None:   # the textbook rule's q, over every token
         q = probs_from_logits(logits[0], sampling["temperature"], sampling.get("top_k"), sampling.get("top_p"))
         q = q if cols is None else torch.zeros(model.cfg.vocab_size, device=q.device).index_add_(0, cols, q)
     return Guess(int(cols[token]) if cols is not None else token, q, out, (logits[0], cols))
