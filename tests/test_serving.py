@@ -75,7 +75,7 @@ def raw_call(base, api, data, session_hash=None):
 
 def race_args(**changes):
     args = {"prompt": "hi", "max_new": 6, "k": 2, "rollback": "select", "temperature": 0, "seed": 0, "raw": True,
-            "thinking": False, "model": EMBEDDED, "lang": "English", "rule": "shared", "tree": ""}
+            "thinking": False, "model": EMBEDDED, "lang": "English", "rule": "shared", "tree": "", "auto": False}
     args.update(changes)
     return list(args.values())
 
