@@ -84,8 +84,8 @@ def main(argv=None):
     except (OSError, ValueError) as e:
         sys.exit(f"error: {e}")
     ks = tuple(range(1, args.max_k + 1)) if args.mtp == "auto" else (args.mtp,) if args.mtp else ()
-    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", args.compile, ks=ks, eager_why="draft trees run eagerly" if args.tree else
-                     "compiling not asked for")
+    plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", args.compile, ks=ks,
+                     eager_why="draft trees run eagerly" if args.tree else "compiling not asked for")
     print(f"[{plan}: {plan.why}]", file=sys.stderr)
     if args.compile and plan.strategy is not None:
         print("[compiling the decoding steps (cached on disk for the next run)…]", file=sys.stderr, flush=True)

@@ -22,8 +22,9 @@ learning).
 So where the head is always wrong, decoding costs about what plain decoding costs.
 
 The choice never changes the output: every round emits the main model's own tokens (greedy, or sampled with
-the shared noise), whatever it verified. Under the textbook rejection rule the choice reads only the head's
-top probabilities, never which token was sampled, so each position is still sampled from the main model.
+the shared noise), whatever it verified. Under the textbook rejection rule whether guess j is verified is decided
+from what was known before it was sampled (keep(prefix=True): the head's top probabilities up to its own), so
+each position is still sampled from the main model.
 """
 from dataclasses import dataclass, field
 
@@ -95,9 +96,18 @@ class DraftLengths:
         """Expected tokens per second for each length m = 0..len(confidences)."""
         return [e / self.seconds[m] for m, e in enumerate(self.expected(confidences))]
 
-    def keep(self, confidences):
-        """How many of the drafted guesses to verify: the length with the best rate (the shorter on a tie)."""
+    def keep(self, confidences, prefix=False):
+        """How many of the drafted guesses to verify: the length with the best rate (the shorter on a tie).
+        prefix (the textbook rule): each guess j kept only while a round of j beats one of j - 1, judged on
+        c1..cj alone. cj+1 came from the head fed guess j, so letting it decide whether guess j is verified
+        would make that depend on which token was sampled, and the rule's output would no longer be the
+        main model's distribution."""
         rates = self.rates(confidences)
+        if prefix:
+            m = 0
+            while m < len(confidences) and rates[m + 1] > rates[m]:
+                m += 1
+            return m
         return max(range(len(rates)), key=lambda m: (rates[m], -m))
 
     def break_even(self, confidences):
@@ -118,10 +128,10 @@ class DraftLengths:
         reach = expected[-1] - expected[-2] if j else 1.0          # the chance all j drafts are right
         return any((expected[-1] + (m - j) * reach) / self.seconds[m] > best for m in range(j + 1, self.max_k + 1))
 
-    def choose(self, confidences):
+    def choose(self, confidences, prefix=False):
         """keep(), counted: REST_AFTER choices of none in a row make the head rest, each time longer; after a rest
         one guess is verified all the same (a probe: else a run that starts badly would never learn more)."""
-        best = self.keep(confidences)
+        best = self.keep(confidences, prefix)
         m = max(best, min(int(self.probe and self.probes), len(confidences)))
         self.counts[m] = self.counts.get(m, 0) + 1
         self.probe = False
@@ -169,7 +179,7 @@ def draft_chain(mtp, model, first, P, head_cache, sampling, lengths):
                              P + j - 1, head_cache, sampling))
         raw.append(confidence(guesses[-1], temperature))
         sure.append(lengths.likely(raw[-1]))
-    m = lengths.choose(sure)
+    m = lengths.choose(sure, prefix=bool(temperature) and sampling.get("seed") is None)
     lengths.drafted = raw[:m]
     lengths.decision = decision(lengths, raw, sure, m)
     return guesses[:m + 1]

@@ -25,6 +25,17 @@ def test_the_rule_worked_by_hand():
     assert lengths.more([])                                   # nothing drafted yet: a guess may pay
 
 
+def test_under_the_textbook_rule_a_guess_is_kept_on_what_was_known_before_it_was_sampled():
+    lengths = DraftLengths(COSTS)
+    # rates 1, 1.2/1.25 = 0.96, (1.2 + 0.19)/1.45 = 0.959, (1.39 + 0.18)/1.65 = 0.95: the best is none either way
+    assert lengths.keep([0.2, 0.95, 0.95]) == lengths.keep([0.2, 0.95, 0.95], prefix=True) == 0
+    # a first guess that pays only because of the guesses drawn after it: kept by the best rate, not by prefix
+    c = [0.24, 1.0, 1.0]
+    cheap = DraftLengths((1.0, 1.25, 1.26, 1.27))          # rates 1, 0.992, 1.175, 1.362: the best keeps 3
+    assert cheap.keep(c) == 3 and cheap.keep(c, prefix=True) == 0     # prefix: 0.992 < 1 stops at the first
+    assert cheap.keep([0.9, 1.0, 1.0], prefix=True) == 3
+
+
 def test_a_run_learns_how_often_guesses_of_each_confidence_are_right():
     lengths = DraftLengths(COSTS)
     assert lengths.likely(0.05) == pytest.approx(0.5)         # nothing seen yet: one half
