@@ -141,11 +141,16 @@ REPEATS_MAX = 15
 # still far shorter than the slow moments of a shared machine they even out
 # (`python -m demo.race_bench --turns-ms 0,5,50` compares them; docs/benchmarks.md, 2026-11-30).
 TURN_SECONDS = 0.05
+# A lane never ends on its time cap before the prompt's pass and this many items more (tokens or rounds): the
+# cost terms are measured from lanes capped at a fraction of a second, and a loaded machine must not leave
+# them with nothing to measure (terms of 0 ms, a prediction of the prompt's pass alone).
+MIN_ITEMS = 3
 
 
 def _drive(run, stream, stop, decode, max_tokens, max_seconds, clock, add):
-    """Pull `stream` to its end, max_tokens or the cap on the run's own seconds, timing only the
-    engine; `add(run, item, detok)` records an item. Yields the run after each item."""
+    """Pull `stream` to its end, max_tokens or the cap on the run's own seconds (once MIN_ITEMS items followed
+    the prompt's pass), timing only the engine; `add(run, item, detok)` records an item. Yields the run after
+    each item."""
     run.started = True
     detok = Detokenizer(decode)
     t = clock()
@@ -159,7 +164,7 @@ def _drive(run, stream, stop, decode, max_tokens, max_seconds, clock, add):
                 run.ended = "stop"
             elif len(run.tokens) >= max_tokens:
                 run.ended = "length"
-            elif run.seconds > max_seconds:
+            elif run.seconds > max_seconds and len(run.passes) > MIN_ITEMS:
                 run.ended = "time"
             if run.ended:
                 break

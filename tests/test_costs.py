@@ -173,6 +173,19 @@ def test_calibrate_measures_every_term_once_per_settings_and_the_prompt_pass_per
     assert len(calls) == 3 and sampled.plain_around > 0    # a sampled pick is another term
 
 
+def test_a_calibration_budget_spent_by_the_prompts_pass_still_measures_every_term(loaded, monkeypatch):
+    """A loaded machine can spend a lane's share of the budget on the prompt's pass alone (CI did: the page
+    then showed terms of 0.000 ms and predicted the prompt's pass alone); each lane still runs MIN_ITEMS items."""
+    costs.forget()
+    monkeypatch.setattr(race_module, "CALIBRATE_SECONDS", 1e-9)
+    settings = race_settings("In the beginning", max_new_tokens=24, k=2)
+    ids, _ = prepare(loaded, settings)
+    c = race_module.calibrate(loaded, ids, settings)[0]
+    assert c.step > 0 and c.plain_token() > 0 and c.passes() > 0 and c.round_seconds(0.0, 2.0) > 0
+    assert c.samples["tokens"] >= race_module.MIN_ITEMS and c.samples["rounds"] >= race_module.MIN_ITEMS
+    costs.forget()
+
+
 def test_a_race_reports_the_terms_and_the_prediction_in_its_summary(loaded):
     costs.forget()
     settings = race_settings("In the beginning God created", max_new_tokens=40, k=2, temperature=0.5, rollback="both")
