@@ -126,6 +126,8 @@ STRINGS = {
     "k_auto": ("auto (0-{k})", "自动（0-{k}）"),
     "auto_kept": ("rounds by drafts kept: {counts}", "各轮保留的草稿数：{counts}"),
     "auto_k": ("Choose k each round (auto)", "每轮自动选择 k（auto）"),
+    "step_auto_info": ("Each round drafts 0 to 3 tokens, as far as they pay here; the what-if shows each round's choice",
+                       "每轮起草 0 到 3 个词元，只在划算时继续；“假如”图改为显示每轮的选择"),
     "auto_k_info": ("Each round drafts 0 to 3 tokens: as far as the head's guesses pay for their cost here",
                     "每轮起草 0 到 3 个词元：只在草稿头的猜测能抵消其开销时继续"),
     "waiting": ("waiting for its turn…", "等待轮到它…"),
@@ -141,7 +143,7 @@ STRINGS = {
     # legend
     "legend": ("Legend", "图例"),
     "legend_sample": ("Abc", "文字"),
-    "origin_main": ("first token (from the prompt pass)", "首个词元（来自提示词前向）"),
+    "origin_main": ("the main model's own token (the prompt's pass, or a plain step)", "主模型自己的词元（提示词前向或普通的一步）"),
     "origin_draft": ("accepted draft", "被接受的草稿"),
     "origin_correction": ("correction: main model replaced a rejected draft", "修正：主模型替换被拒草稿"),
     "origin_bonus": ("bonus: all drafts accepted, one extra token", "奖励：草稿全中，多得一个词元"),
@@ -425,6 +427,17 @@ STRINGS = {
         "changed yet.",
         "草稿头看着主模型最后一层的输出和刚选出的词元，猜出接下来的 {k} 个词元。它只有一层，猜得很便宜。"
         "主模型的状态还没有任何变化。"),
+    "explain_guess_none": (
+        "k = auto: this round drafts nothing (the figure below says why). It is a plain step: the main model "
+        "alone picks the next token.",
+        "k = 自动：本轮不起草（原因见下图）。这是普通的一步：由主模型独自选出下一个词元。"),
+    "explain_verify_none": (
+        "The main model runs the current token alone, as plain decoding does: one position, one prediction, "
+        "nothing to check.",
+        "主模型只处理当前词元，与普通解码相同：一个位置，一个预测，没有需要核对的猜测。"),
+    "explain_accept_none": (
+        "A plain step: the main model's own token is kept. No guess was verified, so nothing is undone.",
+        "普通的一步：保留主模型自己的词元。没有验证任何猜测，也就不用撤销任何东西。"),
     "explain_verify": (
         "The main model runs the current token plus the {k} guess(es) in one pass, so it predicts every "
         "position at once. ✓ means it would have chosen the guess itself; the first ✗ ends the run of "
@@ -592,11 +605,14 @@ STRINGS = {
                         "从快照恢复，重算 {n} 个词元（{ms:.1f} 毫秒）"),
     "memory_selected": ("took the state kept after token {n} of {m} (no re-run)",
                         "选用验证时第 {n}/{m} 个词元之后保存的状态（不重算）"),
+    "memory_plain": ("one token written, as plain decoding writes it (no guess to undo)", "写入一个词元，与普通解码相同（没有要撤销的猜测）"),
+    "head_rests": ("nothing written this step; it catches up on these tokens in one pass when it next guesses",
+                   "这一步什么也不写；下次猜测时用一次前向补上这些词元"),
     "memory_kept": ("kept as verify left it (all guesses accepted)", "保持验证后的样子（猜测全中）"),
     "memory_dirty": ("left dirty: the rejected guesses stay in the memory", "保持脏状态：被拒猜测仍留在记忆里"),
     "head_cut": ("dropped its guesses, learned the {n} accepted position(s)", "丢掉猜测部分，学入 {n} 个被接受的位置"),
     # origins
-    "short_origin_main": ("first", "首个"),
+    "short_origin_main": ("main model", "主模型"),
     "short_origin_draft": ("accepted guess", "接受的猜测"),
     "short_origin_correction": ("correction", "修正"),
     "short_origin_bonus": ("bonus", "奖励"),
@@ -636,6 +652,52 @@ STRINGS = {
     "fig_acceptance": ("Acceptance over the run", "全程接受情况"),
     "fig_whatif": ("What if: speed-up against acceptance rate", "假如：加速比与接受率的关系"),
     "fig_drift": ("How far the skipped run's memory drifts", "跳过恢复后记忆偏离多远"),
+    "decision_steps": ("a round of 0, 1, 2 … drafts: {costs} plain steps", "起草 0、1、2……个的一轮：{costs} 个普通步"),
+    "decision_how": ("k = auto: the head guesses one token at a time and the round keeps drafting while one more "
+                     "guess could still pay; it verifies the guesses that make the most tokens per second. A guess "
+                     "pays when the chance that it and those before it are right (what it adds, in tokens) is worth "
+                     "what it adds to the round's time on this machine: the round's cost by length is measured once "
+                     "({steps}), and how often guesses this sure turn out right is learned as the run goes.",
+                     "k = 自动：草稿头一次猜一个词元，只要再猜一个仍可能划算就继续；最终验证使每秒词元最多的那些猜测。"
+                     "一个猜测划算，是指它与之前的猜测都对的概率（它平均带来的词元数）抵得上它在本机给这一轮增加的时间："
+                     "各长度一轮的耗时只测一次（{steps}），而这样有把握的猜测有多常猜对，则在运行中边走边学。"),
+    "fig_decision": ("This round: how far to draft (k = auto)", "本轮：起草多远（k = 自动）"),
+    "decision_guess": ("guess {j}", "猜测 {j}"),
+    "decision_kept": ("verified: the chance it and those before it are right", "已验证：它与之前的猜测都对的概率"),
+    "decision_dropped": ("dropped: the same chance", "舍弃：同样的概率"),
+    "decision_pays": ("pays above", "高于此才划算"),
+    "decision_head": ("the head's own probability", "草稿头自己给出的概率"),
+    "decision_axis": ("chance", "概率"),
+    "decision_none": ("no guess this round", "本轮没有猜测"),
+    "decision_rest_short": ("the head rests: a plain step", "草稿头休息：普通的一步"),
+    "decision_rested": ("The head rests: a plain step, no guess. After a round that kept no guess it sits out 1, "
+                        "2, 4 … up to 16 steps while it stays unsure, then catches up in one pass and guesses again.",
+                        "草稿头休息：普通的一步，不猜。一轮没有保留猜测后，它依次歇 1、2、4……最多 16 步（只要它仍没有把握），"
+                        "然后用一次前向补上错过的词元，再次猜测。"),
+    "decision_probe": ("A probe after a rest: the first guess is verified whatever the rule says (right {chance:.0%} "
+                       "of the time so far; it adds {cost:.2f} of a step), so the run keeps learning how often the "
+                       "head is right.",
+                       "休息后的试探：不论规则如何，第一个猜测都会被验证（目前猜对率 {chance:.0%}；多花 {cost:.2f} 步），"
+                       "以便继续了解草稿头猜对的频率。"),
+    "decision_plain": ("A plain step: the first guess, right {chance:.0%} of the time, would add {cost:.2f} of a step "
+                       "for {tokens:.2f} of a token on average; it pays only above {even:.2f}.",
+                       "普通的一步：第一个猜测的猜对率为 {chance:.0%}，验证它要多花 {cost:.2f} 步，平均只换来 "
+                       "{tokens:.2f} 个词元；高于 {even:.2f} 才划算。"),
+    "decision_stopped": ("Stopped after {m} guess(es): guess {j}, right with those before it {chance:.0%} of the "
+                         "time, would add {cost:.2f} of a step for {tokens:.2f} of a token on average; it pays only "
+                         "above {even:.2f}.",
+                         "在 {m} 个猜测后停下：第 {j} 个猜测连同之前的都对的概率为 {chance:.0%}，验证它要多花 "
+                         "{cost:.2f} 步，平均只换来 {tokens:.2f} 个词元；高于 {even:.2f} 才划算。"),
+    "decision_all": ("Verified all {m} guess(es) drafted: the last, right with those before it {chance:.0%} of the "
+                     "time, adds {cost:.2f} of a step for {tokens:.2f} of a token (it pays above {even:.2f}); one "
+                     "more could not pay even if it were sure to be right.",
+                     "验证了全部 {m} 个猜测：最后一个连同之前的都对的概率为 {chance:.0%}，多花 {cost:.2f} 步，换来 "
+                     "{tokens:.2f} 个词元（高于 {even:.2f} 即划算）；再多猜一个，即使必对也不划算。"),
+    "decision_all_max": ("Verified all {m} guesses, the most k = auto drafts: the last, right with those before it "
+                         "{chance:.0%} of the time, adds {cost:.2f} of a step for {tokens:.2f} of a token (it pays "
+                         "above {even:.2f}).",
+                         "验证了全部 {m} 个猜测（k = 自动 的上限）：最后一个连同之前的都对的概率为 {chance:.0%}，"
+                         "多花 {cost:.2f} 步，换来 {tokens:.2f} 个词元（高于 {even:.2f} 即划算）。"),
     "before": ("before", "验证前"),
     "after_verify": ("after verify", "验证后"),
     "after": ("after", "回滚后"),

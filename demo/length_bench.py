@@ -8,7 +8,9 @@ The prompts: the race's first three examples (demo.prompts.EXAMPLES) and two of 
 --repeats turns in which every lane generates the prompt's new tokens once (stop tokens ignored, so every lane
 writes as many), the lanes' order rotating each turn; a lane's speed-up is plain seconds ÷ its seconds in the
 same turn, and the table gives each lane's median with its range, whether every run wrote plain decoding's
-tokens, and how many rounds "auto" kept each length. Sampling (--temperature > 0) shares noise with seed 0,
+tokens, and how many rounds "auto" kept each length; then the speed-ups the round costs alone predict (a lane's
+tokens at a plain step each ÷ its rounds at seconds[m] each): where auto's prediction is near the best fixed k's
+but its measurement is not, the loss is in how auto runs its rounds, not in which lengths it chose. Sampling (--temperature > 0) shares noise with seed 0,
 as the page does. "auto" uses this host's round costs, measured once before the turns (qwen.mtp.lengths_for).
 """
 import argparse
@@ -34,27 +36,31 @@ def lanes(max_k):
 
 
 def run_lane(name, model, head, ids, new, sampling, lengths):
-    """Generate with one lane. -> (tokens, seconds)"""
+    """Generate with one lane. -> (tokens, seconds, the seconds its rounds cost by `lengths`)"""
     t = time.perf_counter()
     if name == "plain":
         tokens = generate(model, ids, max_new_tokens=new, **sampling)
+        cost = len(tokens) * lengths.seconds[0]
     elif name == "auto":
         tokens, _, _ = generate_mtp(model, head, ids, new, k="auto", lengths=lengths, **sampling)
+        cost = sum(n * lengths.seconds[m] for m, n in lengths.counts.items())
     else:
-        tokens, _, _ = generate_mtp(model, head, ids, new, k=int(name[2:]), **sampling)
-    return tokens, time.perf_counter() - t
+        tokens, rounds, _ = generate_mtp(model, head, ids, new, k=int(name[2:]), **sampling)
+        cost = rounds * lengths.seconds[int(name[2:])]
+    return tokens, time.perf_counter() - t, cost
 
 
 def turns(model, head, ids, new, sampling, max_k, repeats):
-    """-> ({lane: [speed-up per turn]}, identical to plain in every run?, auto's rounds per kept length)"""
-    names, speedups, identical, counts = lanes(max_k), {}, True, {}
+    """-> ({lane: [speed-up per turn]}, identical to plain in every run?, auto's rounds per kept length,
+    {lane: the speed-up its rounds' costs predict})"""
+    names, speedups, identical, counts, predicted = lanes(max_k), {}, True, {}, {}
     base = lengths_for(model, head, max_k, bool(sampling.get("temperature")))
     for turn in range(repeats + 1):                           # turn 0 warms every lane up, off the record
         order = names[turn % len(names):] + names[:turn % len(names)]
-        seconds, outputs = {}, {}
+        seconds, outputs, costs = {}, {}, {}
         for name in order:
             lengths = base.fresh()
-            outputs[name], seconds[name] = run_lane(name, model, head, ids, new, sampling, lengths)
+            outputs[name], seconds[name], costs[name] = run_lane(name, model, head, ids, new, sampling, lengths)
             if name == "auto" and turn:
                 for m, c in lengths.counts.items():
                     counts[m] = counts.get(m, 0) + c
@@ -62,7 +68,8 @@ def turns(model, head, ids, new, sampling, max_k, repeats):
         if turn:
             for name in names[1:]:
                 speedups.setdefault(name, []).append(seconds["plain"] / seconds[name])
-    return speedups, identical, counts
+                predicted[name] = costs["plain"] / costs[name]
+    return speedups, identical, counts, predicted
 
 
 def main(argv=None):
@@ -87,13 +94,18 @@ def main(argv=None):
     names = lanes(args.max_k)[1:]
     print("| prompt | " + " | ".join(names) + " | auto kept 0/1/2/… drafts | identical |")
     print("|---|" + "---|" * (len(names) + 2))
+    predictions = []
     for kind, prompt, raw, new in (EXAMPLES[:3] + OWN)[:args.prompts]:
         ids, _ = prepare(loaded, race_settings(prompt, max_new_tokens=new, raw=raw))
-        speedups, identical, counts = turns(loaded.model, loaded.mtp, ids, new, sampling, args.max_k, args.repeats)
-        label = prompt[:20].replace("\n", " ")
+        speedups, identical, counts, predicted = turns(loaded.model, loaded.mtp, ids, new, sampling, args.max_k,
+                                                       args.repeats)
+        label = prompt[:20].replace("\n", " ").replace("|", "/")
+        predictions.append(f"| {label}… | " + " | ".join(f"{predicted[name]:.2f}×" for name in names) + " |")
         cells = [f"{statistics.median(xs):.2f}× ({min(xs):.2f}-{max(xs):.2f})" for xs in speedups.values()]
         kept = "/".join(str(counts.get(m, 0)) for m in range(args.max_k + 1))
-        print(f"| {label.replace('|', '/')}… | " + " | ".join(cells) + f" | {kept} | {identical} |", flush=True)
+        print(f"| {label}… | " + " | ".join(cells) + f" | {kept} | {identical} |", flush=True)
+    print("\npredicted by the round costs alone:\n\n| prompt | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
+    print("\n".join(predictions))
 
 
 if __name__ == "__main__":

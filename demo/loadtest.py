@@ -122,7 +122,7 @@ def visit(client, prompt, settings, stats=None):
     model, max_new = settings["model"], settings["max_new"]
     race = call("/race", client.predict, prompt, max_new, 2, "select", 0.0, 0, True, False, model, "English",
                 api_name="/race")
-    start = call("/step_start", client.predict, model, prompt, 1, "select", max_new, 0.0, 0, 0, 0, True, "", "English",
+    start = call("/step_start", client.predict, model, prompt, 1, "select", max_new, 0.0, 0, 0, 0, True, "", False, "English",
                  False, False, api_name="/step_start")
     steps = [call("/step_next", client.predict, "English", False, False, api_name="/step_next") for _ in range(3)]
     if race is None or start is None or any(s is None for s in steps):

@@ -179,17 +179,19 @@ def draft_chain(mtp, model, first, P, head_cache, sampling, lengths):
                              P + j - 1, head_cache, sampling))
         raw.append(confidence(guesses[-1], temperature))
         sure.append(lengths.likely(raw[-1]))
-    m = lengths.choose(sure, prefix=bool(temperature) and sampling.get("seed") is None)
+    prefix, probing = bool(temperature) and sampling.get("seed") is None, lengths.probe and lengths.probes
+    m = lengths.choose(sure, prefix)
     lengths.drafted = raw[:m]
-    lengths.decision = decision(lengths, raw, sure, m)
+    lengths.decision = decision(lengths, raw, sure, m, probe=probing and m > lengths.keep(sure, prefix))
     return guesses[:m + 1]
 
 
-def decision(lengths, raw, sure, kept):
+def decision(lengths, raw, sure, kept, probe=False):
     """A round's choice as plain data (the stepper draws it): per guess drafted its confidence, its chance of
     being right, the chance all up to it are (reach) and the reach above which it pays (break_even); how
-    many were kept; a round's seconds per length in plain steps."""
+    many were kept (probe: more than the rule chose, a probe after a rest); a round's seconds per length in
+    plain steps."""
     reach = [e - prev for prev, e in zip(lengths.expected(sure), lengths.expected(sure)[1:])]
     return {"confidence": [round(c, 4) for c in raw], "chance": [round(p, 4) for p in sure],
             "reach": [round(r, 4) for r in reach], "break_even": [round(b, 4) for b in lengths.break_even(sure)],
-            "kept": kept, "steps": [round(x / lengths.seconds[0], 4) for x in lengths.seconds]}
+            "kept": kept, "probe": probe, "steps": [round(x / lengths.seconds[0], 4) for x in lengths.seconds]}

@@ -568,10 +568,12 @@ def lengths_for(model, mtp, max_k=3, sampled=False):
     return _MEASURED[key][2].fresh()
 
 
-def measure_lengths(model, mtp, max_k=3, sampled=False, tokens=16, repeats=2):
+def measure_lengths(model, mtp, max_k=3, sampled=False, tokens=16, repeats=3):
     """Seconds of a round of each draft length 0..max_k on this host: runs in which every round keeps exactly
     that many drafts (qwen.adaptive.fixed_length; 0: plain steps, the head resting), taking turns, the first
-    turn off the clock; per length the median over turns of a round's mean seconds. -> DraftLengths"""
+    turn off the clock; per length the median over turns of a round's mean seconds, never below the length
+    before it (a round of m drafts does all that one of m - 1 does, and more: a shorter one measured dearer
+    was slowed by something else). -> DraftLengths"""
     device = model.embed_tokens.weight.device
     ids = torch.arange(1, 17, device=device)[None] % model.cfg.vocab_size                     # (1, 16)
     sampling = dict(temperature=0.5, seed=0) if sampled else {}
@@ -586,4 +588,5 @@ def measure_lengths(model, mtp, max_k=3, sampled=False, tokens=16, repeats=2):
                 pass
             if turn:
                 seconds[m].append((time.perf_counter() - t) / max(rounds, 1))
-    return DraftLengths(tuple(sorted(s)[len(s) // 2] for s in seconds))
+    medians = [sorted(s)[len(s) // 2] for s in seconds]
+    return DraftLengths(tuple(max(medians[:m + 1]) for m in range(max_k + 1)))

@@ -114,6 +114,7 @@ def test_every_length_is_timed_and_a_round_of_none_yields_one_plain_token():
     ids = prompts(model.cfg.vocab_size, n=1, seed=11)[0]
     lengths = lengths_for(model, head, 2)
     assert len(lengths.seconds) == 3 and all(s > 0 for s in lengths.seconds)
+    assert list(lengths.seconds) == sorted(lengths.seconds)               # a longer round never reads cheaper
     assert lengths_for(model, head, 2).seconds == lengths.seconds           # measured once
     origins = [o for emit, _, _ in generate_mtp_stream(model, head, ids, 20, k="auto",
                                                        lengths=fixed_length(0, 2)) for _, o in emit]
@@ -145,3 +146,18 @@ def test_a_trace_records_each_rounds_choice_and_the_output_stays_plain():
             assert len(d["confidence"]) == len(d["chance"]) == len(d["reach"]) == len(d["break_even"]) >= d["kept"]
             assert d["break_even"][0] == pytest.approx(0.25)           # k = 1's break-even: 1.25 / 1 - 1
             assert all(0 <= r <= p <= 1 for r, p in zip(d["reach"], d["chance"]))
+
+
+def test_the_length_bench_prints_measured_and_predicted_speedups_and_every_run_identical(capsys):
+    from demo import length_bench
+    threads = torch.get_num_threads()
+    try:
+        length_bench.main(["--prompts", "1", "--repeats", "1", "--max-k", "2"])
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "CPU capability" in out and "predicted by the round costs alone" in out
+    measured, predicted = [line for line in out.splitlines() if line.startswith("| 1 In the beginning")]
+    assert measured.rstrip(" |").endswith("True") and len(predicted.split(" | ")) == 1 + 3   # k=1, k=2, auto
+    # a fixed k's prediction: plain tokens at a plain step each over its rounds at a round's cost
+    assert all(float(cell.strip(" |×")) > 0 for cell in predicted.split(" | ")[1:])

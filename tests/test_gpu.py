@@ -119,11 +119,11 @@ def test_on_zerogpu_a_stepper_recording_runs_inside_spaces_gpu_asking_seconds_th
     fake, blocks = zerogpu_page
     start = decorated(blocks, "step_start")
     before = len(fake.calls)
-    session, message = start(None, "In the beginning", 2, "select", 4, 0.0, 0, None, None, True, "", "en", False, None)[:2]
+    session, message = start(None, "In the beginning", 2, "select", 4, 0.0, 0, None, None, True, "", False, "en", False, None)[:2]
     assert session.run is not None and "Recorded 4 tokens" in message
     short = fake.calls[before]
     assert short["name"] == "on_start" and short["ran"] and short["seconds"] > 0
-    start(None, "In the beginning", 2, "select", 200, 0.0, 0, None, None, True, "", "en", False, None)
+    start(None, "In the beginning", 2, "select", 200, 0.0, 0, None, None, True, "", False, "en", False, None)
     assert fake.calls[-1]["seconds"] > short["seconds"]
 
 

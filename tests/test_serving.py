@@ -44,7 +44,7 @@ def race(client, prompt, max_new=12, k=2, temperature=0.0, seed=0, raw=True, mod
 
 def step_start(client, prompt, max_new=8, k=1, temperature=0.0, seed=0, layer=0, head=0, raw=True, model=EMBEDDED):
     """/step_start's outputs: (status, heading, text, ...)."""
-    return client.predict(model, prompt, k, "select", max_new, temperature, seed, layer, head, raw, "", "English",
+    return client.predict(model, prompt, k, "select", max_new, temperature, seed, layer, head, raw, "", False, "English",
                           False, False, api_name="/step_start")
 
 
@@ -133,7 +133,7 @@ def test_nan_and_infinity_sent_as_raw_json_are_replaced_with_a_notice(app, app_u
     event, data = raw_call(app_url, "race", race_args(max_new=value, k=value, temperature=value, seed=value))
     assert event == "complete" and data[-1]["max_new_tokens"] == 120 and data[-1]["temperature"] == 0
     assert sum("is not a number" in n for n in data[-1]["notices"]) == 4
-    inputs = [EMBEDDED, "x", 1, "select", value, value, value, value, value, True, "", "English", False, False]
+    inputs = [EMBEDDED, "x", 1, "select", value, value, value, value, value, True, "", False, "English", False, False]
     event, data = raw_call(app_url, "step_start", inputs, session_hash=client.session_hash)
     assert event == "complete" and "Recorded" in data[1] and "is not a number" in data[1]     # [0]: the gr.State
     settings = stepper_run_of(app, client).settings
@@ -145,7 +145,7 @@ def test_nan_and_infinity_sent_as_raw_json_are_replaced_with_a_notice(app, app_u
 def test_lone_surrogates_and_control_characters_are_removed_in_the_stepper_too(app, app_url):
     c = gradio_client.Client(app_url, verbose=False)
     try:
-        data = [EMBEDDED, "a\ud800b\x07c\u202e", 1, "select", 4, 0, 0, 0, 0, True, "", "English", False, False]
+        data = [EMBEDDED, "a\ud800b\x07c\u202e", 1, "select", 4, 0, 0, 0, 0, True, "", False, "English", False, False]
         event, out = raw_call(app_url, "step_start", data, session_hash=c.session_hash)
         assert event == "complete" and "Recorded" in out[1] and "removed" in out[1]
         assert stepper_run_of(app, c).settings.prompt == "abc"

@@ -156,7 +156,7 @@ def test_the_tree_mode_walks_every_step_in_both_languages_and_says_what_it_canno
                 assert out["cost"] is None and out["caption"] == ""              # conv, slots; the chain's costs: not drawn
             if phase == "verify":
                 assert panel.count("<tr") == len(run.records[r]["tokens"]) + 1
-    assert stepper_ui.controls_of(run)[-1] == "2x2"
+    assert stepper_ui.controls_of(run)[-2:] == ("2x2", False)
 
 
 def test_a_deep_link_may_ask_for_a_tree():

@@ -644,7 +644,7 @@ def acceptance_over_run(records, current=None, look=Look()):
     fig.add_scatter(x=x, y=rate, name=t("acceptance_rate", look.lang), mode="lines", yaxis="y2",
                     line={"color": OKABE_ITO["vermillion"], "width": 3})
     _mark_round(fig, current)
-    k = rounds[0]["k"] if rounds else 1
+    k = max([r["k"] for r in rounds] + [1])            # k="auto": the longest round's
     fig.update_layout(yaxis={"range": [0, k * 1.1], "dtick": 1, "title": {"text": t("accepted_per_round", look.lang)}},
                       yaxis2={"range": [0, 1.1], "tickformat": ".0%", "overlaying": "y", "side": "right",
                               "showgrid": False},

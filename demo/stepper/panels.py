@@ -50,6 +50,8 @@ def explanation(run, step, lang):
     rec = run.records[r]
     if phase == "prefill":
         return t("explain_prefill", lang)
+    if rec["k"] == 0:                       # k="auto" chose a plain step
+        return t(f"explain_{phase}_none", lang)
     if phase in ("guess", "verify"):
         return t(f"explain_{phase}", lang, k=rec["k"])
     if not rec["rolled_back"]:
@@ -117,6 +119,8 @@ def phase_panel(run, step, lang):
                         f"<td>{chip(run, guess['token'], 'step-guess')} {_pct(guess['prob'])}</td>"
                         f"<td class='step-alts'>{_top_list(run, guess['top'][1:])}</td></tr>")
         return table(rows)
+    if phase == "guess" and not rec["draft"]:         # k="auto" chose a plain step: the figure says why
+        return f"<h4>{escape(t('draft_head_guesses', lang))}</h4><p>{escape(t('decision_none', lang))}</p>"
     if phase == "guess":
         rows = [f"<tr><th>#</th><th>{escape(t('guess', lang))}</th><th>q</th>"
                 f"<th>{escape(t('alternatives', lang))}</th></tr>"]
@@ -186,7 +190,9 @@ def _accept_panel(run, r, lang):
     n_delta = sum(1 for la in st["after"]["layers"] if la["kind"] == "deltanet")
     kv_text = t("kv_cut", lang, a=kv[0], b=kv[1], c=kv[2], d=kv[1] - kv[2]) if kv[2] < kv[1] else \
         t("kv_grow", lang, a=kv[0], b=kv[2])
-    if not rec["rolled_back"]:
+    if k == 0:                                      # k="auto" chose a plain step
+        mem = t("memory_plain", lang)
+    elif not rec["rolled_back"]:
         mem = t("memory_kept", lang)
     elif rec["rollback"] == "recompute":
         seconds = rec["seconds"].get("restore", 0) + rec["seconds"].get("rerun", 0)
@@ -196,7 +202,9 @@ def _accept_panel(run, r, lang):
         mem = t("memory_selected", lang, n=n + 1, m=k + 1)
     else:
         mem = t("memory_dirty", lang)
-    head = t("head_cut", lang, n=n + 1) + f" ({st['before']['head_kv']} → {st['after']['head_kv']})"
+    resting = st["before"]["head_kv"] == st["after"]["head_kv"]       # k="auto": the head sat this step out
+    head = t("head_rests" if resting else "head_cut", lang, n=n + 1) + \
+        f" ({st['before']['head_kv']} → {st['after']['head_kv']})"
     rows = [f"<tr><td>{escape(t('emitted', lang))}</td><td>{chips}</td></tr>",
             f"<tr><td>{escape(t('state_kv', lang, n=n_attn))}</td><td>{escape(kv_text)}</td></tr>",
             f"<tr><td>{escape(t('state_memory', lang, n=n_delta))}</td><td>{escape(mem)}"

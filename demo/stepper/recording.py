@@ -19,7 +19,7 @@ from demo.tokens import token_pieces
 from demo.stepper.steps import MAX_ROUNDS, Run, deltanet_layers, nearest_deltanet
 from demo.stepper.treerec import TreeNotes
 from demo.validate import SKIP_RESTORE
-from qwen.mtp import generate_mtp_stream
+from qwen.mtp import generate_mtp_stream, lengths_for
 from qwen.sample import generate_stream
 from qwen.tree import parse_tree
 from qwen.cache import AttentionState
@@ -202,9 +202,11 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
     notes = TreeNotes(model, *chosen, sampling(settings)) if settings.tree else None
     stop = tuple(chat.stop)
     out, ended, t0 = [], "", clock()
-    stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, settings.k, settings.rollback,
-                                 trace=Watches(trace, notes) if notes else trace, tree=settings.tree or None,
-                                 **sampling(settings))
+    how = sampling(settings)
+    auto = dict(k="auto", lengths=lengths_for(model, mtp, settings.k, bool(how.get("temperature")))) \
+        if settings.auto and not notes else {"k": settings.k}
+    stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, **auto, rollback=settings.rollback,
+                                 trace=Watches(trace, notes) if notes else trace, tree=settings.tree or None, **how)
     try:
         for emit, _, _ in stream:
             out += [t for t, _ in emit]

@@ -58,6 +58,7 @@ class Settings:
     watch_head: int = -1              # value head; -1: the one whose memory figure is clearest
     raw: bool = False                 # True: the prompt as raw text, no chat template
     tree: str = ""                    # a draft tree's shape (demo.validate.TREES): the tree mode; "": a chain of k
+    auto: bool = False                # k="auto": each round drafts 0..k tokens, as far as it pays (qwen.adaptive)
 
 
 @dataclass

@@ -300,8 +300,27 @@ def _tree_notes(r, where, tree):
             _items(_grid, memory[name], f"{where}.memory.{name}", n, n)
 
 
-def _record(r, i, tree=None):
-    """A round's record (qwen.trace's), a chain's or, given the run's tree, a tree round's (then also its notes)."""
+def _decision(d, where):
+    """A k="auto" round's choice (qwen.adaptive.decision): a rest, or per guess drafted four numbers, the kept
+    count, and a round's cost by length in plain steps. -> the number of guesses kept"""
+    _dict(d, where, ("kept", "steps"))
+    _items(_num, d["steps"], f"{where}.steps", MAX_K + 1, 1, lo=0, hi=1e4)
+    if d.get("rested", False) is not False:
+        if d["rested"] is not True or d["kept"] != 0:
+            _fail(f"{where}.rested", "a rest is true and keeps no guess")
+        return 0
+    _dict(d, where, ("confidence", "chance", "reach", "break_even"))
+    n = len(_items(_num, d["confidence"], f"{where}.confidence", MAX_K, 1, lo=0, hi=1))
+    for key, lo in (("chance", 0), ("reach", 0), ("break_even", -1e4)):
+        _items(_num, d[key], f"{where}.{key}", n, n, lo=lo, hi=1 if lo == 0 else 1e4)
+    if not isinstance(d.get("probe", False), bool):
+        _fail(f"{where}.probe", "expected true or false")
+    return _int(d["kept"], f"{where}.kept", 0, n)
+
+
+def _record(r, i, tree=None, auto=False):
+    """A round's record (qwen.trace's), a chain's or, given the run's tree, a tree round's (then also its notes);
+    auto (k="auto"): a round may keep no draft (a plain step), and says how it chose (its decision)."""
     where = f"records[{i}]"
     _dict(r, where, ("round", "kind", "pos", "emitted", "seconds", "states"))
     if _int(r["round"], f"{where}.round", 0, MAX_ROUNDS + 1) != i:
@@ -317,7 +336,9 @@ def _record(r, i, tree=None):
         return
     _choice(r["kind"], f"{where}.kind", ("tree_round",) if tree else ("round",))
     _dict(r, where, ("k", "draft", "verify", "accepted", "rollback", "rolled_back", "snapshot_bytes"))
-    k = _int(r["k"], f"{where}.k", 1, MAX_K)
+    k = _int(r["k"], f"{where}.k", 0 if auto else 1, MAX_K)
+    if auto and _decision(_dict(r, where, ("decision",))["decision"], f"{where}.decision") != k:
+        _fail(f"{where}.decision.kept", "must be the round's k")
     rows = tree.size if tree else k + 1
     _items(_token_entry, r["draft"], f"{where}.draft", rows - 1, rows - 1)
     _items(_token_entry, r["verify"], f"{where}.verify", rows, rows, verify=True)
@@ -369,7 +390,9 @@ def from_dict(obj):
         seed=_int(st.get("seed", 0), "settings.seed"),
         watch_layer=_int(st.get("watch_layer", 0), "settings.watch_layer", -1, MAX_LAYERS),
         watch_head=_int(st.get("watch_head", 0), "settings.watch_head", -1, 4096), raw=st.get("raw", False),
-        tree=_choice(st.get("tree", ""), "settings.tree", TREES))
+        tree=_choice(st.get("tree", ""), "settings.tree", TREES), auto=st.get("auto", False))
+    if not isinstance(settings.auto, bool) or (settings.auto and settings.tree):
+        _fail("settings.auto", "expected true or false, and false for a tree")
     if settings.tree and settings.k != parse_tree(settings.tree).depth:
         _fail("settings.k", "must be the tree's depth")
     if not isinstance(settings.raw, bool):
@@ -388,7 +411,7 @@ def from_dict(obj):
         _fail("labels", "too many entries")
     records = _list(obj["records"], "records", MAX_ROUNDS + 1, lo=1)
     for i, r in enumerate(records):
-        _record(r, i, parse_tree(settings.tree) if settings.tree else None)
+        _record(r, i, parse_tree(settings.tree) if settings.tree else None, settings.auto)
     emitted = [e["token"] for r in records for e in r["emitted"]]
     if emitted != output_ids:
         _fail("output_ids", "do not match the tokens the records emitted")

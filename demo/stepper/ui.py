@@ -27,6 +27,7 @@ from demo.stepper import figures, recording, steps, traceio
 from demo.stepper import panels as H
 from demo.stepper import treeview as TV
 from demo.stepper.treerec import is_tree_run
+from demo.stepper.decision import decision_caption, decision_figure, is_auto_run
 from demo.stepper.drawn import box_value, figure_html
 from demo.stepper.figures import Look
 from demo.frame import examples_table, model_error_text, model_label, words
@@ -64,9 +65,9 @@ class Session:
 
 # --- plain functions behind the events ---------------------------------------------------------------------
 
-def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, raw, tree=""):
+def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, raw, tree="", auto=False):
     """Visitor input -> (steps.Settings, [Notice]); raises InputError for an empty prompt. A tree (one of
-    demo.validate.TREES) sets k to its depth."""
+    demo.validate.TREES) sets k to its depth; auto (k="auto", chains only) sets k to AUTO_MAX_K, the longest draft."""
     text, notices = clean_prompt(prompt)
     values, more = clamp_all({"k": k, "max_new_tokens": max_new, "temperature": temperature, "seed": seed,
                               "watch_layer": layer, "watch_head": head}, LIMITS)
@@ -74,9 +75,13 @@ def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, 
     rollback, more = choose(rollback, ROLLBACKS, "select", "rollback")
     notices += more
     tree, more = choose("" if tree is None else str(tree).strip(), TREES, "", "tree")
+    auto = as_bool(auto) and not tree
     if tree:
         values["k"] = parse_tree(tree).depth
-    return steps.Settings(prompt=text, rollback=rollback, raw=as_bool(raw), tree=tree, **values), notices + more
+    elif auto:
+        values["k"] = validate.AUTO_MAX_K
+    return steps.Settings(prompt=text, rollback=rollback, raw=as_bool(raw), tree=tree, auto=auto, **values), \
+        notices + more
 
 
 def encode(loaded, settings):
@@ -121,9 +126,17 @@ def _parts(session, look):
         "kv": (here, lambda: figures.kv_lengths(rec, phase, look)),
         "cost": ((run_key, r), lambda: figures.cost_stack(run, r or None, look)),
         "acceptance": ((run_key, r), lambda: figures.acceptance_over_run(run.records, r or None, look)),
-        "whatif": (run_key, lambda: figures.what_if(run, look)),
-        "caption": (run_key, lambda: figures.whatif_caption(run, lang)),
+        **(_auto_parts(run, rec, (run_key, r), lang, look) if is_auto_run(run) else {
+            "whatif": (run_key, lambda: figures.what_if(run, look)),
+            "caption": (run_key, lambda: figures.whatif_caption(run, lang))}),
     }
+
+
+def _auto_parts(run, rec, key, lang, look):
+    """A k="auto" run's what-if place: this round's choice of length, drawn and said (demo.stepper.decision),
+    then how k="auto" chooses."""
+    return {"whatif": (key, lambda: decision_figure(rec, look)),
+            "caption": (key, lambda: decision_caption(rec, lang))}
 
 
 def _tree_parts(session, look, phase, rec, run_key, here):
@@ -209,10 +222,10 @@ _RUN_IDS = itertools.count(1)
 
 def controls_of(run):
     """The control values that reproduce a run (set when a trace is loaded): prompt, k, rollback, max new
-    tokens, temperature, seed, watched layer and head, raw, tree."""
+    tokens, temperature, seed, watched layer and head, raw, tree, auto."""
     s = run.settings
     return (s.prompt, s.k, s.rollback if s.rollback in ROLLBACKS else gr.skip(), s.max_new_tokens, s.temperature,
-            s.seed, s.watch_layer, s.watch_head, s.raw, s.tree)
+            s.seed, s.watch_layer, s.watch_head, s.raw, s.tree, s.auto)
 
 
 def _seconds(value):
@@ -238,11 +251,13 @@ def moved(session, how):
 
 def apply_deep_link(request):
     """Values a link such as ?view=step&prompt=…&raw=1&k=2&rollback=recompute&max_new=64&temperature=0&layer=1&head=0
-    (or &tree=2%2B1) prefills (a dict; only keys present and valid). "view": "step" asks for this tab to be selected."""
+    (or &tree=2%2B1, or &k=auto) prefills (a dict; only keys present and valid). "view": "step" asks for this tab to be selected."""
     params = dict(request.query_params) if request is not None and hasattr(request, "query_params") else {}
     out = {key: value for key, value in deep_link(params).items() if key in ("prompt", "raw")}   # as the race's
     names = {"k": "k", "max_new": "max_new_tokens", "max_new_tokens": "max_new_tokens", "temperature": "temperature",
              "seed": "seed", "layer": "watch_layer", "head": "watch_head"}      # the link's name -> the setting's
+    if str(params.get("k", "")).strip().lower() == validate.AUTO:       # k=auto: each round chooses its length
+        out["auto"], params = True, {key: value for key, value in params.items() if key != "k"}
     out.update(clamp_all({names[key]: value for key, value in params.items() if key in names}, LIMITS)[0])
     if params.get("rollback") in ROLLBACKS:
         out["rollback"] = params["rollback"]
@@ -270,7 +285,7 @@ def build_stepper_tab(shared):
     ui.timer = gr.Timer(1.5, active=False)
     ui.outputs = [ui.view[name] for name in VIEW]             # every event that redraws sends these, in VIEW order
     ui.controls = [ui.prompt, ui.k, ui.rollback, ui.max_new, ui.temperature, ui.seed, ui.layer, ui.head, ui.raw,
-                   ui.tree]
+                   ui.tree, ui.auto]
     _wire_start(shared, ui)
     _wire_walk(shared, ui)
     _wire_proof_and_traces(shared, ui)
@@ -314,6 +329,8 @@ def _build_inputs(shared, say):
             ui.tree = say(gr.Radio(step_tree_choices(L), value="", label=t("step_tree", L),
                                    info=t("step_tree_info", L), elem_id="stepper-tree"),
                           label="step_tree", info="step_tree_info", choices=step_tree_choices)
+            ui.auto = say(gr.Checkbox(False, label=t("auto_k", L), info=t("step_auto_info", L), elem_id="stepper-auto"),
+                          label="auto_k", info="step_auto_info")
     say(settings_box, label="settings")
     return ui
 
@@ -386,10 +403,10 @@ def _wire_start(shared, ui):
     @on_gpu(lambda model_key=None, text_in=None, k_in=2, rollback_in=None, max_in=48, *rest, **kw:
             generation_seconds(max_in, lanes=3))
     def on_start(model_key, text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in, raw_in, tree_in,
-                 language, presenter_on, client, progress=gr.Progress()):
+                 auto_in, language, presenter_on, client, progress=gr.Progress()):
         try:
             settings, notices = read_settings(text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in,
-                                              raw_in, tree_in)
+                                              raw_in, tree_in, auto_in)
             loaded = store.get(model_key or store.default)
             if loaded.mtp is None:
                 raise models.ModelError(t("model_no_mtp", language).strip(", "))
@@ -543,7 +560,7 @@ def _wire_inputs(shared, ui):
                           show_progress="hidden")
     _wire_deep_link(shared, {"prompt": ui.prompt, "k": ui.k, "rollback": ui.rollback, "max_new_tokens": ui.max_new,
                              "temperature": ui.temperature, "seed": ui.seed, "watch_layer": ui.layer,
-                             "watch_head": ui.head, "raw": ui.raw, "tree": ui.tree})
+                             "watch_head": ui.head, "raw": ui.raw, "tree": ui.tree, "auto": ui.auto})
 
 
 def step_tree_choices(lang):

@@ -1,0 +1,82 @@
+"""k="auto" in the stepper: how far a round drafted, drawn and said in one sentence.
+
+A round of k="auto" records its choice (qwen.adaptive.decision, plain data): per guess drafted the head's own
+probability (confidence), the chance it is right as this run has found so far (chance), the chance it and every
+guess before it are right (reach: the tokens it adds to the round on average) and the reach above which verifying
+it pays (break_even); how many guesses the round kept, and a round's cost by length in plain steps. The figure
+draws each guess's reach as a bar (kept or dropped) against its break-even as a line; the sentence names the guess
+the round stopped at, what it would have cost and returned.
+
+    fig = decision_figure(run.records[3], Look())
+    text = decision_caption(run.records[3], "English")
+"""
+from demo.i18n import t
+from demo.stepper.figures import Look, _figure, _frame
+from demo.theme import OKABE_ITO
+
+
+def is_auto_run(run):
+    """Did this run choose each round's length (k="auto")?"""
+    return bool(getattr(run.settings, "auto", False))
+
+
+def _added(d, j):
+    """Guess j's (1-based) cost in plain steps: a round of j drafts less a round of j - 1."""
+    return d["steps"][j] - d["steps"][j - 1]
+
+
+def decision_figure(record, look=Look()):
+    """One round's choice: per guess drafted, the chance that it and every guess before it are right (a bar:
+    coloured where kept, grey where dropped) against the chance above which it pays (a line), and the head's
+    own probability (a dot). A plain step that drafted nothing (the head resting) says so in words."""
+    d = record.get("decision") if record else None
+    fig = _figure()
+    title = t("fig_decision", look.lang)
+    if not d or not d.get("confidence"):
+        text = t("decision_rest_short" if d and d.get("rested") else "decision_none", look.lang)
+        fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return _frame(fig, look, title, 380)
+    n, kept = len(d["confidence"]), d["kept"]
+    x = [t("decision_guess", look.lang, j=j) for j in range(1, n + 1)]
+    grey = "#BBBBBB"
+    fig.add_bar(x=x[:kept], y=d["reach"][:kept], name=t("decision_kept", look.lang),
+                marker_color=OKABE_ITO["bluish_green"], width=0.5)
+    if kept < n:
+        fig.add_bar(x=x[kept:], y=d["reach"][kept:], name=t("decision_dropped", look.lang), marker_color=grey,
+                    width=0.5)
+    fig.add_scatter(x=x, y=[max(0.0, b) for b in d["break_even"]], mode="markers", name=t("decision_pays", look.lang),
+                    marker={"symbol": "line-ew-open", "size": 56, "line": {"width": 4, "color": OKABE_ITO["vermillion"]}})
+    fig.add_scatter(x=x, y=d["confidence"], mode="markers", name=t("decision_head", look.lang),
+                    marker={"size": 11, "color": OKABE_ITO["blue"], "symbol": "circle"})
+    fig.update_layout(barmode="overlay", bargap=0.4,
+                      xaxis={"type": "category", "categoryorder": "array", "categoryarray": x},
+                      yaxis={"range": [0, 1.05], "tickformat": ".0%", "title": {"text": t("decision_axis", look.lang)}})
+    return _frame(fig, look, title, 380)
+
+
+def decision_sentence(record, lang="English"):
+    """Why the round drafted as far as it did, in one sentence with its numbers ("" for a round of a fixed k)."""
+    d = record.get("decision") if record else None
+    if not d:
+        return ""
+    if d.get("rested"):
+        return t("decision_rested", lang)
+    n, m, last = len(d["confidence"]), d["kept"], len(d["steps"]) - 1
+    if d.get("probe") and m:
+        return t("decision_probe", lang, chance=d["chance"][0], cost=_added(d, 1))
+    if m < n:                                   # stopped at guess m + 1: it would not pay
+        j = m + 1
+        return t("decision_stopped" if m else "decision_plain", lang, m=m, j=j, chance=d["reach"][j - 1],
+                 cost=_added(d, j), tokens=d["reach"][j - 1], even=max(0.0, d["break_even"][j - 1]))
+    words = "decision_all_max" if m == last else "decision_all"
+    return t(words, lang, m=m, chance=d["reach"][m - 1], cost=_added(d, m), tokens=d["reach"][m - 1],
+             even=max(0.0, d["break_even"][m - 1]))
+
+
+def decision_caption(record, lang="English"):
+    """Under the figure: the round's sentence, then how k="auto" chooses, with this host's round costs."""
+    d = (record or {}).get("decision")
+    steps = t("decision_steps", lang, costs=" · ".join(f"{x:.2f}" for x in d["steps"])) if d else "—"
+    return "\n\n".join(p for p in (decision_sentence(record, lang), t("decision_how", lang, steps=steps)) if p)
