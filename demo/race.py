@@ -22,6 +22,7 @@ Tokens become text through a Detokenizer, whole characters only (demo.tokens say
 """
 import statistics
 import time
+import weakref
 from dataclasses import dataclass, field, replace
 
 from qwen.chat import Detokenizer
@@ -268,7 +269,7 @@ STALE = 0.15
 def calibrate(loaded, ids, settings, clock=time.perf_counter, raced=None):
     """This host's cost terms for each speculative lane of these settings ([demo.costs.Costs], in lane
     order), measured once per model, host and settings (demo.costs.remember) and kept; the prompt's own
-    pass (prefill) measured for these `ids` every time (a few ms on small models). Lanes run for it take
+    pass (prefill) measured once for these `ids` and these kept terms (_with_prefill). Lanes run for it take
     turns as the race's do, with the engine's timings on (every model pass, every round's phases).
     raced: a finished race's Runs [plain, speculative...]; where one paid over STALE more or less per plain
     token or per round than the kept terms say, the terms are measured again (never fitted to that race)."""
@@ -341,12 +342,25 @@ def _taken_apart(loaded, ids, settings, c):
     return costs.take_apart(c, list(trace))
 
 
+PREFILLS_KEPT = 64
+_prefills = {}          # (id of kept terms, the prompt's ids) -> (weak ref to the terms, plain, speculative seconds)
+
+
 def _with_prefill(loaded, ids, settings, c):
-    """A copy of `c` with the prompt's pass in each lane timed for these ids."""
-    model, mtp = engine_for(loaded, settings)
-    plain, spec = costs.prefill_seconds([
-        lambda: generate_stream(model, ids, 2, **sampling(settings)),
-        lambda: generate_mtp_stream(model, mtp, ids, 2, (), c.k, c.rollback, tree=c.tree or None, **sampling(settings))])
+    """A copy of `c` with the prompt's pass in each lane timed for these ids: once per prompt and kept terms, so
+    the race and the stepper, and identical races, predict from the same prompt pass (a few ms that a busy
+    machine can double)."""
+    key = (id(c), tuple(ids[0].tolist()))
+    ref, plain, spec = _prefills.get(key, (None, 0.0, 0.0))
+    if ref is None or ref() is not c:
+        model, mtp = engine_for(loaded, settings)
+        plain, spec = costs.prefill_seconds([
+            lambda: generate_stream(model, ids, 2, **sampling(settings)),
+            lambda: generate_mtp_stream(model, mtp, ids, 2, (), c.k, c.rollback, tree=c.tree or None,
+                                        **sampling(settings))])
+        _prefills[key] = (weakref.ref(c), plain, spec)
+        while len(_prefills) > PREFILLS_KEPT:
+            _prefills.pop(next(iter(_prefills)))
     return replace(c, prefill=plain, prefill_spec=spec, samples=dict(c.samples))
 
 

@@ -290,3 +290,47 @@ def test_every_memory_panel_shows_or_says_why_not(page_url, rollback):
             print(f"\n{rollback} step latency: median {latency[len(latency) // 2]:.0f} ms, max {latency[-1]:.0f} ms")
         finally:
             browser.close()
+
+
+# the what-if's place in an auto run: this round's choice, drawn (bars: a guess's chance with those before it)
+DECISION = ("() => { const g = document.querySelector('#stepper-whatif .js-plotly-plot');"
+            " if (!g || !g.data || !g.layout) return null;"
+            " return {bars: g.data.filter(t => t.type === 'bar').reduce((n, t) => n + t.y.length, 0),"
+            " notes: (g.layout.annotations || []).map(a => a.text),"
+            " title: (g.layout.title && g.layout.title.text) || ''}; }")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_auto_run_draws_each_rounds_choice_and_says_why(page_url, lang):
+    """k = auto from a link: each round's what-if place draws how far it drafted (bars per guess, or in words a
+    plain step) under a title that says so, and the caption's first sentence is this round's; a screenshot."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(page_url + "?max_new=16&raw=1&k=auto", wait_until="domcontentloaded")
+            page.wait_for_selector("#stepper-start", timeout=60_000)
+            if lang == "zh":
+                page.locator("label").filter(has_text="中文").first.click()
+            page.locator("#stepper-settings > button.label-wrap").click()
+            page.wait_for_function("() => { const c = document.querySelector('#stepper-auto input');"
+                                   " return c && c.checked; }", timeout=60_000)
+            page.click("#stepper-start")
+            wait_phase(page, "prefill", "0")
+            page.locator("#stepper-phase").click()
+            captions = set()
+            for r in (1, 2, 3):
+                for phase in ("guess", "verify", "accept"):
+                    page.keyboard.press("ArrowRight")
+                    wait_phase(page, phase, str(r))
+                page.wait_for_function(f"() => {{ const d = ({DECISION})(); return d && (d.bars > 0 ||"
+                                       " d.notes.length > 0); }", timeout=60_000)
+                drawn = page.evaluate(DECISION)
+                assert ("k = auto" in drawn["title"]) if lang == "en" else ("自动" in drawn["title"])
+                captions.add(page.inner_text("#stepper-whatif-caption").split("\n")[0])
+            assert all(c.strip() for c in captions)
+            page.locator("#stepper-whatif").scroll_into_view_if_needed()
+            os.makedirs(os.path.dirname(ARTIFACT), exist_ok=True)
+            page.screenshot(path=ARTIFACT.replace("stepper.png", f"stepper_auto_{lang}.png"))
+        finally:
+            browser.close()

@@ -166,6 +166,7 @@ def test_calibrate_measures_every_term_once_per_settings_and_the_prompt_pass_per
     other, _ = prepare(loaded, race_settings("The LORD is my shepherd; I shall not want.", max_new_tokens=24, k=2))
     again = race_module.calibrate(loaded, other, settings)[0]
     assert len(calls) == 1                                 # the terms are kept...
+    assert race_module.calibrate(loaded, ids, settings)[0].prefill == first.prefill    # and a prompt's pass with them
     assert (again.step, again.round_around, again.passes()) == (first.step, first.round_around, first.passes())
     race_module.calibrate(loaded, ids, race_settings("x", k=1))
     assert len(calls) == 2                                 # ...per settings
@@ -286,7 +287,7 @@ def test_kept_terms_are_measured_again_when_a_race_paid_far_more_than_they_say(l
     calls = []
     real = race_module._measure_terms
     monkeypatch.setattr(race_module, "_measure_terms", lambda *a: calls.append(1) or real(*a))
-    # long lanes, so that the prompt's pass (timed again on every call, a few ms of noise) weighs little
+    # long lanes, so that the prompt's pass weighs little
     plain = Run("plain", tokens=list(range(401)), seconds=c.prefill + 400 * c.plain_token())
     spec = Run("speculative", k=2, rollback="select", tokens=list(range(401)), rounds=200)
     spec.seconds = c.prefill_spec + 200 * c.round_seconds(0.0, 2.0)

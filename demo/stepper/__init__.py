@@ -7,6 +7,7 @@ replayed from a run recorded once with the real engine.
     treeview    the tree mode's figures and words: the tree, masks, each node's memory, conv windows, KV slots
     panels      the view's HTML: phase heading, text so far, the phase's table, the proof
     figures     plotly views: layer map, memory heatmaps, conv strip, KV lengths, costs, what-if
+    decision    k="auto": each round's choice of draft length, drawn and said in one sentence
     drawn       the figures sent as HTML that the page draws itself (static/step-figures.html)
     traceio     record and replay of runs as JSON: trace export and a strict importer
     ui          the tab's components and events (api `step_*`, `trace_*`)
