@@ -328,6 +328,10 @@ def test_an_auto_run_draws_each_rounds_choice_and_says_why(page_url, lang):
                 drawn = page.evaluate(DECISION)
                 assert ("k = auto" in drawn["title"]) if lang == "en" else ("自动" in drawn["title"])
                 captions.add(page.inner_text("#stepper-whatif-caption").split("\n")[0])
+                if r == 1:                                     # the first round always guesses
+                    assert drawn["bars"] > 0
+                    page.locator("#stepper-whatif").scroll_into_view_if_needed()
+                    page.screenshot(path=ARTIFACT.replace("stepper.png", f"stepper_auto_{lang}_1.png"))
             assert all(c.strip() for c in captions)
             page.locator("#stepper-whatif").scroll_into_view_if_needed()
             os.makedirs(os.path.dirname(ARTIFACT), exist_ok=True)
