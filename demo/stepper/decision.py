@@ -47,11 +47,13 @@ def decision_figure(record, look=Look()):
         fig.add_bar(x=x[kept:], y=d["reach"][kept:], name=t("decision_dropped", look.lang), marker_color=grey,
                     width=0.5)
     fig.add_scatter(x=x, y=[max(0.0, b) for b in d["break_even"]], mode="markers", name=t("decision_pays", look.lang),
-                    marker={"symbol": "line-ew", "size": 56, "color": OKABE_ITO["vermillion"],
+                    marker={"symbol": "line-ew", "size": 28 if look.narrow else 56, "color": OKABE_ITO["vermillion"],
                             "line": {"width": 4, "color": OKABE_ITO["vermillion"]}})
     fig.add_scatter(x=x, y=d["confidence"], mode="markers", name=t("decision_head", look.lang),
                     marker={"size": 11, "color": OKABE_ITO["blue"], "symbol": "circle"})
+    # the legend under the plot (plotly makes room for it): above it, on a phone, its four rows met the title
     fig.update_layout(barmode="overlay", bargap=0.4,
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.15, "xanchor": "left", "x": 0.0},
                       xaxis={"type": "category", "categoryorder": "array", "categoryarray": x},
                       yaxis={"range": [0, 1.05], "tickformat": ".0%", "title": {"text": t("decision_axis", look.lang)}})
     return _frame(fig, look, title, 380)
