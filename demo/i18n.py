@@ -653,20 +653,21 @@ STRINGS = {
     "fig_whatif": ("What if: speed-up against acceptance rate", "假如：加速比与接受率的关系"),
     "fig_drift": ("How far the skipped run's memory drifts", "跳过恢复后记忆偏离多远"),
     "decision_steps": ("a round of 0, 1, 2 … drafts: {costs} plain steps", "起草 0、1、2……个的一轮：{costs} 个普通步"),
-    "decision_how": ("k = auto: the head guesses one token at a time and the round keeps drafting while one more "
-                     "guess could still pay; it verifies the guesses that make the most tokens per second. A guess "
-                     "pays when the chance that it and those before it are right (what it adds, in tokens) is worth "
-                     "what it adds to the round's time on this machine: the round's cost by length is measured once "
-                     "({steps}), and how often guesses this sure turn out right is learned as the run goes.",
-                     "k = 自动：草稿头一次猜一个词元，只要再猜一个仍可能划算就继续；最终验证使每秒词元最多的那些猜测。"
-                     "一个猜测划算，是指它与之前的猜测都对的概率（它平均带来的词元数）抵得上它在本机给这一轮增加的时间："
-                     "各长度一轮的耗时只测一次（{steps}），而这样有把握的猜测有多常猜对，则在运行中边走边学。"),
+    "decision_how": ("k = auto: before each round drafts anything, it chooses how many tokens to draft. How often the "
+                     "head's draft at each position was right lately (when those before it were) is learned from the "
+                     "latest rounds; drafting one more pays when the chance that it and those before it are right "
+                     "(what it adds, in tokens) is worth what it adds to the round's time on this machine, measured "
+                     "once ({steps}). The round then runs exactly as a fixed k's does: compiled, in one call, where "
+                     "the engine can.",
+                     "k = 自动：每轮起草之前，先决定起草几个词元。草稿头在每个位置最近猜对的频率（在之前的都对的前提下）"
+                     "从最近几轮中学得；再多起草一个是否划算，要看它与之前的都对的概率（它平均带来的词元数）是否抵得上它在"
+                     "本机给这一轮增加的时间（只测一次：{steps}）。之后这一轮与固定 k 的一轮完全相同：引擎能编译时，一次调用完成。"),
     "fig_decision": ("This round: how far to draft (k = auto)", "本轮：起草多远（k = 自动）"),
-    "decision_guess": ("guess {j}", "猜测 {j}"),
-    "decision_kept": ("verified: the chance it and those before it are right", "已验证：它与之前的猜测都对的概率"),
-    "decision_dropped": ("dropped: the same chance", "舍弃：同样的概率"),
+    "decision_guess": ("draft {j}", "草稿 {j}"),
+    "decision_kept": ("drafted: the chance it and those before it are right", "已起草：它与之前的草稿都对的概率"),
+    "decision_dropped": ("not drafted: the same chance", "未起草：同样的概率"),
     "decision_pays": ("pays above", "高于此才划算"),
-    "decision_head": ("the head's own probability", "草稿头自己给出的概率"),
+    "decision_head": ("right at this position lately", "最近在此位置的猜对率"),
     "decision_axis": ("chance", "概率"),
     "decision_none": ("no guess this round", "本轮没有猜测"),
     "decision_rest_short": ("the head rests: a plain step", "草稿头休息：普通的一步"),
@@ -674,29 +675,24 @@ STRINGS = {
                         "2, 4 … up to 16 steps while it stays unsure, then catches up in one pass and guesses again.",
                         "草稿头休息：普通的一步，不猜。一轮没有保留猜测后，它依次歇 1、2、4……最多 16 步（只要它仍没有把握），"
                         "然后用一次前向补上错过的词元，再次猜测。"),
-    "decision_probe": ("A probe after a rest: the first guess is verified whatever the rule says (right {chance:.0%} "
-                       "of the time so far; it adds {cost:.2f} of a step), so the run keeps learning how often the "
+    "decision_probe": ("Back from a rest: one token is drafted and verified whatever the rule says (right {chance:.0%} "
+                       "of the time lately; it adds {cost:.2f} of a step), so the run keeps learning how often the "
                        "head is right.",
-                       "休息后的试探：不论规则如何，第一个猜测都会被验证（目前猜对率 {chance:.0%}；多花 {cost:.2f} 步），"
+                       "休息后的试探：不论规则如何，都起草并验证一个词元（最近猜对率 {chance:.0%}；多花 {cost:.2f} 步），"
                        "以便继续了解草稿头猜对的频率。"),
-    "decision_plain": ("A plain step: the first guess, right {chance:.0%} of the time, would add {cost:.2f} of a step "
-                       "for {tokens:.2f} of a token on average; it pays only above {even:.2f}.",
-                       "普通的一步：第一个猜测的猜对率为 {chance:.0%}，验证它要多花 {cost:.2f} 步，平均只换来 "
+    "decision_plain": ("A plain step: a first draft, right {chance:.0%} of the time lately, would add {cost:.2f} of a "
+                       "step for {tokens:.2f} of a token on average; it pays only above {even:.2f}.",
+                       "普通的一步：第一个草稿最近的猜对率为 {chance:.0%}，验证它要多花 {cost:.2f} 步，平均只换来 "
                        "{tokens:.2f} 个词元；高于 {even:.2f} 才划算。"),
-    "decision_stopped": ("Stopped after {m} guess(es): guess {j}, right with those before it {chance:.0%} of the "
-                         "time, would add {cost:.2f} of a step for {tokens:.2f} of a token on average; it pays only "
-                         "above {even:.2f}.",
-                         "在 {m} 个猜测后停下：第 {j} 个猜测连同之前的都对的概率为 {chance:.0%}，验证它要多花 "
+    "decision_stopped": ("Drafts {m}: a draft {j}, right with those before it {chance:.0%} of the time lately, would "
+                         "add {cost:.2f} of a step for {tokens:.2f} of a token on average; it pays only above "
+                         "{even:.2f}.",
+                         "起草 {m} 个：第 {j} 个草稿连同之前的最近都对的概率为 {chance:.0%}，验证它要多花 "
                          "{cost:.2f} 步，平均只换来 {tokens:.2f} 个词元；高于 {even:.2f} 才划算。"),
-    "decision_all": ("Verified all {m} guess(es) drafted: the last, right with those before it {chance:.0%} of the "
-                     "time, adds {cost:.2f} of a step for {tokens:.2f} of a token (it pays above {even:.2f}); one "
-                     "more could not pay even if it were sure to be right.",
-                     "验证了全部 {m} 个猜测：最后一个连同之前的都对的概率为 {chance:.0%}，多花 {cost:.2f} 步，换来 "
-                     "{tokens:.2f} 个词元（高于 {even:.2f} 即划算）；再多猜一个，即使必对也不划算。"),
-    "decision_all_max": ("Verified all {m} guesses, the most k = auto drafts: the last, right with those before it "
-                         "{chance:.0%} of the time, adds {cost:.2f} of a step for {tokens:.2f} of a token (it pays "
-                         "above {even:.2f}).",
-                         "验证了全部 {m} 个猜测（k = 自动 的上限）：最后一个连同之前的都对的概率为 {chance:.0%}，"
+    "decision_all_max": ("Drafts {m}, the most k = auto drafts: the last, right with those before it {chance:.0%} of "
+                         "the time lately, adds {cost:.2f} of a step for {tokens:.2f} of a token (it pays above "
+                         "{even:.2f}).",
+                         "起草 {m} 个（k = 自动 的上限）：最后一个连同之前的最近都对的概率为 {chance:.0%}，"
                          "多花 {cost:.2f} 步，换来 {tokens:.2f} 个词元（高于 {even:.2f} 即划算）。"),
     "before": ("before", "验证前"),
     "after_verify": ("after verify", "验证后"),

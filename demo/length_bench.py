@@ -1,6 +1,7 @@
 """Which draft length pays, prompt by prompt: plain decoding against fixed k = 1..K and k="auto".
 
     python -m demo.length_bench                              # embedded model, eager, greedy, 5 prompts, 5 repeats
+    python -m demo.length_bench --compile                    # compiled for k = 1..K, as the app runs it
     python -m demo.length_bench --temperature 0.5 --repeats 7 --max-k 3
     ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 python -m demo.length_bench
 
@@ -19,7 +20,7 @@ import time
 
 import torch
 
-from demo.models import load_model
+from demo.models import load_model, start_compiling
 from demo.prompts import EXAMPLES, prepare
 from demo.validate import race_settings
 from qwen.mtp import generate_mtp, lengths_for
@@ -80,16 +81,21 @@ def main(argv=None):
     parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy; else shared noise, seed 0")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--prompts", type=int, default=5, help="how many of the five prompts")
+    parser.add_argument("--compile", action="store_true", help="compiled views for k = 1..max-k (the app's way)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     source = args.model or find_model()
     loaded = load_model(source, source, compile=False)
     if loaded.mtp is None:
         parser.error(f"{source} has no MTP draft head (no mtp.* tensors)")
+    if args.compile:                                   # every length's round compiled, as k="auto" needs
+        start_compiling(loaded, tuple(range(1, args.max_k + 1))).join()
+    model, head = loaded.engine()
     sampling = dict(temperature=args.temperature, seed=0) if args.temperature else {}
-    costs = lengths_for(loaded.model, loaded.mtp, args.max_k, bool(args.temperature))
+    costs = lengths_for(model, head, args.max_k, bool(args.temperature))
+    how = f"compiled ({loaded.compile_status()})" if args.compile else "eager"
     print(f"host: CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s); model "
-          f"{loaded.key}, eager; T={args.temperature:g}; a round of 0..{args.max_k} drafts, in plain steps: "
+          f"{loaded.key}, {how}; T={args.temperature:g}; a round of 0..{args.max_k} drafts, in plain steps: "
           + ", ".join(f"{s / costs.seconds[0]:.2f}" for s in costs.seconds))
     names = lanes(args.max_k)[1:]
     print("| prompt | " + " | ".join(names) + " | auto kept 0/1/2/… drafts | identical |")
@@ -97,8 +103,7 @@ def main(argv=None):
     predictions = []
     for kind, prompt, raw, new in (EXAMPLES[:3] + OWN)[:args.prompts]:
         ids, _ = prepare(loaded, race_settings(prompt, max_new_tokens=new, raw=raw))
-        speedups, identical, counts, predicted = turns(loaded.model, loaded.mtp, ids, new, sampling, args.max_k,
-                                                       args.repeats)
+        speedups, identical, counts, predicted = turns(model, head, ids, new, sampling, args.max_k, args.repeats)
         label = prompt[:20].replace("\n", " ").replace("|", "/")
         predictions.append(f"| {label}… | " + " | ".join(f"{predicted[name]:.2f}×" for name in names) + " |")
         cells = [f"{statistics.median(xs):.2f}× ({min(xs):.2f}-{max(xs):.2f})" for xs in speedups.values()]

@@ -1,197 +1,149 @@
-"""Draft only as far as it pays: each round's draft length, chosen from the head's confidence and this host's costs.
+"""Draft only as far as it pays: each round's length chosen before it drafts, from how often the head has lately
+been right at each position and what a round of each length costs on this host.
 
-A round that drafts m tokens costs seconds[m] on this host (m = 0: a plain step, the head left idle) and
-yields 1 + P1 + P1·P2 + ... tokens on average, where Pj is the chance that draft j is right given the ones
-before it. The head says how sure it is of each guess (its top probability, `confidence`); how often guesses
-that sure turned out right so far in this run makes that a chance (`likely`). So as it drafts, each round
-can stop where one more guess's expected tokens no longer pay for what it adds to the round:
+Known before a round drafts anything:
 
-    expected(m)  = 1 + P1 + P1·P2 + ... + P1·...·Pm           (tokens a round of m drafts yields)
-    rate(m)      = expected(m) / seconds[m]                   (tokens per second)
-    keep m       = the m with the best rate among the guesses drafted so far
-    draft more   while some longer round could still beat it if every further guess were right
+    a_j          the chance draft j is right when drafts 1..j-1 were: the share of recent rounds that verified a
+                 j-th draft and found it right (each position its own, the latest rounds weighing most)
+    seconds[m]   a round of m drafts on this host, as the engine runs it (m = 0: a plain step, the head idle)
+    expected(m)  = 1 + a1 + a1·a2 + ... + a1·...·am        tokens a round of m drafts yields on average
+    keep m       = the m with the most expected(m) / seconds[m] (the shorter on a tie)
+
+Because the length is chosen before drafting, the round that follows is the fixed-k round of that length: where
+the engine runs a `select` round as one compiled call, an auto round is that call too. And the choice reads only
+verdicts on tokens already emitted, so it changes no output: greedy and shared-noise rounds emit the main model's
+own tokens, and the textbook rule's stopping point is fixed before the drafts it judges are sampled.
 
     lengths = DraftLengths(seconds=(1.0, 1.25, 1.45, 1.65))   # a plain step, rounds of 1, 2, 3 drafts
-    lengths.keep([0.9, 0.3])          -> 1: the second guess (right 0.9·0.3 = 27% of the time) does not pay
+    lengths.keep([0.9, 0.3, 0.3])     -> 1: the second draft (right 0.9·0.3 = 27% of the time) does not pay
     tokens, rounds, hits = generate_mtp(model, head, ids, k="auto", max_k=3)   # qwen.mtp: same output as plain
 
-A round that keeps no draft is a plain step. After REST_AFTER of them in a row the head rests: the next rounds
-are plain steps without it (1, 2, 4, ... up to MAX_REST while it stays unsure), then it catches up on the tokens
-it missed in one pass, and that round verifies its guess whatever the rule says (a probe, so the run keeps
-learning).
+A round of none is a plain step, and the head rests: it sits out that step and, while the rule keeps choosing
+none, 1, 2, 4, ... up to MAX_REST more, then catches up on the tokens it missed in one pass and the next round
+verifies one draft whatever the rule says (a probe: else a run that starts badly would never learn otherwise).
 So where the head is always wrong, decoding costs about what plain decoding costs.
-
-The choice never changes the output: every round emits the main model's own tokens (greedy, or sampled with
-the shared noise), whatever it verified. Under the textbook rejection rule whether guess j is verified is decided
-from what was known before it was sampled (keep(prefix=True): the head's top probabilities up to its own), so
-each position is still sampled from the main model.
 """
 from dataclasses import dataclass, field
 
-import torch
-
-from qwen.tree import guess
-
-MAX_REST = 16                # plain steps, at most, between two guesses while the head stays unsure
-REST_AFTER = 1               # rounds in a row that choose none before the head rests (3 measured worse)
-BINS = (0.0, 0.1, 0.3, 0.6)  # confidence bins the run learns how often guesses are right in
-PRIOR = 2                    # a bin's estimate starts from the run's overall share, weighted as this many guesses
-
-
-def confidence(guess, temperature=0):
-    """How sure the head is of its guess: its top probability (over the draft vocabulary it scores), at
-    `temperature` where sampling (1 when greedy). Read from its scores, not from the token it picked."""
-    logits, _ = guess.scores
-    return float(torch.softmax(logits.float() / (temperature or 1.0), -1).max())
+# Chosen in simulation over ten prompts (the length bench's five and five held out): each position's verdicts on
+# the embedded head replayed under a round's compiled costs (docs/benchmarks.md, 2026-12-06 third session).
+MAX_REST = 32      # plain steps, at most, between two probes while the head stays wrong
+FIRST_REST = 4     # plain steps in the first rest
+MEMORY = 0.9       # each verdict's weight falls by this much with every later round (about ten rounds' memory)
+PRIOR = 4.0        # the first position starts at START, weighted as this many verdicts
+LEAN = 2.0         # a later position leans on the one before it as this many verdicts would
+REST_BELOW = 0.85  # rest the head only where drafting is expected to run below this share of plain decoding's speed
+START = 0.9        # the first position's chance before any verdict: hopeful, so a run starts drafting and learns
 
 
 @dataclass
 class DraftLengths:
-    """Seconds of a round by its draft length on this host: seconds[m] for m = 0 (a plain step) to max_k."""
+    """Seconds of a round by its draft length on this host (seconds[m], m = 0: a plain step .. max_k), and what
+    this run has seen of the head: the chooser of k="auto". only: always m drafts (to time a round of m)."""
     seconds: tuple
-    rest: int = 0                        # plain steps left before the head guesses again
-    rest_next: int = 1                   # how long the next rest lasts (doubles while the head stays unsure)
-    counts: dict = field(default_factory=dict)      # rounds by the drafts they kept: {0: ..., 1: ..., ...}
-    seen: list = field(default_factory=lambda: [[0, 0] for _ in BINS])   # per confidence bin: [verified, right]
-    drafted: list = field(default_factory=list)     # the confidences of the drafts this round verifies
-    probe: bool = False                  # the round after a rest verifies at least one guess
-    probes: bool = True                  # False: never (to time plain steps alone)
-    unsure: int = 0                      # rounds in a row that chose none
+    only: int = None
+    rest: int = 0                        # plain steps left in the current rest
+    rest_next: int = None                # how long the next rest lasts (FIRST_REST, doubling while the head stays wrong)
+    probe: bool = False                  # the next round verifies at least one draft (the head is back from a rest)
+    counts: dict = field(default_factory=dict)       # rounds by their drafts {0: ..., 1: ..., ...}
+    seen: list = None                    # per position j = 1..max_k: [weight of verdicts, weight of right ones]
     decision: dict = None                # the last round's choice, as plain data (decision())
 
-    def likely(self, c):
-        """The chance a guess of confidence c is right, as this run has found so far: the share of verified
-        guesses of like confidence that were right, starting from the run's share over all of them (and
-        from 1/2 before any): a head's probabilities are seldom calibrated (the embedded one's 0.1 is right
-        about half the time), so they only sort its guesses."""
-        b = sum(c >= edge for edge in BINS[1:])
-        total, right = (sum(pair[i] for pair in self.seen) for i in (0, 1))
-        overall = (right + 1) / (total + 2)
-        n, hits = self.seen[b]
-        return (hits + PRIOR * overall) / (n + PRIOR)
-
-    def saw(self, accepted):
-        """After the verify pass: of this round's drafts (confidences in `drafted`), the first `accepted` were
-        right and the next one wrong; the ones after it say nothing (they were never in question)."""
-        for j, c in enumerate(self.drafted[:accepted + 1]):
-            pair = self.seen[sum(c >= edge for edge in BINS[1:])]
-            pair[0] += 1
-            pair[1] += j < accepted
-        self.drafted = []
+    def __post_init__(self):
+        self.rest_next = self.rest_next or FIRST_REST
+        if self.seen is None:          # the first position: START, as if PRIOR verdicts said so (they fade like real ones)
+            self.seen = [[PRIOR, PRIOR * START]] + [[0.0, 0.0] for _ in range(self.max_k - 1)]
 
     @property
     def max_k(self):
         return len(self.seconds) - 1
 
+    def chances(self):
+        """[a_1, ..., a_max_k]: each position's share of right drafts, the latest verdicts weighing most; a later
+        position leans on the one before it, as LEAN verdicts would, until its own verdicts outweigh that."""
+        out = []
+        for n, right in self.seen:
+            out.append((right + LEAN * out[-1]) / (n + LEAN) if out else right / n)
+        return out
+
+    def saw(self, verified, accepted):
+        """After a round that verified `verified` drafts and kept the first `accepted`: positions 1..accepted were
+        right, the one after wrong; those after it were never in question. Every round's verdicts, these or none,
+        fade all older ones by MEMORY, so a position left untested leans again on the one before it."""
+        for j, pair in enumerate(self.seen):
+            pair[0] *= MEMORY
+            pair[1] *= MEMORY
+            if j < min(accepted + 1, verified):
+                pair[0] += 1
+                pair[1] += j < accepted
+
     @staticmethod
-    def expected(confidences):
-        """Tokens a round yields on average for each length m = 0..len: [1, 1 + c1, 1 + c1 + c1·c2, ...]."""
+    def expected(chances):
+        """Tokens a round yields on average for each length m = 0..len: [1, 1 + a1, 1 + a1 + a1·a2, ...]."""
         out, reach = [1.0], 1.0
-        for c in confidences:
-            reach *= c
+        for a in chances:
+            reach *= a
             out.append(out[-1] + reach)
         return out
 
-    def rates(self, confidences):
-        """Expected tokens per second for each length m = 0..len(confidences)."""
-        return [e / self.seconds[m] for m, e in enumerate(self.expected(confidences))]
+    def rates(self, chances):
+        """Expected tokens per second for each length m = 0..len(chances)."""
+        return [e / self.seconds[m] for m, e in enumerate(self.expected(chances))]
 
-    def keep(self, confidences, prefix=False):
-        """How many of the drafted guesses to verify: the length with the best rate (the shorter on a tie).
-        prefix (the textbook rule): each guess j kept only while a round of j beats one of j - 1, judged on
-        c1..cj alone. cj+1 came from the head fed guess j, so letting it decide whether guess j is verified
-        would make that depend on which token was sampled, and the rule's output would no longer be the
-        main model's distribution."""
-        rates = self.rates(confidences)
-        if prefix:
-            m = 0
-            while m < len(confidences) and rates[m + 1] > rates[m]:
-                m += 1
-            return m
-        return max(range(len(rates)), key=lambda m: (rates[m], -m))
+    def keep(self, chances):
+        """The length with the best rate (the shorter on a tie); none only where every length's rate is below
+        REST_BELOW times a plain step's (resting costs a catch-up and a probe, not counted in the rates)."""
+        rates = self.rates(chances)
+        best = max(range(1, len(rates)), key=lambda m: (rates[m], -m))
+        return best if rates[best] >= REST_BELOW * rates[0] else 0
 
-    def break_even(self, confidences):
-        """For each guess j drafted, the chance that it and all before it are right (P1·...·Pj) above which
-        verifying it pays: a round of j beats a round of j - 1 when expected(j)/seconds[j] > expected(j-1)/
-        seconds[j-1], i.e. when P1·...·Pj > expected(j-1) · (seconds[j] / seconds[j-1] - 1).
-        For the first guess: seconds[1] / seconds[0] - 1, the break-even acceptance of k = 1."""
-        expected = self.expected(confidences)
+    def break_even(self, chances):
+        """For each position j, the chance that drafts 1..j are all right (a1·...·aj) above which a round of j
+        beats one of j - 1: expected(j)/seconds[j] > expected(j-1)/seconds[j-1] exactly when a1·...·aj >
+        expected(j-1) · (seconds[j] / seconds[j-1] - 1). For j = 1: the break-even acceptance of k = 1."""
+        expected = self.expected(chances)
         return [expected[j - 1] * (self.seconds[j] / self.seconds[j - 1] - 1) for j in range(1, len(expected))]
 
-    def more(self, confidences):
-        """Draft another guess? Only if some longer round, every further guess right, could beat the best so far."""
-        j = len(confidences)
-        if j >= self.max_k:
-            return False
-        expected = self.expected(confidences)
-        best = max(self.rates(confidences))
-        reach = expected[-1] - expected[-2] if j else 1.0          # the chance all j drafts are right
-        return any((expected[-1] + (m - j) * reach) / self.seconds[m] > best for m in range(j + 1, self.max_k + 1))
-
-    def choose(self, confidences, prefix=False):
-        """keep(), counted: REST_AFTER choices of none in a row make the head rest, each time longer; after a rest
-        one guess is verified all the same (a probe: else a run that starts badly would never learn more)."""
-        best = self.keep(confidences, prefix)
-        m = max(best, min(int(self.probe and self.probes), len(confidences)))
+    def choose(self):
+        """This round's drafts (0: a plain step, the head idle), counted and said in `decision`."""
+        if self.only is not None:
+            m, self.decision = self.only, None
+        elif self.rest:                                  # resting: a plain step, no question asked
+            self.rest -= 1
+            self.probe = self.rest == 0
+            m, self.decision = 0, {"rested": True, "kept": 0, "steps": self.steps()}
+        else:
+            chances = self.chances()
+            best = self.keep(chances)
+            m = max(best, int(self.probe))
+            self.decision = decision(self, chances, m, probe=m > best)
+            self.probe = False
+            if best:
+                self.rest_next = FIRST_REST
+            else:                                        # this step, then a rest: longer each time it comes back
+                self.rest, self.rest_next = self.rest_next, min(2 * self.rest_next, MAX_REST)
         self.counts[m] = self.counts.get(m, 0) + 1
-        self.probe = False
-        self.unsure = 0 if best else self.unsure + 1
-        if best:
-            self.rest_next = 1
-        elif self.unsure >= REST_AFTER:
-            self.rest, self.rest_next = self.rest_next, min(2 * self.rest_next, MAX_REST)
         return m
 
-    def resting(self):
-        """Is this round a plain step with the head idle? (counts it off)"""
-        if self.rest:
-            self.rest -= 1
-            self.counts[0] = self.counts.get(0, 0) + 1
-            self.probe = self.rest == 0
-            return True
-        return False
+    def steps(self):
+        """A round's seconds by length, in plain steps."""
+        return [round(x / self.seconds[0], 4) for x in self.seconds]
 
     def fresh(self):
-        """The same costs, for a new run (no rest, no counts)."""
-        return DraftLengths(tuple(self.seconds))
+        """The same costs, for a new run (nothing seen, no rest, no counts)."""
+        return DraftLengths(tuple(self.seconds), self.only)
 
 
 def fixed_length(m, max_k):
-    """Costs under which every round keeps exactly m drafts (while the head's confidence is above 0): for
-    measuring a round of each length, and for tests."""
-    return DraftLengths(tuple(1.0 if i == m else 1e9 for i in range(max_k + 1)), probes=False)
+    """A chooser that drafts m every round (0: plain steps, the head idle): for timing a round of each length."""
+    return DraftLengths((1.0,) * (max_k + 1), only=m)
 
 
-def draft_chain(mtp, model, first, P, head_cache, sampling, lengths):
-    """A chain drafted only as far as it pays, for a round whose first token is at position P; first: the
-    head's guess after it (None while the head rests). -> [None (the root), Guess for draft 1, ...], the
-    drafts `lengths.keep` keeps (only the root: a plain step). The choice is counted in `lengths`."""
-    if first is None:
-        lengths.decision = {"rested": True, "kept": 0, "steps": [round(x / lengths.seconds[0], 4)
-                                                                  for x in lengths.seconds]}
-        return [None]
-    temperature = sampling.get("temperature") or 0
-    guesses, raw = [None, first], [confidence(first, temperature)]
-    sure = [lengths.likely(raw[0])]
-    while lengths.more(sure):                       # the head fed its own output, as a chain is drafted
-        last, j = guesses[-1], len(guesses) - 1
-        guesses.append(guess(mtp, model, last.out, torch.tensor([[last.token]], device=last.out.device),
-                             P + j - 1, head_cache, sampling))
-        raw.append(confidence(guesses[-1], temperature))
-        sure.append(lengths.likely(raw[-1]))
-    prefix, probing = bool(temperature) and sampling.get("seed") is None, lengths.probe and lengths.probes
-    m = lengths.choose(sure, prefix)
-    lengths.drafted = raw[:m]
-    lengths.decision = decision(lengths, raw, sure, m, probe=probing and m > lengths.keep(sure, prefix))
-    return guesses[:m + 1]
-
-
-def decision(lengths, raw, sure, kept, probe=False):
-    """A round's choice as plain data (the stepper draws it): per guess drafted its confidence, its chance of
-    being right, the chance all up to it are (reach) and the reach above which it pays (break_even); how
-    many were kept (probe: more than the rule chose, a probe after a rest); a round's seconds per length in
-    plain steps."""
-    reach = [e - prev for prev, e in zip(lengths.expected(sure), lengths.expected(sure)[1:])]
-    return {"confidence": [round(c, 4) for c in raw], "chance": [round(p, 4) for p in sure],
-            "reach": [round(r, 4) for r in reach], "break_even": [round(b, 4) for b in lengths.break_even(sure)],
-            "kept": kept, "probe": probe, "steps": [round(x / lengths.seconds[0], 4) for x in lengths.seconds]}
+def decision(lengths, chances, kept, probe=False):
+    """A round's choice as plain data (the stepper draws it): per position the chance its draft is right (chance),
+    that every draft up to it is (reach) and the reach above which drafting it pays (break_even); how many the
+    round drafts (probe: more than the rule chose, back from a rest); a round's seconds by length in plain steps."""
+    expected = lengths.expected(chances)
+    return {"chance": [round(a, 4) for a in chances], "reach": [round(b - a, 4) for a, b in zip(expected, expected[1:])],
+            "break_even": [round(b, 4) for b in lengths.break_even(chances)], "kept": kept, "probe": probe,
+            "steps": lengths.steps()}

@@ -36,7 +36,7 @@ from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
 from qwen.sample import check_prompt, coupled_pick, gumbel_noise, pick_token, probs_from_logits
-from qwen.adaptive import DraftLengths, draft_chain, fixed_length
+from qwen.adaptive import DraftLengths, fixed_length
 from qwen.trace import Watch
 from qwen.tree import Guess, Tree, draft, guess, parse_tree, walk
 from qwen.weights import find_model, load_weights
@@ -254,6 +254,10 @@ class Clock:
         self.seconds = dict(draft=0.0, verify=0.0, snapshot=0.0, restore=0.0, rerun=0.0)
         self.t = time.perf_counter()
 
+    def fresh(self):
+        """A new clock for the next round."""
+        return Clock()
+
     def lap(self, phase):
         now = time.perf_counter()
         self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self.t
@@ -262,6 +266,9 @@ class Clock:
 
 class NoClock(Clock):
     """The clock when nobody asked for timings: does nothing."""
+
+    def fresh(self):
+        return self
 
     def lap(self, phase):
         pass
@@ -292,21 +299,15 @@ def accept(logits, tree, rows, guesses, P, sampling):
                        if temperature else None), picks
 
 
-def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=None,
-                      lengths=None):
+def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=None):
     """One round from `tok` (emitted, not yet run; at position state.pos) and the head's guess `first` for
     the token after it, drafting `tree` (a chain of k: Tree.chain(k)). -> Round.
     watch: a qwen.trace.Watch that hears the round from the inside, or None.
-    lengths: a qwen.adaptive.DraftLengths: draft a chain only as far as it pays (tree is then ignored). A
-    round that keeps no draft (or whose `first` is None: the head resting) is a plain step, and the head
-    does not catch up after it: the Round's `lag` holds what it missed."""
+    Tree.chain(0) (k="auto" choosing none) is a plain step: the head sits it out (`first` may be None) and
+    does not catch up after it; the Round's `lag` holds what it missed."""
     P, device = state.pos, head_cache.k.device
     # 1. guess: the first draft came from the last head pass; below it the head is fed its own output
-    if lengths is not None:
-        guesses = draft_chain(mtp, model, first, P, head_cache, sampling, lengths)
-        tree, decided = Tree.chain(len(guesses) - 1), lengths.decision
-    else:
-        guesses, decided = draft(mtp, model, tree, first, P, head_cache, sampling), None
+    guesses = draft(mtp, model, tree, first, P, head_cache, sampling)
     rows = [tok] + [g.token for g in guesses[1:]]
     clock.lap("draft")
     # 2. verify every row in one pass, each seeing its ancestors, keeping what a rollback will need
@@ -323,8 +324,6 @@ def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback,
     # 3. accept the path the main model agrees with, then its own next token
     path, nxt, p, picks = accept(logits[0], tree, rows, guesses, P, sampling)
     n = len(path) - 1
-    if lengths is not None:
-        lengths.saw(n)                            # how often guesses this sure were right, for the next rounds
     if watch is not None:
         watch.verified(state, head_cache, logits[0], picks, path)
     # ...and roll the main state back to just after the path's tokens
@@ -342,10 +341,10 @@ def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback,
     clock.lap("restore")
     if watch is not None:
         watch.rolled_back(state, head_cache)
-    if lengths is not None and tree.size == 1:   # a plain step: the head rests, catching up later (lag)
+    if tree.size == 1:                        # a plain step: the head rests, catching up later (lag)
         clock.lap("draft")
         return Round(P, tree, rows, guesses, logits[0], p, path, nxt, None, clock.seconds,
-                     lag=(hidden, torch.tensor([[nxt]], device=device)), decision=decided)
+                     lag=(hidden, nxt))
     # 4. the head catches up on P..P+n (the path, then nxt) and guesses the next round's first draft. It
     # always runs depth + 1 rows (one compiled shape for a chain): the path, then first children to a leaf;
     # the rows past n are overwritten before anything reads them.
@@ -358,7 +357,7 @@ def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback,
     head_cache.truncate(P + n + 1)
     clock.lap("draft")
     return Round(P, tree, rows, guesses, logits[0], p, path, nxt, next_guess, clock.seconds,
-                 snapshot_bytes(snap) if snap else 0, decision=decided)
+                 snapshot_bytes(snap) if snap else 0)
 
 
 def picks(logits, noise, positions, cols=None):
@@ -447,6 +446,68 @@ def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None, clo
                  Guess(int(guess_next[0]), None, out, None), clock.seconds)
 
 
+MAX_AUTO_K = 4       # k="auto" drafts at most this many a round (each length's round is timed, and compiled)
+
+
+def round_shape(k, tree, max_k, lengths, sampling):
+    """generate_mtp_stream's k / tree / max_k, checked -> (the largest tree a round drafts, k="auto"'s chooser:
+    `lengths` as given, True to measure one, or None for a fixed shape)."""
+    if k == "auto":
+        if tree is not None:
+            raise ValueError("k='auto' chooses a chain's length each round; a draft tree keeps its shape")
+        if lengths is None and not (isinstance(max_k, int) and 1 <= max_k <= MAX_AUTO_K):
+            raise ValueError(f"max_k (the longest draft of k='auto') must be a whole number from 1 to {MAX_AUTO_K}, "
+                             f"not {max_k!r}")
+        return Tree.chain(lengths.max_k if lengths is not None else max_k), lengths or True
+    if tree is not None:
+        tree = parse_tree(tree)
+        if not tree.is_chain() and sampling["temperature"] and sampling["seed"] is None:
+            raise ValueError("a draft tree samples with a seed (shared noise, seed=...); without one only chains "
+                             "sample (the textbook rule for several drafts per position is another algorithm)")
+        return tree, None
+    if isinstance(k, str) and not k.isdigit():
+        raise ValueError(f"k is a number of draft tokens per round or 'auto', not {k!r}")
+    if not 1 <= int(k) <= 8:
+        raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
+    return Tree.chain(int(k)), None
+
+
+def run_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=None):
+    """One round on the fastest path that serves it: a chain's `select` round as one call (fused_round) where
+    rounds_in_one_call allows, else step by step (speculative_round; Tree.chain(0): a plain step). -> Round"""
+    if tree.depth and tree.is_chain() and rounds_in_one_call(model, mtp, tree.depth, rollback, sampling,
+                                                             watch is not None):
+        return fused_round(model, mtp, state, head_cache, tok, first, tree.depth, sampling, clock)
+    if not tree.depth and watch is None:
+        return plain_step(model, state, tok, sampling, clock)
+    return speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch)
+
+
+def plain_step(model, state, tok, sampling, clock):
+    """A round of no drafts, unwatched: one step of plain decoding, the head idle (speculative_round does the same
+    with every phase to watch). -> Round; its `lag`, the head's input it missed: (hidden (1, 1, H), next token)"""
+    P = state.pos
+    logits, hidden = model.forward_hidden(torch.tensor([[tok]], device=model.embed_tokens.weight.device), state)
+    nxt = int(pick_token(logits[:, -1], **sampling, position=P + 1)[0])
+    clock.lap("verify")
+    return Round(P, Tree.chain(0), [tok], [None], logits[0], None, [0], nxt, None, clock.seconds, lag=(hidden, nxt))
+
+
+def emitted(r, out, max_new_tokens, stop):
+    """A Round's tokens with their origins, cut exactly where plain decoding would end (a stop token, or
+    max_new_tokens), appended to `out`. -> [(id, origin)]"""
+    last = "main" if r.tree.size == 1 else "bonus" if r.bonus else "correction"
+    emit = []
+    for t, origin in [(d, "draft") for d in r.kept] + [(r.next_token, last)]:
+        if len(out) >= max_new_tokens:
+            break
+        out.append(t)
+        emit.append((t, origin))
+        if t in stop:
+            break
+    return emit
+
+
 @torch.inference_mode()     # as a decorator: entered on every resume, whichever thread resumes
 def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", temperature=0,
                         top_k=None, top_p=None, generator=None, trace=None, seed=None, tree=None, timings=None,
@@ -461,83 +522,42 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     `timings`: a list that receives, for the prefill and then each round, its seconds per phase (a dict:
     prefill; draft, snapshot, verify, restore, rerun; "fused" for a round run as one call). Asking for
     timings changes nothing else: rounds still run as one call where they would.
-    k="auto": each round drafts a chain of 0 to `max_k` tokens, as far as it pays on this host (qwen.adaptive)
-    under `lengths` (a DraftLengths; None: this model's and head's, measured once: lengths_for). Its
-    `counts` then say how many rounds kept each length. Rounds run step by step (the compiled view's passes
-    of each length serve them)."""
+    k="auto": before each round, choose its chain's length, 0 (a plain step) to `max_k`, as far as it pays on
+    this host (qwen.adaptive) under `lengths` (a DraftLengths; None: this model's and head's, measured once:
+    lengths_for); the round is then the fixed-k round of that length. Its `counts` say how many rounds drafted each."""
     if rollback not in ROLLBACKS:
         raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
     if trace is not None and not isinstance(trace, Watch):
         raise ValueError(f"trace is a qwen.trace.Watch (a Trace, say), not {type(trace).__name__}")
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, seed=seed)
-    if k == "auto":
-        if tree is not None:
-            raise ValueError("k='auto' chooses a chain's length each round; a draft tree keeps its shape")
-        if lengths is None:
-            if not 1 <= int(max_k) <= 8:
-                raise ValueError(f"max_k (the longest draft of k='auto') must be between 1 and 8, not {max_k}")
-            lengths = lengths_for(model, mtp, int(max_k), bool(temperature))
-        tree = Tree.chain(lengths.max_k)
-    elif tree is None:
-        if isinstance(k, str) and not k.isdigit():
-            raise ValueError(f"k is a number of draft tokens per round or 'auto', not {k!r}")
-        if not 1 <= int(k) <= 8:
-            raise ValueError(f"k (draft tokens per round) must be between 1 and 8, not {k}")
-        tree = Tree.chain(int(k))
-        lengths = None
-    else:
-        lengths = None
-        tree = parse_tree(tree)
-        if not tree.is_chain() and temperature and seed is None:
-            raise ValueError("a draft tree samples with a seed (shared noise, seed=...); without one only chains "
-                             "sample (the textbook rule for several drafts per position is another algorithm)")
+    tree, lengths = round_shape(k, tree, max_k, lengths, sampling)
     check_prompt(model, ids)
+    lengths = lengths_for(model, mtp, tree.depth, bool(temperature)) if lengths is True else lengths
     capacity = ids.shape[1] + max_new_tokens + tree.size              # allocated once: nothing grows
     state, head_cache = State(model, capacity), AttentionState()
     head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
-    timed = trace is not None or timings is not None
-    clock = Clock() if timed else NoClock()
-    hidden = model.hidden(ids, state)                                      # (1, T, H) prefill
-    logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
-    clock.lap("prefill")
-    tok = int(pick_token(logits, **sampling, position=ids.shape[1])[0])
-    nxt = torch.cat([ids[:, 1:], torch.tensor([[tok]], device=ids.device)], dim=1)
-    first = guess(mtp, model, hidden, nxt, 0, head_cache, sampling)
-    clock.lap("draft")
+    clock = Clock() if trace is not None or timings is not None else NoClock()
+    tok, first = prefill(model, mtp, ids, state, head_cache, sampling, clock)
     if trace is not None:
         trace.prefilled(ids, tok, first, clock.seconds, state, head_cache, sampling)
     if timings is not None:
         timings.append(dict(clock.seconds))
-    out, rounds, hits, lag = [tok], 0, 0, None
+    out, rounds, hits, lag = [tok], 0, 0, []
     yield [(tok, "main")], rounds, hits
     while len(out) < max_new_tokens and out[-1] not in stop:
-        clock = Clock() if timed else clock
-        if lengths is not None and lengths.resting():       # a plain step: the head's guess, if any, unused
-            first = None
-        elif lengths is not None and first is None:         # the head catches up on the plain steps at once
-            first = guess(mtp, model, *lag, head_cache.n, head_cache, sampling)
-            lag = None
+        clock = clock.fresh()
+        shape = tree if lengths is None else Tree.chain(lengths.choose())
+        if shape.size > 1 and first is None:        # back from a rest: the head catches up on the steps it missed
+            first, lag = catch_up(mtp, model, lag, head_cache, sampling), []
         if trace is not None:
             trace.round_began(state, head_cache)
-        if lengths is None and tree.is_chain() and \
-                rounds_in_one_call(model, mtp, tree.depth, rollback, sampling, trace is not None):
-            r = fused_round(model, mtp, state, head_cache, tok, first, tree.depth, sampling, clock)
-        else:
-            r = speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, trace,
-                                  lengths)
-        rounds = rounds + 1
-        if r.lag is not None:                  # a plain step: what the head missed waits for its catch-up
-            lag = r.lag if lag is None else tuple(torch.cat(pair, dim=1) for pair in zip(lag, r.lag))
-        last = "main" if r.tree.size == 1 else "bonus" if r.bonus else "correction"
-        emitted = [(d, "draft") for d in r.kept] + [(r.next_token, last)]
-        emit = []                # end exactly where plain decoding would (stop token or max_new_tokens)
-        for t, origin in emitted:
-            if len(out) >= max_new_tokens:
-                break
-            out.append(t)
-            emit.append((t, origin))
-            if t in stop:
-                break
+        r = run_round(model, mtp, state, head_cache, tok, first, shape, rollback, sampling, clock, trace)
+        if lengths is not None:
+            lengths.saw(shape.depth, r.accepted)
+            r.decision = lengths.decision
+        if r.lag is not None:                       # a plain step: what the head missed waits for its catch-up
+            lag.append(r.lag)
+        emit, rounds = emitted(r, out, max_new_tokens, stop), rounds + 1
         hits += sum(origin == "draft" for _, origin in emit)     # accepted drafts past the budget don't count
         tok, first = r.next_token, r.next_guess
         if trace is not None:
@@ -545,6 +565,26 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         if timings is not None:
             timings.append(dict(r.seconds))
         yield emit, rounds, hits
+
+
+def catch_up(mtp, model, lag, head_cache, sampling):
+    """After plain steps with the head idle: one head pass over what it missed (lag: [(hidden (1, 1, H), the
+    token after it)], in order) and its guess after the last. -> Guess"""
+    hidden = torch.cat([h for h, _ in lag], dim=1)                                      # (1, L, H)
+    tokens = torch.tensor([[t for _, t in lag]], device=hidden.device)                  # (1, L)
+    return guess(mtp, model, hidden, tokens, head_cache.n, head_cache, sampling)
+
+
+def prefill(model, mtp, ids, state, head_cache, sampling, clock):
+    """The prompt's pass, its first token and the head's first guess (timed: prefill, draft) -> (token, Guess)"""
+    hidden = model.hidden(ids, state)                                      # (1, T, H)
+    logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
+    clock.lap("prefill")
+    tok = int(pick_token(logits, **sampling, position=ids.shape[1])[0])
+    nxt = torch.cat([ids[:, 1:], torch.tensor([[tok]], device=ids.device)], dim=1)
+    first = guess(mtp, model, hidden, nxt, 0, head_cache, sampling)
+    clock.lap("draft")
+    return tok, first
 
 
 def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", **options):
@@ -557,12 +597,18 @@ def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="se
     return tokens, rounds, hits
 
 
-_MEASURED = {}        # (id(model), id(head), max_k, sampled) -> (model, head, DraftLengths): kept for the process
+_MEASURED = {}        # (id(model), id(head), graphs serving, max_k, sampled) -> (model, head, DraftLengths)
+
+
+def serving(module):
+    """Which compiled graphs serve a module now (qwen.compiled's views say; an eager module: None)."""
+    return module.serving() if hasattr(type(module), "serving") else None
 
 
 def lengths_for(model, mtp, max_k=3, sampled=False):
-    """This model's and head's DraftLengths on this host for k="auto" (measure_lengths, the first time only)."""
-    key = (id(model), id(mtp), max_k, sampled)
+    """This model's and head's DraftLengths on this host for k="auto" (measure_lengths, the first time only, and
+    again once other compiled graphs serve them)."""
+    key = (id(model), id(mtp), serving(model), serving(mtp), max_k, sampled)
     if key not in _MEASURED:                   # the model and head are kept with it, so their ids stay theirs
         _MEASURED[key] = (model, mtp, measure_lengths(model, mtp, max_k, sampled))
     return _MEASURED[key][2].fresh()
@@ -575,7 +621,13 @@ def measure_lengths(model, mtp, max_k=3, sampled=False, tokens=16, repeats=3):
     before it (a round of m drafts does all that one of m - 1 does, and more: a shorter one measured dearer
     was slowed by something else). -> DraftLengths"""
     device = model.embed_tokens.weight.device
-    ids = torch.arange(1, 17, device=device)[None] % model.cfg.vocab_size                     # (1, 16)
+    room = model.cfg.max_position_embeddings - max_k - 1             # a round of max_k must fit after the tokens
+    if room < 4:
+        raise ValueError(f"a context of {model.cfg.max_position_embeddings} positions is too short to time a round "
+                         f"of {max_k} drafts for k='auto'")
+    length = min(16, room // 2)
+    tokens = min(tokens, room - length)
+    ids = torch.arange(1, length + 1, device=device)[None] % model.cfg.vocab_size              # (1, length)
     sampling = dict(temperature=0.5, seed=0) if sampled else {}
     seconds = [[] for _ in range(max_k + 1)]
     for turn in range(repeats + 1):

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from qwen import adaptive
 from qwen.adaptive import DraftLengths, fixed_length
 from qwen.mtp import generate_mtp, generate_mtp_stream, lengths_for
 from qwen.sample import generate
@@ -14,54 +15,54 @@ COSTS = (1.0, 1.25, 1.45, 1.65)           # a plain step, then rounds of 1, 2, 3
 def test_the_rule_worked_by_hand():
     lengths = DraftLengths(COSTS)
     assert lengths.expected([0.5, 0.5]) == [1.0, 1.5, 1.75]
-    # rates: 1/1, 1.9/1.25 = 1.52, (1.9 + 0.27)/1.45 = 1.497: the second guess (right 27% of the time) does not pay
-    assert lengths.keep([0.9, 0.3]) == 1
-    assert lengths.keep([0.9, 0.9]) == 2                      # (1 + 0.9 + 0.81)/1.45 = 1.87 > 1.52
-    assert lengths.keep([0.1]) == 0                           # 1.1/1.25 < 1: a plain step
-    # draft a third? even if it were surely right: (2.71 + 0.81)/1.65 = 2.13 > 1.87, so yes
-    assert lengths.more([0.9, 0.9])
-    assert not lengths.more([0.2, 0.2])                       # (1.24 + 0.04)/1.65 < 1: no longer round can pay
-    assert not lengths.more([0.9, 0.9, 0.9])                  # max_k reached
-    assert lengths.more([])                                   # nothing drafted yet: a guess may pay
+    # rates: 1/1, 1.9/1.25 = 1.52, (1.9 + 0.27)/1.45 = 1.497, (2.17 + 0.081)/1.65 = 1.364: one draft pays best
+    assert lengths.keep([0.9, 0.3, 0.3]) == 1
+    assert lengths.keep([0.9, 0.9, 0.3]) == 2                 # (1 + 0.9 + 0.81)/1.45 = 1.87 > 1.52 and > 1.79
+    assert lengths.keep([0.9, 0.9, 0.9]) == 3                 # (2.71 + 0.729)/1.65 = 2.08
+    assert lengths.keep([0.2, 0.9, 0.9]) == 1                 # 1.2/1.25 = 0.96 of a plain step: not worth a rest
+    assert lengths.keep([0.05, 0.9, 0.9]) == 0                # 1.05/1.25 = 0.84, below REST_BELOW: a plain step
+    # a round of j beats one of j - 1 exactly above its break-even reach: 1.25 - 1, then 1.9 · (1.45/1.25 - 1)
+    assert lengths.break_even([0.9, 0.3, 0.3]) == pytest.approx([0.25, 0.304, 2.17 * (1.65 / 1.45 - 1)])
 
 
-def test_under_the_textbook_rule_a_guess_is_kept_on_what_was_known_before_it_was_sampled():
+def test_each_position_learns_its_own_chance_and_recent_rounds_weigh_most():
     lengths = DraftLengths(COSTS)
-    # rates 1, 1.2/1.25 = 0.96, (1.2 + 0.19)/1.45 = 0.959, (1.39 + 0.18)/1.65 = 0.95: the best is none either way
-    assert lengths.keep([0.2, 0.95, 0.95]) == lengths.keep([0.2, 0.95, 0.95], prefix=True) == 0
-    # a first guess that pays only because of the guesses drawn after it: kept by the best rate, not by prefix
-    c = [0.24, 1.0, 1.0]
-    cheap = DraftLengths((1.0, 1.25, 1.26, 1.27))          # rates 1, 0.992, 1.175, 1.362: the best keeps 3
-    assert cheap.keep(c) == 3 and cheap.keep(c, prefix=True) == 0     # prefix: 0.992 < 1 stops at the first
-    assert cheap.keep([0.9, 1.0, 1.0], prefix=True) == 3
+    assert lengths.chances() == pytest.approx([0.9, 0.9, 0.9])           # nothing seen: hopeful
+    for _ in range(20):                       # rounds of 3 drafts: the first right, the second wrong
+        lengths.saw(3, 1)
+    a1, a2, a3 = lengths.chances()
+    assert a1 > 0.9 and a2 < 0.2 and a3 == pytest.approx(a2)     # the third never in question: leans on the second
+    for _ in range(10):                       # then every draft right: the first position forgets its misses
+        lengths.saw(3, 3)
+    assert lengths.chances()[1] > 0.5 and lengths.chances()[2] > 0.8
 
 
-def test_a_run_learns_how_often_guesses_of_each_confidence_are_right():
+def test_choosing_none_rests_the_head_longer_each_time_then_probes():
     lengths = DraftLengths(COSTS)
-    assert lengths.likely(0.05) == pytest.approx(0.5)         # nothing seen yet: one half
-    for _ in range(20):                                       # guesses at 0.05 right every time
-        lengths.drafted = [0.05, 0.05]
-        lengths.saw(2)
-    assert lengths.likely(0.05) > 0.9
-    for _ in range(20):                                       # at 0.7: the first right, the second wrong
-        lengths.drafted = [0.7, 0.7, 0.7]
-        lengths.saw(1)
-    assert 0.4 < lengths.likely(0.7) < 0.6                    # the third never counted: never in question
-
-
-def test_after_a_plain_step_the_head_rests_longer_each_time_then_probes():
-    lengths = DraftLengths(COSTS)
+    for _ in range(30):                       # the first draft always wrong: the rule chooses a plain step
+        lengths.saw(1, 0)
     rests = []
-    assert lengths.choose([0.0]) == 0                          # a plain step, then the head rests
+    assert lengths.choose() == 0 and lengths.decision["kept"] == 0 and not lengths.decision.get("rested")
     for _ in range(6):
         n = 0
-        while lengths.resting():
+        while lengths.rest:
+            assert lengths.choose() == 0 and lengths.decision["rested"]
             n += 1
         rests.append(n)
-        assert lengths.choose([0.0]) == 1                      # the round after a rest verifies one guess
-    assert rests == [1, 2, 4, 8, 16, 16]                       # and the rest after it grows all the same
-    assert lengths.choose([1.0, 1.0]) == 2
-    assert lengths.rest_next == 1 and lengths.counts == {0: 1 + sum(rests), 1: 6, 2: 1}
+        assert lengths.choose() == 1 and lengths.decision["probe"]      # back from a rest: one draft, verified
+        lengths.saw(1, 0)
+    assert rests == [4, 8, 16, 32, 32, 32]    # and the rest after each wrong probe grows
+    for _ in range(30):
+        lengths.saw(3, 3)
+    while lengths.rest:                       # the rest after the last wrong probe runs its course
+        lengths.choose()
+    assert lengths.choose() == 3 and lengths.rest_next == adaptive.FIRST_REST
+    assert lengths.counts == {0: 1 + sum(rests) + 32, 1: 6, 3: 1}
+
+
+def test_a_fixed_chooser_drafts_its_length_every_round():
+    only = fixed_length(2, 3)
+    assert [only.choose() for _ in range(5)] == [2] * 5 and only.counts == {2: 5}
 
 
 @pytest.mark.parametrize("rollback", ["select", "recompute"])
@@ -105,8 +106,8 @@ def test_a_scripted_head_forces_each_length(costs, hit_rate, kept):
     assert tokens == plain
     assert max(lengths.counts, key=lengths.counts.get) == kept, lengths.counts
     assert sum(lengths.counts.values()) == rounds
-    if kept == 0:                                              # only the probes after each rest verify a guess
-        assert lengths.counts[1] <= 6 and hits == 0
+    if kept == 0:      # the hopeful start unlearnt in about a dozen rounds, then only a probe after each rest drafts
+        assert sum(n for m, n in lengths.counts.items() if m) <= 20 and hits == 0
 
 
 def test_every_length_is_timed_and_a_round_of_none_yields_one_plain_token():
@@ -127,7 +128,9 @@ def test_auto_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="tree"):
         generate_mtp(model, head, ids, 5, k="auto", tree="2+1")
     with pytest.raises(ValueError, match="max_k"):
-        generate_mtp(model, head, ids, 5, k="auto", max_k=9)
+        generate_mtp(model, head, ids, 5, k="auto", max_k=5)
+    with pytest.raises(ValueError, match="max_k"):
+        generate_mtp(model, head, ids, 5, k="auto", max_k=0)
     with pytest.raises(ValueError, match="auto"):
         generate_mtp(model, head, ids, 5, k="often")
 
@@ -143,7 +146,7 @@ def test_a_trace_records_each_rounds_choice_and_the_output_stays_plain():
         d = record["decision"]
         assert d["kept"] == record["k"] == len(record["draft"]) and d["steps"] == [1.0, 1.25, 1.45, 1.65]
         if not d.get("rested"):
-            assert len(d["confidence"]) == len(d["chance"]) == len(d["reach"]) == len(d["break_even"]) >= d["kept"]
+            assert len(d["chance"]) == len(d["reach"]) == len(d["break_even"]) == 3 >= d["kept"]
             assert d["break_even"][0] == pytest.approx(0.25)           # k = 1's break-even: 1.25 / 1 - 1
             assert all(0 <= r <= p <= 1 for r, p in zip(d["reach"], d["chance"]))
 

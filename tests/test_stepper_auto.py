@@ -65,36 +65,43 @@ def test_every_step_of_an_auto_run_draws_and_a_plain_step_says_it_is_one(rand, m
 
 def test_the_figure_draws_each_guess_against_where_it_pays_from_the_record(rand, monkeypatch):
     run = record_auto(rand, CHEAP, monkeypatch, max_new_tokens=16)
-    rec = next(r for r in run.records[1:] if r["decision"].get("confidence"))
+    rec = next(r for r in run.records[1:] if r["decision"].get("chance") and 0 < r["decision"]["kept"] < 3)
     d = rec["decision"]
     fig = D.decision_figure(rec)
     bars = [trace for trace in fig.data if trace.type == "bar"]
     assert [y for trace in bars for y in trace.y] == pytest.approx(d["reach"])
-    assert len(bars[0].x) == d["kept"]                    # the first bars: the guesses verified
+    assert len(bars[0].x) == d["kept"]                    # the first bars: the positions drafted
     marks = {trace.name: list(trace.y) for trace in fig.data if trace.type == "scatter"}
     assert marks[t("decision_pays", "English")] == pytest.approx([max(0.0, b) for b in d["break_even"]])
-    assert marks[t("decision_head", "English")] == pytest.approx(d["confidence"])
+    assert marks[t("decision_head", "English")] == pytest.approx(d["chance"])
+    assert d["reach"] == pytest.approx([d["chance"][0], d["chance"][0] * d["chance"][1],
+                                        d["chance"][0] * d["chance"][1] * d["chance"][2]], abs=1e-3)
     rest = {"rested": True, "kept": 0, "steps": [1.0, 1.5]}
     words = [a.text for a in D.decision_figure({"decision": rest}).layout.annotations]
     assert words == [t("decision_rest_short", "English")]
 
 
 def test_the_sentence_says_a_hand_worked_round():
-    """A round of 0..3 drafts costs 1, 1.25, 1.45, 1.65 plain steps; the head's guesses are right 90% and 30% of
-    the time. One guess: 1.9 tokens in 1.25 steps (1.52 a step) beats a plain step's 1. A second would add
-    0.20 of a step for 0.9 x 0.3 = 0.27 of a token: 2.17 tokens in 1.45 steps, 1.497 a step, less than 1.52;
-    it pays only above 1.9 x (1.45 / 1.25 - 1) = 0.304. So the round stops after one guess."""
+    """A round of 0..3 drafts costs 1, 1.25, 1.45, 1.65 plain steps; lately the head's first draft was right 90% of
+    the time, a second (after a right first) 30%, a third 30%. One draft: 1.9 tokens in 1.25 steps (1.52 a step)
+    beats a plain step's 1. A second would add 0.20 of a step for 0.9 x 0.3 = 0.27 of a token: 2.17 tokens in 1.45
+    steps, 1.497 a step, less than 1.52; it pays only above 1.9 x (1.45 / 1.25 - 1) = 0.304. A third: 2.251 tokens
+    in 1.65 steps, 1.364. So the round drafts one."""
     lengths = DraftLengths((1.0, 1.25, 1.45, 1.65))
-    sure = [0.9, 0.3]
-    kept = lengths.keep(sure)
-    d = decision(lengths, sure, sure, kept)
-    assert kept == 1 and d["reach"] == pytest.approx([0.9, 0.27]) and d["break_even"] == pytest.approx([0.25, 0.304])
+    chances = [0.9, 0.3, 0.3]
+    kept = lengths.keep(chances)
+    d = decision(lengths, chances, kept)
+    assert kept == 1 and d["reach"] == pytest.approx([0.9, 0.27, 0.081])
+    assert d["break_even"][:2] == pytest.approx([0.25, 0.304])
     said = D.decision_sentence({"decision": d}, "English")
-    assert said.startswith("Stopped after 1 guess") and "guess 2" in said
+    assert said.startswith("Drafts 1") and "draft 2" in said
     assert "27%" in said and "0.20 of a step" in said and "0.27 of a token" in said and "above 0.30" in said
     assert "0.20" in D.decision_sentence({"decision": d}, "中文")
-    plain = decision(lengths, [0.2], [0.2], lengths.keep([0.2]))     # 1.2 tokens in 1.25 steps: less than 1 a step
-    assert D.decision_sentence({"decision": plain}, "English").startswith("A plain step")
+    plain = decision(lengths, [0.05] * 3, lengths.keep([0.05] * 3))   # 1.05 tokens in 1.25 steps: 0.84 a step
+    said = D.decision_sentence({"decision": plain}, "English")
+    assert plain["kept"] == 0 and said.startswith("A plain step") and "5%" in said and "above 0.25" in said
+    most = decision(lengths, [0.95] * 3, lengths.keep([0.95] * 3))
+    assert most["kept"] == 3 and "the most k = auto drafts" in D.decision_sentence({"decision": most}, "English")
     assert D.decision_sentence({"decision": {"rested": True, "kept": 0, "steps": [1.0]}}, "English") == \
         t("decision_rested", "English")
     assert D.decision_sentence({"round": 1}, "English") == ""          # a fixed k's round: nothing to say

@@ -1,11 +1,11 @@
-"""k="auto" in the stepper: how far a round drafted, drawn and said in one sentence.
+"""k="auto" in the stepper: how many tokens a round chose to draft, drawn and said in one sentence.
 
-A round of k="auto" records its choice (qwen.adaptive.decision, plain data): per guess drafted the head's own
-probability (confidence), the chance it is right as this run has found so far (chance), the chance it and every
-guess before it are right (reach: the tokens it adds to the round on average) and the reach above which verifying
-it pays (break_even); how many guesses the round kept, and a round's cost by length in plain steps. The figure
-draws each guess's reach as a bar (kept or dropped) against its break-even as a line; the sentence names the guess
-the round stopped at, what it would have cost and returned.
+A round of k="auto" records its choice, made before it drafted (qwen.adaptive.decision, plain data): per position
+the chance its draft is right when those before it are, as the latest rounds found (chance), the chance every draft
+up to it is right (reach: the tokens it adds to a round on average) and the reach above which drafting it pays
+(break_even); how many the round drafted, and a round's cost by length in plain steps. The figure draws each
+position's reach as a bar (drafted or not) against its break-even mark, and its chance as a dot; the sentence names
+the position the round stopped before, what it would have cost and returned.
 
     fig = decision_figure(run.records[3], Look())
     text = decision_caption(run.records[3], "English")
@@ -26,30 +26,31 @@ def _added(d, j):
 
 
 def decision_figure(record, look=Look()):
-    """One round's choice: per guess drafted, the chance that it and every guess before it are right (a bar:
-    coloured where kept, grey where dropped) against the chance above which it pays (a line), and the head's
-    own probability (a dot). A plain step that drafted nothing (the head resting) says so in words."""
+    """One round's choice: per position, the chance that its draft and every one before it are right (a bar:
+    coloured where drafted, grey where not) against the chance above which drafting it pays (a mark), and the
+    position's own chance lately (a dot). A plain step in a rest says so in words."""
     d = record.get("decision") if record else None
     fig = _figure()
     title = t("fig_decision", look.lang)
-    if not d or not d.get("confidence"):
+    if not d or not d.get("chance"):
         text = t("decision_rest_short" if d and d.get("rested") else "decision_none", look.lang)
         fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
         return _frame(fig, look, title, 380)
-    n, kept = len(d["confidence"]), d["kept"]
+    n, kept = len(d["chance"]), d["kept"]
     x = [t("decision_guess", look.lang, j=j) for j in range(1, n + 1)]
     grey = "#BBBBBB"
-    fig.add_bar(x=x[:kept], y=d["reach"][:kept], name=t("decision_kept", look.lang),
-                marker_color=OKABE_ITO["bluish_green"], width=0.5)
+    if kept:
+        fig.add_bar(x=x[:kept], y=d["reach"][:kept], name=t("decision_kept", look.lang),
+                    marker_color=OKABE_ITO["bluish_green"], width=0.5)
     if kept < n:
         fig.add_bar(x=x[kept:], y=d["reach"][kept:], name=t("decision_dropped", look.lang), marker_color=grey,
                     width=0.5)
     fig.add_scatter(x=x, y=[max(0.0, b) for b in d["break_even"]], mode="markers", name=t("decision_pays", look.lang),
                     marker={"symbol": "line-ew", "size": 28 if look.narrow else 56, "color": OKABE_ITO["vermillion"],
                             "line": {"width": 4, "color": OKABE_ITO["vermillion"]}})
-    fig.add_scatter(x=x, y=d["confidence"], mode="markers", name=t("decision_head", look.lang),
+    fig.add_scatter(x=x, y=d["chance"], mode="markers", name=t("decision_head", look.lang),
                     marker={"size": 11, "color": OKABE_ITO["blue"], "symbol": "circle"})
     # the legend under the plot (plotly makes room for it): above it, on a phone, its four rows met the title
     fig.update_layout(barmode="overlay", bargap=0.4,
@@ -60,22 +61,19 @@ def decision_figure(record, look=Look()):
 
 
 def decision_sentence(record, lang="English"):
-    """Why the round drafted as far as it did, in one sentence with its numbers ("" for a round of a fixed k)."""
+    """Why the round drafted as many as it did, in one sentence with its numbers ("" for a round of a fixed k)."""
     d = record.get("decision") if record else None
     if not d:
         return ""
     if d.get("rested"):
         return t("decision_rested", lang)
-    n, m, last = len(d["confidence"]), d["kept"], len(d["steps"]) - 1
+    n, m = len(d["chance"]), d["kept"]
     if d.get("probe") and m:
         return t("decision_probe", lang, chance=d["chance"][0], cost=_added(d, 1))
-    if m < n:                                   # stopped at guess m + 1: it would not pay
-        j = m + 1
-        return t("decision_stopped" if m else "decision_plain", lang, m=m, j=j, chance=d["reach"][j - 1],
-                 cost=_added(d, j), tokens=d["reach"][j - 1], even=max(0.0, d["break_even"][j - 1]))
-    words = "decision_all_max" if m == last else "decision_all"
-    return t(words, lang, m=m, chance=d["reach"][m - 1], cost=_added(d, m), tokens=d["reach"][m - 1],
-             even=max(0.0, d["break_even"][m - 1]))
+    j = m + 1 if m < n else m                   # the position it stopped before, or its last
+    words = "decision_all_max" if m == n else "decision_stopped" if m else "decision_plain"
+    return t(words, lang, m=m, j=j, chance=d["reach"][j - 1], cost=_added(d, j), tokens=d["reach"][j - 1],
+             even=max(0.0, d["break_even"][j - 1]))
 
 
 def decision_caption(record, lang="English"):

@@ -301,17 +301,17 @@ def _tree_notes(r, where, tree):
 
 
 def _decision(d, where):
-    """A k="auto" round's choice (qwen.adaptive.decision): a rest, or per guess drafted four numbers, the kept
-    count, and a round's cost by length in plain steps. -> the number of guesses kept"""
+    """A k="auto" round's choice (qwen.adaptive.decision): a rest, or per position three numbers, the drafted
+    count, and a round's cost by length in plain steps. -> the number of tokens drafted"""
     _dict(d, where, ("kept", "steps"))
     _items(_num, d["steps"], f"{where}.steps", MAX_K + 1, 1, lo=0, hi=1e4)
     if d.get("rested", False) is not False:
         if d["rested"] is not True or d["kept"] != 0:
             _fail(f"{where}.rested", "a rest is true and keeps no guess")
         return 0
-    _dict(d, where, ("confidence", "chance", "reach", "break_even"))
-    n = len(_items(_num, d["confidence"], f"{where}.confidence", MAX_K, 1, lo=0, hi=1))
-    for key, lo in (("chance", 0), ("reach", 0), ("break_even", -1e4)):
+    _dict(d, where, ("chance", "reach", "break_even"))
+    n = len(_items(_num, d["chance"], f"{where}.chance", MAX_K, 1, lo=0, hi=1))
+    for key, lo in (("reach", 0), ("break_even", -1e4)):
         _items(_num, d[key], f"{where}.{key}", n, n, lo=lo, hi=1 if lo == 0 else 1e4)
     if not isinstance(d.get("probe", False), bool):
         _fail(f"{where}.probe", "expected true or false")

@@ -48,6 +48,11 @@ class CompiledView:
     def __class__(self):                            # isinstance(view, Model) holds
         return type(self.eager)
 
+    def serving(self):
+        """Which graphs serve this view now, as a hashable value: costs timed through it hold while it is the same."""
+        parts = [getattr(self, name) for name in ("steps", "rounds", "sampled_rounds")]
+        return tuple((p.enabled, frozenset(p.ready), p.warming_thread is None) for p in parts if p is not None)
+
     def lookup(self, steps, T, keep=False):
         """The graph of `steps` for a pass of T tokens, or None (eager)."""
         return steps.lookup(T, keep) if steps is not None else None
