@@ -10,8 +10,8 @@ speedup_at / break_even: what the terms predict at an acceptance rate (the stepp
 """
 import weakref
 
-from qwen.costs import (Costs, from_lanes, from_records, lane_prediction, per_token_slope, predict,  # noqa: F401
-                        prefill_seconds, take_apart)
+from qwen.costs import (Costs, from_lanes, from_records, per_token_slope, predict, prefill_seconds,  # noqa: F401
+                        take_apart)
 
 KEEP = 32                   # measurements the page keeps (remember)
 _last = {}                  # key() -> (weak refs to the model and head, Costs): the latest measurement of each
@@ -51,6 +51,12 @@ def shared(model, mtp, k, rollback, sampling=None, tree=""):
 def forget():
     """Drop every kept measurement (the next race measures again)."""
     _last.clear()
+
+
+def lane_prediction(costs, run):
+    """The speed-up `costs` predict for a finished speculative lane (a demo.race.Run): its tokens, rounds
+    and rolled-back rounds, its prompt's pass included (qwen.costs.predict)."""
+    return predict(costs, run.per_round, run.rolled_back_share, len(run.tokens), run.rounds)
 
 
 # --- what the terms predict at an acceptance rate (the stepper's what-if) ------------------------------------

@@ -765,6 +765,15 @@ STRINGS = {
     "prefill_ms": ("(prefill {ms:.1f} ms)", "（预填充 {ms:.1f} 毫秒）"),
     "cost_recording": ("this recording, with snapshots for the views: slower than the race",
                        "本次录制，含为各视图拍下的状态：比赛跑中的慢"),
+    "cost_raced": ("each round as the race runs it (timed again, without the views' snapshots)",
+                   "每轮按比赛的方式运行（不带视图的快照，重新计时）"),
+    "cost_raced_differs": ("These rounds, timed again as the race runs them, took {rec:.1f} ms on average, {x:.2f}× "
+                           "the {race:.1f} ms the race's measurement gives a round: timings on a shared machine vary "
+                           "from moment to moment.",
+                           "这些轮按比赛的方式重新计时，平均 {rec:.1f} 毫秒，是比赛测得一轮 {race:.1f} 毫秒的 {x:.2f} 倍："
+                           "共享机器上的计时时快时慢。"),
+    "cost_fused": ("the whole round in one call (drafts, verify, select, the head's catch-up)",
+                   "整轮一次调用（起草、验证、选取、草稿头补算）"),
     "whatif_sub_race": ("from the race's costs on this machine (below)", "依据比赛在本机测得的耗时（见下）"),
     "whatif_sub_recording": ("from this recording's own times (below)", "依据本次录制自身的耗时（见下）"),
     "cost_slower": ("The recording's rounds took {rec:.1f} ms on average, {x:.1f}× the {race:.1f} ms the race's measurement "

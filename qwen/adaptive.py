@@ -97,7 +97,7 @@ class DraftLengths:
         best = max(range(1, len(rates)), key=lambda m: (rates[m], -m))
         return best if rates[best] >= REST_BELOW * rates[0] else 0
 
-    def break_even(self, chances):
+    def pays_above(self, chances):
         """For each position j, the chance that drafts 1..j are all right (a1·...·aj) above which a round of j
         beats one of j - 1: expected(j)/seconds[j] > expected(j-1)/seconds[j-1] exactly when a1·...·aj >
         expected(j-1) · (seconds[j] / seconds[j-1] - 1). For j = 1: the break-even acceptance of k = 1."""
@@ -141,9 +141,9 @@ def fixed_length(m, max_k):
 
 def decision(lengths, chances, kept, probe=False):
     """A round's choice as plain data (the stepper draws it): per position the chance its draft is right (chance),
-    that every draft up to it is (reach) and the reach above which drafting it pays (break_even); how many the
+    that every draft up to it is (reach) and the reach above which drafting it pays (pays_above); how many the
     round drafts (probe: more than the rule chose, back from a rest); a round's seconds by length in plain steps."""
     expected = lengths.expected(chances)
     return {"chance": [round(a, 4) for a in chances], "reach": [round(b - a, 4) for a, b in zip(expected, expected[1:])],
-            "break_even": [round(b, 4) for b in lengths.break_even(chances)], "kept": kept, "probe": probe,
+            "pays_above": [round(b, 4) for b in lengths.pays_above(chances)], "kept": kept, "probe": probe,
             "steps": lengths.steps()}

@@ -19,8 +19,8 @@ passes are timed inside the engine (the `timings=` of qwen.sample.generate_strea
 qwen.mtp.generate_mtp_stream), the work around them is a lane's time between tokens or rounds less those
 passes, per_token is the slope of that work against the tokens a round emitted. A lane here is anything with
 `passes` [(start s, end s, new tokens)] per item (the prompt's first) and `origins` per token ("main", "draft",
-"correction", "bonus"): demo.race.Run, or time_lanes' own. Costs saved by older versions have only the
-passes (the around terms 0): they predict as before.
+"correction", "bonus"), as time_lanes' LaneTimes (the demo's race lanes have the same two). Costs saved by older
+versions have only the passes (the around terms 0): they predict as before.
 """
 import statistics
 import time
@@ -115,12 +115,6 @@ def predict(costs, tokens_per_round, rolled_back=0.0, tokens=None, rounds=None):
     return tokens_per_round * costs.plain_token() / max(costs.round_seconds(rolled_back, tokens_per_round), 1e-12)
 
 
-def lane_prediction(costs, run):
-    """The speed-up `costs` predict for a finished speculative lane (a demo.race.Run): its tokens, rounds
-    and rolled-back rounds, its prompt's pass included."""
-    return predict(costs, run.per_round, run.rolled_back_share, len(run.tokens), run.rounds)
-
-
 # --- the terms, from lanes timed as the race runs them ------------------------------------------------------
 
 def _median(xs, default=0.0):
@@ -152,7 +146,7 @@ def per_token_slope(residuals):
 
 
 def from_lanes(plain_runs, plain_passes, spec_runs, spec_phases, k, rollback, tree=""):
-    """The terms from lanes run for them: plain_runs / spec_runs, finished demo.race.Run objects (their
+    """The terms from lanes run for them: plain_runs / spec_runs, finished lanes such as LaneTimes (their
     `passes`: the lane's engine seconds per item); plain_passes, per plain run the model passes' seconds
     (qwen.sample.generate_stream's timings, the prompt's first); spec_phases, per speculative run its
     per-round seconds by phase (qwen.mtp.generate_mtp_stream's timings, the prefill's first). Each term is

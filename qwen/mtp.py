@@ -449,9 +449,19 @@ def fused_round(model, mtp, state, head_cache, tok, first, k, sampling=None, clo
 MAX_AUTO_K = 4       # k="auto" drafts at most this many a round (each length's round is timed, and compiled)
 
 
-def round_shape(k, tree, max_k, lengths, sampling):
-    """generate_mtp_stream's k / tree / max_k, checked -> (the largest tree a round drafts, k="auto"'s chooser:
-    `lengths` as given, True to measure one, or None for a fixed shape)."""
+def plan_run(model, mtp, ids, k, tree, max_k, lengths, sampling, rollback="select", trace=None):
+    """generate_mtp_stream's options, checked -> (the largest tree a round drafts, k="auto"'s chooser: `lengths`
+    as given, else this model's and head's measured once (lengths_for); None for a fixed shape)."""
+    tree, lengths = _round_shape(k, tree, max_k, lengths, sampling, rollback, trace)
+    check_prompt(model, ids)
+    return tree, lengths_for(model, mtp, tree.depth, bool(sampling["temperature"])) if lengths is True else lengths
+
+
+def _round_shape(k, tree, max_k, lengths, sampling, rollback, trace):
+    if rollback not in ROLLBACKS:
+        raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
+    if trace is not None and not isinstance(trace, Watch):
+        raise ValueError(f"trace is a qwen.trace.Watch (a Trace, say), not {type(trace).__name__}")
     if k == "auto":
         if tree is not None:
             raise ValueError("k='auto' chooses a chain's length each round; a draft tree keeps its shape")
@@ -514,30 +524,19 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
                         max_k=3, lengths=None):
     """Speculative decoding with the MTP head (batch 1). Yields, after prefill and after each round,
     (new tokens with their origins [(id, "main"|"draft"|"correction"|"bonus")], rounds, hits).
-    Sampling (temperature > 0) is coupled with a seed (the tokens of generate(..., seed=seed)), else the
-    textbook rule with `generator` (chains only).
-    `tree`: a draft tree's shape (qwen.tree.parse_tree: "2x2", "2+1", parents) in place of the chain of k.
-    `trace`: a qwen.trace.Watch that hears every round from the inside (a qwen.trace.Trace keeps each as a
-    plain-data record).
-    `timings`: a list that receives, for the prefill and then each round, its seconds per phase (a dict:
-    prefill; draft, snapshot, verify, restore, rerun; "fused" for a round run as one call). Asking for
-    timings changes nothing else: rounds still run as one call where they would.
+    Sampling (temperature > 0) is coupled with a seed (the tokens of generate(..., seed=seed)), else the textbook
+    rule with `generator` (chains only). `tree`: a draft tree's shape (qwen.tree.parse_tree) for the chain of k.
+    `trace`: a qwen.trace.Watch that hears every round from the inside (a qwen.trace.Trace keeps records).
+    `timings`: a list that receives, for the prefill and then each round, its seconds per phase (prefill; draft,
+    snapshot, verify, restore, rerun; "fused" for a round run as one call), changing nothing else.
     k="auto": before each round, choose its chain's length, 0 (a plain step) to `max_k`, as far as it pays on
     this host (qwen.adaptive) under `lengths` (a DraftLengths; None: this model's and head's, measured once:
     lengths_for); the round is then the fixed-k round of that length. Its `counts` say how many rounds drafted each."""
-    if rollback not in ROLLBACKS:
-        raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
-    if trace is not None and not isinstance(trace, Watch):
-        raise ValueError(f"trace is a qwen.trace.Watch (a Trace, say), not {type(trace).__name__}")
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, seed=seed)
-    tree, lengths = round_shape(k, tree, max_k, lengths, sampling)
-    check_prompt(model, ids)
-    lengths = lengths_for(model, mtp, tree.depth, bool(temperature)) if lengths is True else lengths
-    capacity = ids.shape[1] + max_new_tokens + tree.size              # allocated once: nothing grows
-    state, head_cache = State(model, capacity), AttentionState()
-    head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
+    tree, lengths = plan_run(model, mtp, ids, k, tree, max_k, lengths, sampling, rollback, trace)
     clock = Clock() if trace is not None or timings is not None else NoClock()
-    tok, first = prefill(model, mtp, ids, state, head_cache, sampling, clock)
+    state, head_cache, tok, first = prefill(model, mtp, ids, ids.shape[1] + max_new_tokens + tree.size, sampling,
+                                            clock)
     if trace is not None:
         trace.prefilled(ids, tok, first, clock.seconds, state, head_cache, sampling)
     if timings is not None:
@@ -575,8 +574,11 @@ def catch_up(mtp, model, lag, head_cache, sampling):
     return guess(mtp, model, hidden, tokens, head_cache.n, head_cache, sampling)
 
 
-def prefill(model, mtp, ids, state, head_cache, sampling, clock):
-    """The prompt's pass, its first token and the head's first guess (timed: prefill, draft) -> (token, Guess)"""
+def prefill(model, mtp, ids, capacity, sampling, clock):
+    """The main state and the head's cache for `capacity` positions (allocated once: nothing grows), the prompt's
+    pass, its first token and the head's first guess (timed: prefill, draft) -> (State, AttentionState, token, Guess)"""
+    state, head_cache = State(model, capacity), AttentionState()
+    head_cache.reserve(model.cfg, 1, capacity, model.embed_tokens.weight.dtype, ids.device)
     hidden = model.hidden(ids, state)                                      # (1, T, H)
     logits = model.lm_head(hidden[:, -1])                                  # only the last position is needed
     clock.lap("prefill")
@@ -584,7 +586,7 @@ def prefill(model, mtp, ids, state, head_cache, sampling, clock):
     nxt = torch.cat([ids[:, 1:], torch.tensor([[tok]], device=ids.device)], dim=1)
     first = guess(mtp, model, hidden, nxt, 0, head_cache, sampling)
     clock.lap("draft")
-    return tok, first
+    return state, head_cache, tok, first
 
 
 def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="select", **options):

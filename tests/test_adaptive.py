@@ -22,7 +22,7 @@ def test_the_rule_worked_by_hand():
     assert lengths.keep([0.2, 0.9, 0.9]) == 1                 # 1.2/1.25 = 0.96 of a plain step: not worth a rest
     assert lengths.keep([0.05, 0.9, 0.9]) == 0                # 1.05/1.25 = 0.84, below REST_BELOW: a plain step
     # a round of j beats one of j - 1 exactly above its break-even reach: 1.25 - 1, then 1.9 · (1.45/1.25 - 1)
-    assert lengths.break_even([0.9, 0.3, 0.3]) == pytest.approx([0.25, 0.304, 2.17 * (1.65 / 1.45 - 1)])
+    assert lengths.pays_above([0.9, 0.3, 0.3]) == pytest.approx([0.25, 0.304, 2.17 * (1.65 / 1.45 - 1)])
 
 
 def test_each_position_learns_its_own_chance_and_recent_rounds_weigh_most():
@@ -146,8 +146,8 @@ def test_a_trace_records_each_rounds_choice_and_the_output_stays_plain():
         d = record["decision"]
         assert d["kept"] == record["k"] == len(record["draft"]) and d["steps"] == [1.0, 1.25, 1.45, 1.65]
         if not d.get("rested"):
-            assert len(d["chance"]) == len(d["reach"]) == len(d["break_even"]) == 3 >= d["kept"]
-            assert d["break_even"][0] == pytest.approx(0.25)           # k = 1's break-even: 1.25 / 1 - 1
+            assert len(d["chance"]) == len(d["reach"]) == len(d["pays_above"]) == 3 >= d["kept"]
+            assert d["pays_above"][0] == pytest.approx(0.25)           # k = 1's break-even: 1.25 / 1 - 1
             assert all(0 <= r <= p <= 1 for r, p in zip(d["reach"], d["chance"]))
 
 

@@ -72,7 +72,7 @@ def test_the_figure_draws_each_guess_against_where_it_pays_from_the_record(rand,
     assert [y for trace in bars for y in trace.y] == pytest.approx(d["reach"])
     assert len(bars[0].x) == d["kept"]                    # the first bars: the positions drafted
     marks = {trace.name: list(trace.y) for trace in fig.data if trace.type == "scatter"}
-    assert marks[t("decision_pays", "English")] == pytest.approx([max(0.0, b) for b in d["break_even"]])
+    assert marks[t("decision_pays", "English")] == pytest.approx([max(0.0, b) for b in d["pays_above"]])
     assert marks[t("decision_head", "English")] == pytest.approx(d["chance"])
     assert d["reach"] == pytest.approx([d["chance"][0], d["chance"][0] * d["chance"][1],
                                         d["chance"][0] * d["chance"][1] * d["chance"][2]], abs=1e-3)
@@ -92,7 +92,7 @@ def test_the_sentence_says_a_hand_worked_round():
     kept = lengths.keep(chances)
     d = decision(lengths, chances, kept)
     assert kept == 1 and d["reach"] == pytest.approx([0.9, 0.27, 0.081])
-    assert d["break_even"][:2] == pytest.approx([0.25, 0.304])
+    assert d["pays_above"][:2] == pytest.approx([0.25, 0.304])
     said = D.decision_sentence({"decision": d}, "English")
     assert said.startswith("Drafts 1") and "draft 2" in said
     assert "27%" in said and "0.20 of a step" in said and "0.27 of a token" in said and "above 0.30" in said

@@ -3,7 +3,7 @@
 A round of k="auto" records its choice, made before it drafted (qwen.adaptive.decision, plain data): per position
 the chance its draft is right when those before it are, as the latest rounds found (chance), the chance every draft
 up to it is right (reach: the tokens it adds to a round on average) and the reach above which drafting it pays
-(break_even); how many the round drafted, and a round's cost by length in plain steps. The figure draws each
+(pays_above); how many the round drafted, and a round's cost by length in plain steps. The figure draws each
 position's reach as a bar (drafted or not) against its break-even mark, and its chance as a dot; the sentence names
 the position the round stopped before, what it would have cost and returned.
 
@@ -47,7 +47,7 @@ def decision_figure(record, look=Look()):
     if kept < n:
         fig.add_bar(x=x[kept:], y=d["reach"][kept:], name=t("decision_dropped", look.lang), marker_color=grey,
                     width=0.5)
-    fig.add_scatter(x=x, y=[max(0.0, b) for b in d["break_even"]], mode="markers", name=t("decision_pays", look.lang),
+    fig.add_scatter(x=x, y=[max(0.0, b) for b in d["pays_above"]], mode="markers", name=t("decision_pays", look.lang),
                     marker={"symbol": "line-ew", "size": 28 if look.narrow else 56, "color": OKABE_ITO["vermillion"],
                             "line": {"width": 4, "color": OKABE_ITO["vermillion"]}})
     fig.add_scatter(x=x, y=d["chance"], mode="markers", name=t("decision_head", look.lang),
@@ -73,7 +73,7 @@ def decision_sentence(record, lang="English"):
     j = m + 1 if m < n else m                   # the position it stopped before, or its last
     words = "decision_all_max" if m == n else "decision_stopped" if m else "decision_plain"
     return t(words, lang, m=m, j=j, chance=d["reach"][j - 1], cost=_added(d, j), tokens=d["reach"][j - 1],
-             even=max(0.0, d["break_even"][j - 1]))
+             even=max(0.0, d["pays_above"][j - 1]))
 
 
 def decision_caption(record, lang="English"):

@@ -31,7 +31,7 @@ STATUS_COLOURS = {
     "selected": OKABE_ITO["bluish_green"], "kept": "#777777", "dirty": OKABE_ITO["reddish_purple"],
 }
 COST_COLOURS = {"draft": OKABE_ITO["orange"], "verify": OKABE_ITO["blue"], "snapshot": OKABE_ITO["sky_blue"],
-                "restore": OKABE_ITO["vermillion"], "rerun": OKABE_ITO["reddish_purple"]}
+                "restore": OKABE_ITO["vermillion"], "rerun": OKABE_ITO["reddish_purple"], "fused": OKABE_ITO["bluish_green"]}
 
 
 @dataclass
@@ -594,43 +594,54 @@ def cost_segments(rollback):
     return [("draft", "cost_draft"), ("verify", "cost_verify"), ("restore", "cost_none_restore")]
 
 
+def raced(rounds):
+    """The key of the round records' seconds the cost views read: "race_seconds" where every round has its time as
+    the race runs it (recording.as_raced), else the recording's own per-phase "seconds"."""
+    return "race_seconds" if rounds and all("race_seconds" in r for r in rounds) else "seconds"
+
+
 def cost_stack(run, current=None, look=Look()):
-    """Per round, stacked milliseconds of the instrumented recording (its per-phase times, copies of the
-    watched states for the views included), one segment per kind of work done in the run's rollback mode.
-    The subtitle says these are the recording's times, not the race's; where the recording's mean round
-    differs from the round cost the race's measurement gives (run.costs) by more than 20%, a sentence
-    says by how much and why."""
+    """Per round, stacked milliseconds, one segment per kind of work done in the run's rollback mode: each round
+    as the race runs it where the recording timed that (a `select` round run as one call is one segment), else the
+    instrumented recording's own times (copies of the watched states for the views included), as the subtitle
+    says; where the mean round differs from the round cost the race's measurement gives (run.costs) by more than
+    20%, a sentence says by how much and why."""
     records = run.records
     rounds = _rounds(records)
+    key = raced(rounds)
     x = [r["round"] for r in rounds]
     fig = _figure()
-    for key, name in cost_segments(run.settings.rollback):
-        fig.add_bar(x=x, y=[r["seconds"].get(key, 0.0) * 1000 for r in rounds], name=t(name, look.lang),
-                    marker_color=COST_COLOURS[key])
+    for phase, name in cost_segments(run.settings.rollback) + [("fused", "cost_fused")]:
+        ys = [r[key].get(phase, 0.0) * 1000 for r in rounds]
+        if (phase == "fused" or key == "race_seconds") and not any(ys):      # work this path never did
+            continue
+        fig.add_bar(x=x, y=ys, name=t(name, look.lang), marker_color=COST_COLOURS[phase])
     _mark_round(fig, current)
     prefill = records[0]["seconds"].get("prefill", 0.0) * 1000 if records else 0.0
     fig.update_layout(barmode="stack", legend_traceorder="normal")
     fig.update_xaxes(title=t("round", look.lang))
     fig.update_yaxes(title=t("ms", look.lang))
     title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>" \
-        f"<br><sub>{t('cost_recording', look.lang)}</sub>"
+        f"<br><sub>{t('cost_raced' if key == 'race_seconds' else 'cost_recording', look.lang)}</sub>"
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.28, "xanchor": "left", "x": 0.0})
     return _frame(fig, look, title, 420, half=True)
 
 
 def recording_vs_race(run, lang="English"):
-    """One sentence when the recording's mean round and the race's measured round cost differ by more
-    than 20% (else ""): how much, and why."""
+    """One sentence when the recorded mean round (as the race runs it, where timed so) and the race's measured
+    round cost differ by more than 20% (else ""): how much, and why."""
     race = run_costs(run)
     rounds = _rounds(run.records)
     if race is None or not run.costs or not rounds:
         return ""
-    recorded = sum(sum(r["seconds"].values()) for r in rounds) / len(rounds)
+    key = raced(rounds)
+    recorded = sum(sum(r[key].values()) for r in rounds) / len(rounds)
     predicted = race.passes(run_yield(run.records)[1])          # the recording times the passes alone
     if predicted <= 0 or abs(recorded / predicted - 1) <= 0.2:
         return ""
-    key = "cost_faster" if recorded < predicted else "cost_slower_whole" if race.whole else "cost_slower"
-    return t(key, lang, rec=recorded * 1000, race=predicted * 1000, x=recorded / predicted)
+    words = "cost_raced_differs" if key == "race_seconds" else "cost_faster" if recorded < predicted else \
+        "cost_slower_whole" if race.whole else "cost_slower"
+    return t(words, lang, rec=recorded * 1000, race=predicted * 1000, x=recorded / predicted)
 
 
 def acceptance_over_run(records, current=None, look=Look()):

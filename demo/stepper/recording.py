@@ -170,6 +170,28 @@ class WatchingTrace(Trace):
         return True
 
 
+def as_raced(model, mtp, ids, records, settings, stop, chosen):
+    """Give each round record its seconds on the race's path ("race_seconds": per phase, "fused" for a round run
+    as one call): the same run again without a trace (a trace makes every round run step by step and copies the
+    watched states), its rounds timed by the engine. The rounds are the recording's own (the same tokens, the same
+    lengths: k="auto" chooses from verdicts alone); where they are not, nothing is given."""
+    how, timings = sampling(settings), []
+    if chosen.get("k") == "auto":
+        chosen = dict(chosen, lengths=chosen["lengths"].fresh())
+    stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, **chosen,
+                                 rollback=settings.rollback, timings=timings, **how)
+    emitted = []
+    try:
+        for (emit, _, _), rec in zip(stream, records):
+            emitted.append([tok for tok, _ in emit])
+    finally:
+        stream.close()
+    if emitted != [[e["token"] for e in rec["emitted"]] for rec in records[:len(emitted)]]:
+        return
+    for rec, seconds in zip(records[1:], timings[1:]):
+        rec["race_seconds"] = {key: v for key, v in seconds.items() if v}
+
+
 def _trace_watch(model, settings):
     """The qwen.trace.Trace arguments that watch the settings' layer (a model layer number, its nearest
     DeltaNet layer) and head (-1: the first, until the clearest is chosen)."""
@@ -237,6 +259,8 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         ended = "stop" if out and out[-1] in stop else "length"
     prompt_ids = ids[0].tolist()
     labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
+    if len(records) > 1 and not notes:      # chain rounds: each one's time as the race runs it
+        as_raced(model, mtp, ids, records, settings, stop, auto)
     costs, step = None, None
     if len(records) > 1 and not notes:      # chain rounds: the race's cost terms for them (measured once, kept)
         engine = SimpleNamespace(model=model, mtp=mtp, chat=chat, context=model.cfg.max_position_embeddings,

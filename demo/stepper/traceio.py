@@ -33,7 +33,7 @@ MAX_GRID = 64                      # memory and conv grids are at most 24 x 24 i
 MAX_LAYERS = 512
 MAX_TOP = 32
 MAX_K = 8
-SECONDS = ("prefill", "draft", "verify", "snapshot", "restore", "rerun")
+SECONDS = ("prefill", "draft", "verify", "snapshot", "restore", "rerun", "fused")
 
 
 class TraceError(ValueError):
@@ -309,9 +309,9 @@ def _decision(d, where):
         if d["rested"] is not True or d["kept"] != 0:
             _fail(f"{where}.rested", "a rest is true and keeps no guess")
         return 0
-    _dict(d, where, ("chance", "reach", "break_even"))
+    _dict(d, where, ("chance", "reach", "pays_above"))
     n = len(_items(_num, d["chance"], f"{where}.chance", MAX_K, 1, lo=0, hi=1))
-    for key, lo in (("reach", 0), ("break_even", -1e4)):
+    for key, lo in (("reach", 0), ("pays_above", -1e4)):
         _items(_num, d[key], f"{where}.{key}", n, n, lo=lo, hi=1 if lo == 0 else 1e4)
     if not isinstance(d.get("probe", False), bool):
         _fail(f"{where}.probe", "expected true or false")
@@ -327,6 +327,8 @@ def _record(r, i, tree=None, auto=False):
         _fail(f"{where}.round", f"expected {i} (records go in order)")
     _int(r["pos"], f"{where}.pos")
     _seconds(r["seconds"], f"{where}.seconds")
+    if "race_seconds" in r:                          # the round as the race runs it (recording.as_raced)
+        _seconds(r["race_seconds"], f"{where}.race_seconds")
     if i == 0:
         _choice(r["kind"], f"{where}.kind", ("prefill",))
         _emitted(r["emitted"], f"{where}.emitted", 1)
