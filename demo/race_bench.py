@@ -8,6 +8,7 @@ after the other.
     python -m demo.race_bench --tree 2+1               # the race's tree lane against its chain lane (all eager)
     python -m demo.race_bench --predict                # the cost model's prediction against the measured median
     python -m demo.race_bench --predict --rollback both --temperature 0 --tree 2+1
+    python -m demo.race_bench --predict --k auto       # k="auto" lanes (compiled for k = 1..3)
 
 For each of the race's example prompts (demo.prompts.EXAMPLES, the first --prompts), greedy, with k
 and rollback `select` as the page's defaults: --repeats races with each schedule, alternating
@@ -38,7 +39,7 @@ from demo.prompts import prepare
 from demo.race import TURN_SECONDS, one_after_another, race, speedup, take_turns
 from demo.prompts import EXAMPLES
 from demo import costs
-from demo.validate import RACE_ROLLBACKS, TREES, race_settings
+from demo.validate import AUTO_MAX_K, RACE_ROLLBACKS, TREES, race_settings
 from qwen.weights import find_model
 
 
@@ -88,7 +89,7 @@ def predicted_races(loaded, prompt, raw, max_new, args):
         costs.forget()
         *_, last = race(loaded, ids, settings)
         for lane, terms, ratios in zip(last.lanes, last.lane_costs, last.speedups):
-            name = f"tree {lane.tree}" if lane.tree else f"k={lane.k} {lane.rollback}"
+            name = f"tree {lane.tree}" if lane.tree else f"k={'auto' if lane.kept is not None else lane.k} {lane.rollback}"
             out.setdefault(name, []).append((statistics.median(ratios), costs.lane_prediction(terms, lane)))
         identical &= last.verdict.identical
     return out, identical
@@ -131,6 +132,10 @@ def positive(text):
     return value
 
 
+def k_or_auto(text):
+    return "auto" if text == "auto" else positive(text)
+
+
 def turn_lengths(text):
     """"0,5,50" -> [0.0, 5.0, 50.0]: turn lengths in ms, each >= 0."""
     try:
@@ -148,7 +153,7 @@ def main(argv=None):
     parser.add_argument("--prompts", type=positive, default=None,
                         help="how many of the race's examples (default: 3; --predict: all)")
     parser.add_argument("--repeats", type=positive, default=8, help="races per prompt and schedule")
-    parser.add_argument("--k", type=positive, default=2)
+    parser.add_argument("--k", type=k_or_auto, default=2, help="draft tokens per round, or auto (up to AUTO_MAX_K)")
     parser.add_argument("--threads", type=positive, default=1,
                         help="torch threads (the app: one fewer than the cores)")
     parser.add_argument("--turns-ms", type=turn_lengths, default=[TURN_SECONDS * 1000],
@@ -171,8 +176,8 @@ def main(argv=None):
     loaded = load_model(source, source, compile=False)          # compiled below and waited for
     if loaded.mtp is None:
         parser.error(f"{source} has no MTP draft head (no mtp.* tensors): there is no race to run")
-    if args.compile:
-        start_compiling(loaded, (args.k,)).join()
+    if args.compile:                                            # k="auto" runs rounds of every length up to its most
+        start_compiling(loaded, tuple(range(1, AUTO_MAX_K + 1)) if args.k == "auto" else (args.k,)).join()
     print(f"host: CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s); "
           f"model {loaded.key}, {loaded.compile_status()}; k={args.k}" + ("" if args.predict else ", select, greedy"))
     if args.predict:

@@ -31,8 +31,9 @@ class Costs:
     """Seconds on this host. step: the main model's pass over one token. A round's passes, step by step:
     draft (the head's passes), verify (one pass over k+1 tokens, or a tree's rows), snapshot; back / keep:
     restore + re-run in a round that rolled back / that did not. whole: a round run as one call (greedy or
-    shared-noise `select`: qwen.mtp.greedy_round), 0 where rounds run step by step; when set, it is the
-    round's passes and the others only take them apart. The work around: plain_around per plain token,
+    shared-noise `select`: qwen.mtp.greedy_round; with k="auto" the mean round's passes, one-call rounds and plain
+    steps alike), 0 where rounds run step by step; when set, it is the round's passes and the others only take
+    them apart. The work around: plain_around per plain token,
     round_around per round, per_token per token a round emits. prefill / prefill_spec: the prompt's pass
     in each lane (the speculative one also guesses once), for the prompt measure_prefill timed."""
     k: int
@@ -178,8 +179,11 @@ def _terms_of_one(plain_run, plain_passes, spec_run, spec_phases):
     back = [undo(p) for _, origins, p in rounds if "correction" in origins]
     keep = [undo(p) for _, origins, p in rounds if "correction" not in origins]
     residuals = [(seconds - sum(p.values()), n) for (seconds, n), _, p in rounds]
-    return {"step": mean(p for _, p in plain), "plain_around": mean(s - p for s, p in plain),
-            **{key: mean(p.get(key, 0.0) for _, _, p in rounds) for key in ("draft", "verify", "snapshot", "fused")},
+    # a lane with rounds run as one call: its passes are the mean round's, whichever way each ran (k="auto" mixes
+    # one-call rounds with plain steps)
+    fused = mean(sum(p.values()) for _, _, p in rounds) if any(p.get("fused") for _, _, p in rounds) else 0.0
+    return {"step": mean(p for _, p in plain), "plain_around": mean(s - p for s, p in plain), "fused": fused,
+            **{key: mean(p.get(key, 0.0) for _, _, p in rounds) for key in ("draft", "verify", "snapshot")},
             "back": mean(back) if back else mean(keep), "keep": mean(keep) if keep else 0.0,
             "round_around": mean(s for s, _ in residuals), "per_round": mean(n for _, n in residuals),
             "residuals": residuals, "tokens": len(plain), "rounds": len(rounds)}

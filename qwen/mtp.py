@@ -458,6 +458,7 @@ def plan_run(model, mtp, ids, k, tree, max_k, lengths, sampling, rollback="selec
 
 
 def _round_shape(k, tree, max_k, lengths, sampling, rollback, trace):
+    """plan_run's checks, without the model: -> (tree, lengths, True to measure them, or None)."""
     if rollback not in ROLLBACKS:
         raise ValueError(f"rollback must be one of {ROLLBACKS}, not {rollback!r}")
     if trace is not None and not isinstance(trace, Watch):
