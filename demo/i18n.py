@@ -675,10 +675,10 @@ STRINGS = {
                         "2, 4 … up to 16 steps while it stays unsure, then catches up in one pass and guesses again.",
                         "草稿头休息：普通的一步，不猜。一轮没有保留猜测后，它依次歇 1、2、4……最多 16 步（只要它仍没有把握），"
                         "然后用一次前向补上错过的词元，再次猜测。"),
-    "decision_probe": ("Back from a rest: one token is drafted and verified whatever the rule says (right {chance:.0%} "
-                       "of the time lately; it adds {cost:.2f} of a step), so the run keeps learning how often the "
-                       "head is right.",
-                       "休息后的试探：不论规则如何，都起草并验证一个词元（最近猜对率 {chance:.0%}；多花 {cost:.2f} 步），"
+    "decision_probe": ("Back from a rest: the round drafts {m} whatever the rule says (the first right {chance:.0%} of "
+                       "the time lately; it adds {cost:.2f} of a step), so the run keeps learning how often the head "
+                       "is right.",
+                       "休息后的试探：不论规则如何，这一轮都起草 {m} 个（第一个最近猜对率 {chance:.0%}；多花 {cost:.2f} 步），"
                        "以便继续了解草稿头猜对的频率。"),
     "decision_plain": ("A plain step: a first draft, right {chance:.0%} of the time lately, would add {cost:.2f} of a "
                        "step for {tokens:.2f} of a token on average; it pays only above {even:.2f}.",

@@ -19,8 +19,9 @@ own tokens, and the textbook rule's stopping point is fixed before the drafts it
     tokens, rounds, hits = generate_mtp(model, head, ids, k="auto", max_k=3)   # qwen.mtp: same output as plain
 
 A round of none is a plain step, and the head rests: it sits out that step and, while the rule keeps choosing
-none, 1, 2, 4, ... up to MAX_REST more, then catches up on the tokens it missed in one pass and the next round
-verifies one draft whatever the rule says (a probe: else a run that starts badly would never learn otherwise).
+none, FIRST_REST, twice that, ... up to MAX_REST more, then catches up on the tokens it missed in one pass and the
+next round drafts whatever the rule says (a probe, at the best drafting length: else a run that starts badly would
+never learn otherwise).
 So where the head is always wrong, decoding costs about what plain decoding costs.
 """
 from dataclasses import dataclass, field
@@ -90,11 +91,15 @@ class DraftLengths:
         """Expected tokens per second for each length m = 0..len(chances)."""
         return [e / self.seconds[m] for m, e in enumerate(self.expected(chances))]
 
-    def keep(self, chances):
-        """The length with the best rate (the shorter on a tie); none only where every length's rate is below
-        REST_BELOW times a plain step's (resting costs a catch-up and a probe, not counted in the rates)."""
+    def best_drafting(self, chances):
+        """The length of 1..max_k with the best rate (the shorter on a tie)."""
         rates = self.rates(chances)
-        best = max(range(1, len(rates)), key=lambda m: (rates[m], -m))
+        return max(range(1, len(rates)), key=lambda m: (rates[m], -m))
+
+    def keep(self, chances):
+        """best_drafting, or none where even its rate is below REST_BELOW times a plain step's (resting costs a
+        catch-up and a probe, not counted in the rates)."""
+        best, rates = self.best_drafting(chances), self.rates(chances)
         return best if rates[best] >= REST_BELOW * rates[0] else 0
 
     def pays_above(self, chances):
@@ -115,7 +120,7 @@ class DraftLengths:
         else:
             chances = self.chances()
             best = self.keep(chances)
-            m = max(best, int(self.probe))
+            m = best or (self.best_drafting(chances) if self.probe else 0)     # a probe: the cheapest way to learn
             self.decision = decision(self, chances, m, probe=m > best)
             self.probe = False
             if best:

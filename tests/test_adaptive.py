@@ -60,6 +60,20 @@ def test_choosing_none_rests_the_head_longer_each_time_then_probes():
     assert lengths.counts == {0: 1 + sum(rests) + 32, 1: 6, 3: 1}
 
 
+def test_a_probe_drafts_the_cheapest_way_to_learn():
+    # rounds of 1 and 3 uncompiled here (dear), of 2 compiled: after a rest the probe drafts 2
+    lengths = DraftLengths((1.0, 9.0, 1.5, 9.0))
+    for _ in range(30):
+        lengths.saw(2, 0)
+    assert lengths.choose() == 0
+    while lengths.rest:
+        lengths.choose()
+    assert lengths.choose() == 2 and lengths.decision["probe"] and lengths.decision["kept"] == 2
+    from demo.stepper.decision import decision_sentence
+    said = decision_sentence({"decision": lengths.decision}, "English")
+    assert said.startswith("Back from a rest: the round drafts 2") and "adds 0.50 of a step" in said
+
+
 def test_a_fixed_chooser_drafts_its_length_every_round():
     only = fixed_length(2, 3)
     assert [only.choose() for _ in range(5)] == [2] * 5 and only.counts == {2: 5}

@@ -69,7 +69,7 @@ def decision_sentence(record, lang="English"):
         return t("decision_rested", lang)
     n, m = len(d["chance"]), d["kept"]
     if d.get("probe") and m:
-        return t("decision_probe", lang, chance=d["chance"][0], cost=_added(d, 1))
+        return t("decision_probe", lang, m=m, chance=d["chance"][0], cost=d["steps"][m] - d["steps"][0])
     j = m + 1 if m < n else m                   # the position it stopped before, or its last
     words = "decision_all_max" if m == n else "decision_stopped" if m else "decision_plain"
     return t(words, lang, m=m, j=j, chance=d["reach"][j - 1], cost=_added(d, j), tokens=d["reach"][j - 1],
