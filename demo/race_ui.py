@@ -66,10 +66,32 @@ def rule_choices(lang):
     return [(t(f"rule_{rule}", lang), rule) for rule in RULES]
 
 
+# The race event's outputs, by name, in the order the /race API documents them: each lane's stats and text (plain,
+# speculative, the third), the verdict before the third lane and the summary last. An update names what it sets.
+RACE_OUTPUTS = ("status", "plain_stats", "plain_text", "spec_stats", "spec_text", "verdict", "third_stats",
+                "third_text", "timeline", "result")
+LANES = ("plain", "spec", "third")
+
+
+def outputs(named):
+    """A race update by name -> the event's outputs in RACE_OUTPUTS order, gr.skip() for all it leaves as it was."""
+    unknown = set(named) - set(RACE_OUTPUTS)
+    if unknown:
+        raise KeyError(f"not race outputs: {sorted(unknown)}")
+    return tuple(named[name] if name in named else gr.skip() for name in RACE_OUTPUTS)
+
+
 def _failed(message):
     """Outputs for a race that could not run: the message in the status, the rest left as it was."""
-    skip = gr.skip()
-    return message, skip, skip, skip, skip, skip, skip, skip, skip, {"error": message}
+    return outputs({"status": message, "result": {"error": message}})
+
+
+def _lane_outputs(lane, run, lang, max_seconds):
+    """A lane's two outputs by name: its stats and its text (the third lane off: an empty frame)."""
+    if lane == "third" and run is None:
+        return {"third_stats": stats_html(None), "third_text": lane_off_html(lang)}
+    text = plain_text_html(run, lang) if lane == "plain" else spec_text_html(run, lang)
+    return {f"{lane}_stats": stats_html(run, lang, max_seconds), f"{lane}_text": text}
 
 
 def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
@@ -106,28 +128,21 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
         for u in race(loaded, ids, chosen, max_seconds, busy=busy):
             final = u.phase == "done"
             live = live or max(run.seconds for run in [u.plain] + u.lanes) >= LIVE_AFTER
+            named = {"status": _phase_status(u.phase, chosen, lang, notices)}
             if u.phase == "racing" and not live:
-                yield (_phase_status(u.phase, chosen, lang, notices),) + (gr.skip(),) * 9
+                yield outputs(named)
                 continue
-            plain_changed, spec_changed = changed("plain", u.plain, final), changed("spec", u.spec, final)
-            third = u.lanes[1] if len(u.lanes) > 1 else None
-            if not changed("third", third, final):
-                third_out = (gr.skip(), gr.skip())
-            elif third is None:
-                third_out = (stats_html(None), lane_off_html(lang))
-            else:
-                third_out = (stats_html(third, lang, max_seconds), spec_text_html(third, lang))
-            yield (_phase_status(u.phase, chosen, lang, notices),
-                   stats_html(u.plain, lang, max_seconds) if plain_changed else gr.skip(),
-                   plain_text_html(u.plain, lang) if plain_changed else gr.skip(),
-                   stats_html(u.spec, lang, max_seconds) if spec_changed else gr.skip(),
-                   spec_text_html(u.spec, lang) if spec_changed else gr.skip(),
-                   verdict_html(u.verdict, u.plain, u.lanes, lang, u.lane_costs, u.speedups, u.skipped),
-                   *third_out,
-                   timeline_html(u.plain, u.lanes, lang, u.lane_costs, race_id=str(id(u.plain)))
-                   if u.phase != "racing" else gr.skip(),
-                   summary(loaded.key, u.plain, u.lanes, chosen, [notice_text(n, "English") for n in notices],
-                           u.lane_costs, u.speedups, u.skipped) if final else gr.skip())
+            for lane, run in zip(LANES, (u.plain, u.spec, u.lanes[1] if len(u.lanes) > 1 else None)):
+                if changed(lane, run, final):
+                    named |= _lane_outputs(lane, run, lang, max_seconds)
+            named["verdict"] = verdict_html(u.verdict, u.plain, u.lanes, lang, u.lane_costs, u.speedups, u.skipped)
+            if u.phase != "racing":
+                named["timeline"] = timeline_html(u.plain, u.lanes, lang, u.lane_costs, race_id=str(id(u.plain)))
+            if final:
+                named["result"] = summary(loaded.key, u.plain, u.lanes, chosen,
+                                          [notice_text(n, "English") for n in notices], u.lane_costs, u.speedups,
+                                          u.skipped)
+            yield outputs(named)
     except InputError as e:
         gr.Warning(notice_text(e, lang))
         yield _failed(notice_text(e, lang))
@@ -276,9 +291,7 @@ def _wire_race(shared, ui):
 
     inputs = [ui.prompt, ui.max_new, ui.k, ui.rollback, ui.temperature, ui.seed, ui.raw, ui.thinking, shared.model,
               lang, ui.rule, ui.tree, ui.auto]
-    # the third lane's outputs come after the verdict, so the summary stays the last output
-    outputs = [ui.status, ui.plain_stats, ui.plain_text, ui.spec_stats, ui.spec_text, ui.verdict, ui.third_stats,
-               ui.third_text, ui.timeline, ui.result]
+    components = [getattr(ui, name) for name in RACE_OUTPUTS]
     ui.events = []
     for trigger, name in ((ui.run.click, "race"), (ui.prompt.submit, "race_on_enter")):
         pre = trigger(queued, [lang, ui.rollback, ui.tree], [ui.status, ui.verdict, ui.result, ui.third_lane,
@@ -287,7 +300,7 @@ def _wire_race(shared, ui):
         # preprocess=False: the values reach demo.validate as sent, so a string, null or NaN from an API
         # caller gets the same clamp-or-default-with-a-notice as everything else (Gradio's own checks
         # would crash on them with a message the caller never sees)
-        ui.events.append(pre.then(run_race, inputs, outputs, api_name=name, show_progress="full",
+        ui.events.append(pre.then(run_race, inputs, components, api_name=name, show_progress="full",
                                   show_progress_on=[ui.status], api_visibility="public" if name == "race" else "private",
                                   preprocess=False, **shared.compute))
     ui.stop.click(lambda language: t("status_stopped", language), [lang], [ui.status], cancels=ui.events, queue=False,

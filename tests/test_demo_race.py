@@ -672,3 +672,14 @@ def test_the_timeline_draws_a_block_per_pass_and_the_replay_its_times(loaded):
     assert len(times) == lane.count('class="tok ') == sum(1 for p in u.spec.pieces if p)
     assert [float(x) for x in times] == sorted(float(x) for x in times)
     assert 'data-times="' in plain_text_html(u.plain) and plain_text_html(u.plain).count('class="rt"') == len(times)
+
+
+def test_a_race_update_names_its_outputs_and_leaves_the_rest_as_they_were():
+    import gradio as gr
+
+    from demo.race_ui import RACE_OUTPUTS, outputs
+    out = outputs({"status": "racing", "result": {"error": "x"}})
+    assert len(out) == len(RACE_OUTPUTS) == 10 and out[0] == "racing" and out[-1] == {"error": "x"}
+    assert all(isinstance(o, type(gr.skip())) for o in out[1:-1])
+    with pytest.raises(KeyError, match="speculative_text"):
+        outputs({"speculative_text": "a label, not a name"})

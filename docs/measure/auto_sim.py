@@ -8,7 +8,7 @@ other five examples, held out), how many drafts a round of 4 starting there woul
 greedy drafts form a chain, so a round of m keeps min(that, m)). Then each rule is replayed over those verdicts:
 a round of m costs costs[m] plain steps; after a rest the head's catch-up costs 0.45 steps for up to 4 missed
 tokens (a compiled head pass) and 1.3 beyond (eager), as timed on the compiled views (2026-12-06). The figures
-are tokens per plain step, ÷ the best fixed k's in hindsight. --sweep tries the rule's constants
+are tokens per plain step, ÷ the best fixed k's in hindsight; and a head that is never right. --sweep tries the rule's constants
 (qwen.adaptive: START, MEMORY, PRIOR, FIRST_REST, LEAN) and prints the best by their mean over the ten prompts.
 """
 import argparse
@@ -95,6 +95,7 @@ def main(argv=None):
     for (label, ns), rel in zip(table.items(), relative(table, costs)):
         cells = " | ".join(f"{fixed(ns, m, costs):.2f}" for m in range(1, len(costs)))
         print(f"| {label}… | {cells} | {auto(ns, costs):.2f} | {rel:.3f} |")
+    print(f"\na head never right, 120 tokens: auto {auto([0] * 120, costs):.2f} tokens per plain step (plain: 1.00)")
     if args.sweep:
         names = ("START", "MEMORY", "PRIOR", "FIRST_REST", "LEAN")
         tried = []
