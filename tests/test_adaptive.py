@@ -178,3 +178,12 @@ def test_the_length_bench_prints_measured_and_predicted_speedups_and_every_run_i
     assert measured.rstrip(" |").endswith("True") and len(predicted.split(" | ")) == 1 + 3   # k=1, k=2, auto
     # a fixed k's prediction: plain tokens at a plain step each over its rounds at a round's cost
     assert all(float(cell.strip(" |×")) > 0 for cell in predicted.split(" | ")[1:])
+
+
+def test_a_context_too_short_to_time_a_round_is_said_not_crashed():
+    from test_mtp import SHAPES
+    model, head = random_pair({**SHAPES["small"], "max_position_embeddings": 7}, seed=14)
+    with pytest.raises(ValueError, match="too short to time a round"):
+        generate_mtp(model, head, torch.tensor([[1, 2]]), 3, k="auto", max_k=3)
+    fits = random_pair({**SHAPES["small"], "max_position_embeddings": 12}, seed=14)   # a shorter timing run fits
+    assert lengths_for(*fits, 3).max_k == 3
