@@ -37,7 +37,7 @@ from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
 from qwen.sample import check_prompt, coupled_pick, gumbel_noise, pick_token, probs_from_logits
 from qwen.adaptive import DraftLengths, fixed_length
-from qwen.trace import Watch
+from qwen.trace import NOBODY, Watch
 from qwen.tree import Guess, Tree, draft, guess, parse_tree, walk
 from qwen.weights import find_model, load_weights
 
@@ -299,65 +299,82 @@ def accept(logits, tree, rows, guesses, P, sampling):
                        if temperature else None), picks
 
 
-def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=None):
+def speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=NOBODY):
     """One round from `tok` (emitted, not yet run; at position state.pos) and the head's guess `first` for
-    the token after it, drafting `tree` (a chain of k: Tree.chain(k)). -> Round.
-    watch: a qwen.trace.Watch that hears the round from the inside, or None.
+    the token after it, drafting `tree` (a chain of k: Tree.chain(k)), in four phases: propose, verify, accept,
+    commit (the rollback, then the head's catch-up). `watch` (a qwen.trace.Watch) hears the state between them.
     Tree.chain(0) (k="auto" choosing none) is a plain step: the head sits it out (`first` may be None) and
-    does not catch up after it; the Round's `lag` holds what it missed."""
-    P, device = state.pos, head_cache.k.device
-    # 1. guess: the first draft came from the last head pass; below it the head is fed its own output
-    guesses = draft(mtp, model, tree, first, P, head_cache, sampling)
+    does not catch up after it; the Round's `lag` holds what it missed. -> Round"""
+    P = state.pos
+    guesses = draft(mtp, model, tree, first, P, head_cache, sampling)                 # 1. propose
     rows = [tok] + [g.token for g in guesses[1:]]
     clock.lap("draft")
-    # 2. verify every row in one pass, each seeing its ancestors, keeping what a rollback will need
+    seq = torch.tensor([rows], device=head_cache.k.device)                           # (1, rows)
+    snap = prepare_rollback(state, tree, rollback, watch.listening, clock)
+    watch.drafted(state, tree, seq, guesses)
+    logits, hidden = verify(model, state, seq, tree, clock)                           # 2. verify
+    path, nxt, p, picks = accept(logits[0], tree, rows, guesses, P, sampling)         # 3. accept
+    watch.verified(state, head_cache, logits[0], picks, path)
+    roll_back(model, state, seq, tree, path, P, rollback, snap, watch.listening, clock)   # 4. commit
+    watch.rolled_back(state, head_cache)
+    if tree.size == 1:                        # a plain step: the head rests, catching up later (lag)
+        return Round(P, tree, rows, guesses, logits[0], p, path, nxt, None, clock.seconds, lag=(hidden, nxt))
+    next_guess = head_catch_up(mtp, model, hidden, rows, tree, path, nxt, P, head_cache, sampling, clock)
+    return Round(P, tree, rows, guesses, logits[0], p, path, nxt, next_guess, clock.seconds,
+                 snapshot_bytes(snap) if snap else 0)
+
+
+def prepare_rollback(state, tree, rollback, listening, clock):
+    """Before the verify pass, what a rollback will need: `recompute`'s snapshot (returned; None otherwise), or
+    `select`'s slots for the state after every row (kept for a listening watch too)."""
     snap = snapshot_state(state) if rollback == "recompute" and tree.size > 1 else None
-    if (rollback == "select" and tree.size > 1) or watch is not None:
+    if (rollback == "select" and tree.size > 1) or listening:
         keep_step_states(state, tree.size)
     clock.lap("snapshot")
-    seq = torch.tensor([rows], device=device)                                       # (1, rows)
-    if watch is not None:
-        watch.drafted(state, tree, seq, guesses)
-    logits, hidden = model.forward_hidden(seq, state, tree=tree)                   # (1, rows, V), (1, rows, H)
+    return snap
+
+
+def verify(model, state, seq, tree, clock):
+    """Every row in one pass, each seeing its ancestors: seq (1, rows) -> (logits (1, rows, V), hidden (1, rows, H))."""
+    logits, hidden = model.forward_hidden(seq, state, tree=tree)
     keep_step_states(state, on=False)
     clock.lap("verify")
-    # 3. accept the path the main model agrees with, then its own next token
-    path, nxt, p, picks = accept(logits[0], tree, rows, guesses, P, sampling)
+    return logits, hidden
+
+
+def roll_back(model, state, seq, tree, path, P, rollback, snap, kept, clock):
+    """The main state back to just after the accepted path's tokens: `select` takes the state kept after its last
+    row (kept: step states were kept though the rollback needs none), `recompute` restores the snapshot and runs
+    the path again, "none" only cuts the KV caches (the recurrent memory left dirty, for the demo)."""
     n = len(path) - 1
-    if watch is not None:
-        watch.verified(state, head_cache, logits[0], picks, path)
-    # ...and roll the main state back to just after the path's tokens
     in_place = path == list(range(tree.size))                 # a chain, all accepted: nothing to undo
-    if rollback == "select" and (tree.size > 1 or watch is not None):   # the states kept after the path's last row
+    if rollback == "select" and (tree.size > 1 or kept):
         select_step_states(state, P, path)
-    elif rollback == "recompute" and not in_place:   # restore the snapshot, re-run the accepted tokens
+    elif rollback == "recompute" and not in_place:
         restore_state(state, snap)
         clock.lap("restore")
         model.forward_hidden(seq[:, :n + 1] if path == list(range(n + 1)) else seq[:, path], state)
         clock.lap("rerun")
-    elif not in_place:                        # "none": KV caches cut, the recurrent memory left dirty
+    elif not in_place:
         truncate_kv(state, P + n + 1)
         state.pos = P + n + 1
     clock.lap("restore")
-    if watch is not None:
-        watch.rolled_back(state, head_cache)
-    if tree.size == 1:                        # a plain step: the head rests, catching up later (lag)
-        clock.lap("draft")
-        return Round(P, tree, rows, guesses, logits[0], p, path, nxt, None, clock.seconds,
-                     lag=(hidden, nxt))
-    # 4. the head catches up on P..P+n (the path, then nxt) and guesses the next round's first draft. It
-    # always runs depth + 1 rows (one compiled shape for a chain): the path, then first children to a leaf;
-    # the rows past n are overwritten before anything reads them.
+
+
+def head_catch_up(mtp, model, hidden, rows, tree, path, nxt, P, head_cache, sampling, clock):
+    """The head catches up on P..P+n (the path's tokens, then nxt) and guesses the next round's first draft. It
+    always runs depth + 1 rows (one compiled shape for a chain): the path, then first children to a leaf; the rows
+    past n are overwritten before anything reads them. -> Guess"""
+    n = len(path) - 1
     below = path + tree.first_children(path[-1])
     below += [below[-1]] * (tree.depth + 1 - len(below))
     tokens = [rows[r] for r in path[1:]] + [nxt] + [rows[r] for r in below[n + 1:]]
     head_cache.truncate(P)
     next_guess = guess(mtp, model, hidden if below == list(range(tree.size)) else hidden[:, below],
-                       torch.tensor([tokens[:tree.depth + 1]], device=device), P, head_cache, sampling, row=n)
+                       torch.tensor([tokens[:tree.depth + 1]], device=hidden.device), P, head_cache, sampling, row=n)
     head_cache.truncate(P + n + 1)
     clock.lap("draft")
-    return Round(P, tree, rows, guesses, logits[0], p, path, nxt, next_guess, clock.seconds,
-                 snapshot_bytes(snap) if snap else 0)
+    return next_guess
 
 
 def picks(logits, noise, positions, cols=None):
@@ -483,13 +500,13 @@ def _round_shape(k, tree, max_k, lengths, sampling, rollback, trace):
     return Tree.chain(int(k)), None
 
 
-def run_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=None):
+def run_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch=NOBODY):
     """One round on the fastest path that serves it: a chain's `select` round as one call (fused_round) where
-    rounds_in_one_call allows, else step by step (speculative_round; Tree.chain(0): a plain step). -> Round"""
+    rounds_in_one_call allows, else phase by phase (speculative_round; Tree.chain(0): a plain step). -> Round"""
     if tree.depth and tree.is_chain() and rounds_in_one_call(model, mtp, tree.depth, rollback, sampling,
-                                                             watch is not None):
+                                                             watch.listening):
         return fused_round(model, mtp, state, head_cache, tok, first, tree.depth, sampling, clock)
-    if not tree.depth and watch is None:
+    if not tree.depth and not watch.listening:
         return plain_step(model, state, tok, sampling, clock)
     return speculative_round(model, mtp, state, head_cache, tok, first, tree, rollback, sampling, clock, watch)
 
@@ -535,11 +552,11 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     lengths_for); the round is then the fixed-k round of that length. Its `counts` say how many rounds drafted each."""
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, seed=seed)
     tree, lengths = plan_run(model, mtp, ids, k, tree, max_k, lengths, sampling, rollback, trace)
-    clock = Clock() if trace is not None or timings is not None else NoClock()
+    watch = NOBODY if trace is None else trace
+    clock = Clock() if watch.listening or timings is not None else NoClock()
     state, head_cache, tok, first = prefill(model, mtp, ids, ids.shape[1] + max_new_tokens + tree.size, sampling,
                                             clock)
-    if trace is not None:
-        trace.prefilled(ids, tok, first, clock.seconds, state, head_cache, sampling)
+    watch.prefilled(ids, tok, first, clock.seconds, state, head_cache, sampling)
     if timings is not None:
         timings.append(dict(clock.seconds))
     out, rounds, hits, lag = [tok], 0, 0, []
@@ -549,9 +566,8 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         shape = tree if lengths is None else Tree.chain(lengths.choose())
         if shape.size > 1 and first is None:        # back from a rest: the head catches up on the steps it missed
             first, lag = catch_up(mtp, model, lag, head_cache, sampling), []
-        if trace is not None:
-            trace.round_began(state, head_cache)
-        r = run_round(model, mtp, state, head_cache, tok, first, shape, rollback, sampling, clock, trace)
+        watch.round_began(state, head_cache)
+        r = run_round(model, mtp, state, head_cache, tok, first, shape, rollback, sampling, clock, watch)
         if lengths is not None:
             lengths.saw(shape.depth, r.accepted)
             r.decision = lengths.decision
@@ -560,8 +576,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         emit, rounds = emitted(r, out, max_new_tokens, stop), rounds + 1
         hits += sum(origin == "draft" for _, origin in emit)     # accepted drafts past the budget don't count
         tok, first = r.next_token, r.next_guess
-        if trace is not None:
-            trace.round_ended(rounds, r, emit, rollback, state, head_cache, sampling)
+        watch.round_ended(rounds, r, emit, rollback, state, head_cache, sampling)
         if timings is not None:
             timings.append(dict(r.seconds))
         yield emit, rounds, hits

@@ -32,7 +32,9 @@ GRID = 24         # memory matrices and conv windows are averaged down to at mos
 
 class Watch:
     """Hears a speculative run from the inside (pass one as generate_mtp's `trace`). The methods are called
-    as the round runs, so they may read the state but must leave it as they found it. Each does nothing here."""
+    between the round's phases, so they may read the state but must leave it as they found it. Each does nothing
+    here. A watch that listens makes every round run phase by phase, keeping each row's state for `verified`."""
+    listening = True
 
     def prefilled(self, ids, tok, first, seconds, state, head_cache, sampling):
         """After the prompt's pass: its token `tok` and the head's guess `first` (a qwen.tree.Guess) after it."""
@@ -54,6 +56,14 @@ class Watch:
 
     def round_ended(self, number, r, emitted, rollback, state, head_cache, sampling):
         """After round `number`, the head caught up: r, a qwen.mtp.Round; emitted: [(token, origin)]."""
+
+
+class Nobody(Watch):
+    """The watch when nobody listens: it hears nothing, so a round may run as one call and keep no step states."""
+    listening = False
+
+
+NOBODY = Nobody()
 
 
 def _to_each(hook):
