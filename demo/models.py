@@ -36,6 +36,7 @@ from demo import gpu, settings
 from demo.settings import compile_wanted
 from qwen.chat import Chat
 from qwen.compiled import Phase, Status, Why, compile_head, compile_model, default_dtype, warm_up
+from qwen.compiled.host import FUSE_HIDDEN
 from qwen.compiled.plan import HostPlan, host_plan
 from qwen.config import read_config
 from qwen.model import Model
@@ -326,8 +327,15 @@ def load_model(key, source, progress=None, compile=None):
     log.info("%s: %s (%s)", key, plan, plan.why)
     loaded = Loaded(key, path, model, mtp, chat, dtype, time.perf_counter() - t0, plan)
     if wanted:
-        start_compiling(loaded, ahead=ahead)
+        start_compiling(loaded, compiled_ks(model, ahead), ahead=ahead)
     return loaded
+
+
+def compiled_ks(model, ahead=False):
+    """The draft lengths whose passes the app compiles: k = 2 (the race's default) first, then, for a small model
+    whose round is one graph, 1 and 3 too, which k="auto" drafts (compiled after k = 2's serve). A wide model and
+    ZeroGPU's ahead-of-time packages keep to k = 2: each more length costs minutes and gigabytes there."""
+    return (2, 1, 3) if model.cfg.hidden_size < FUSE_HIDDEN and not ahead else (2,)
 
 
 def check_finite(path, model, mtp=None, chunk=1 << 22):

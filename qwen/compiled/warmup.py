@@ -76,7 +76,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         compiled.status, compiled.warming_thread = Status(Phase.COMPILING), threading.get_ident()
     t0 = time.perf_counter()
     try:
-        phases, skipped = _phases(model, head), []
+        phases, skipped = _phases(model, head, next(iter(ks), None)), []
         if only_greedy:                         # the first phase's greedy passes only
             greedy = [p for p in phases[0] if p[0].kind != "sampled_round"]
             skipped = [p for phase in phases for p in phase if p not in greedy]
@@ -109,9 +109,10 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     return report
 
 
-def _phases(model, head):
+def _phases(model, head, k_first):
     """The passes to warm up, in phases, as lists of (CompiledSteps, (T, keep)): with round graphs, the
-    decode step and the rounds (greedy, then sampled) first, the step graphs they stand in for after."""
+    decode step and the rounds of k_first (greedy, then sampled) first; the other k's rounds, then the step
+    graphs they stand in for, after."""
     passes = [(model.steps, v) for v in sorted(model.steps.variants)]
     passes += [(head.steps, v) for v in sorted(head.steps.variants)] if head is not None else []
     rounds = [part for part in (head.rounds, head.sampled_rounds) if part is not None and part.enabled] \
@@ -119,8 +120,9 @@ def _phases(model, head):
     if not rounds or rounds[0] is not head.rounds:
         return [passes]
     first = [(model.steps, v) for v in sorted(model.steps.variants) if v == (1, False)]
-    first += [(part, v) for part in rounds for v in sorted(part.variants)]
-    return [first, [p for p in passes if p not in first]]
+    first += [(part, v) for part in rounds for v in sorted(part.variants) if k_first is None or v[0] == k_first + 1]
+    more = [(part, v) for part in rounds for v in sorted(part.variants) if (part, v) not in first]
+    return [first, more + [p for p in passes if p not in first]]
 
 
 def warm_up_ids(model, context):
