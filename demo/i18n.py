@@ -772,8 +772,7 @@ STRINGS = {
                            "from moment to moment.",
                            "这些轮按比赛的方式重新计时，平均 {rec:.1f} 毫秒，是比赛测得一轮 {race:.1f} 毫秒的 {x:.2f} 倍："
                            "共享机器上的计时时快时慢。"),
-    "cost_fused": ("the whole round in one call (drafts, verify, select, the head's catch-up)",
-                   "整轮一次调用（起草、验证、选取、草稿头补算）"),
+    "cost_fused": ("the whole round, one call", "整轮，一次调用"),
     "whatif_sub_race": ("from the race's costs on this machine (below)", "依据比赛在本机测得的耗时（见下）"),
     "whatif_sub_recording": ("from this recording's own times (below)", "依据本次录制自身的耗时（见下）"),
     "cost_slower": ("The recording's rounds took {rec:.1f} ms on average, {x:.1f}× the {race:.1f} ms the race's measurement "
