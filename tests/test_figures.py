@@ -203,7 +203,7 @@ def untimed(records):
 def test_the_cost_chart_names_what_each_mode_does(runs):
     # the race runs a greedy select round as one call: so does the chart, from the same run timed again
     select = figures.cost_stack(runs["select"], current=1, look=Look(lang="中文"))
-    assert [t.name for t in select.data] == ["整轮，一次调用"]
+    assert [t.name for t in select.data] == ["整轮，一次调用"] and select.layout.showlegend
     assert all(set(r["race_seconds"]) == {"fused"} for r in runs["select"].records[1:])
     own = replace(runs["select"], records=untimed(runs["select"].records))     # the recording's own phases
     names = [t.name for t in figures.cost_stack(own).data]
