@@ -565,7 +565,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         clock = clock.fresh()
         shape = tree if lengths is None else Tree.chain(lengths.choose())
         if shape.size > 1 and first is None:        # back from a rest: the head catches up on the steps it missed
-            first, lag = catch_up(mtp, model, lag, head_cache, sampling), []
+            first, lag = catch_up_after_rest(mtp, model, lag, head_cache, sampling), []
         watch.round_began(state, head_cache)
         r = run_round(model, mtp, state, head_cache, tok, first, shape, rollback, sampling, clock, watch)
         if lengths is not None:
@@ -582,7 +582,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
         yield emit, rounds, hits
 
 
-def catch_up(mtp, model, lag, head_cache, sampling):
+def catch_up_after_rest(mtp, model, lag, head_cache, sampling):
     """After plain steps with the head idle: one head pass over what it missed (lag: [(hidden (1, 1, H), the
     token after it)], in order) and its guess after the last. -> Guess"""
     hidden = torch.cat([h for h, _ in lag], dim=1)                                      # (1, L, H)
