@@ -626,6 +626,9 @@ def serving(module):
 def lengths_for(model, mtp, max_k=3, sampled=False):
     """This model's and head's DraftLengths on this host for k="auto" (measure_lengths, the first time only, and
     again once other compiled graphs serve them)."""
+    if not (isinstance(max_k, int) and 1 <= max_k <= MAX_AUTO_K):
+        raise ValueError(f"max_k (the longest draft of k='auto') must be a whole number from 1 to {MAX_AUTO_K}, "
+                         f"not {max_k!r}")
     key = (id(model), id(mtp), serving(model), serving(mtp), max_k, sampled)
     if key not in _MEASURED:                   # the model and head are kept with it, so their ids stay theirs
         _MEASURED[key] = (model, mtp, measure_lengths(model, mtp, max_k, sampled))
