@@ -219,7 +219,14 @@ def select_step_states(state, start, rows):
             s.v.index_copy_(2, target, s.v.index_select(2, source))   # an earlier target (row >= depth)
     state.pos = start + len(path)
     truncate_kv(state, start + len(path))
+    take_step_states(state, torch.tensor([path[-1]], device=state.device))
     for s in state.deltanet_layers():
-        s.conv.copy_(s.conv_steps[path[-1]])
-        s.S.copy_(s.S_steps[path[-1]])
         s.keep_steps = False
+
+
+def take_step_states(state, row):
+    """Each DeltaNet layer's memory and conv window := those kept after row `row` ((1,) long tensor) of the last
+    pass, in place. A tensor index reads no Python number, so a compiled round selects inside its graph."""
+    for s in state.deltanet_layers():
+        s.conv.copy_(s.conv_steps.index_select(0, row)[0])
+        s.S.copy_(s.S_steps.index_select(0, row)[0])

@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from qwen.cache import (AttentionState, State, keep_step_states, restore_state, select_step_states,
-                        snapshot_bytes, snapshot_state, truncate_kv)
+                        snapshot_bytes, snapshot_state, take_step_states, truncate_kv)
 from qwen.layer import DecoderLayer
 from qwen.model import load_into
 from qwen.norm import RMSNorm
@@ -335,11 +335,22 @@ def prepare_rollback(state, tree, rollback, listening, clock):
 
 
 def verify(model, state, seq, tree, clock):
-    """Every row in one pass, each seeing its ancestors: seq (1, rows) -> (logits (1, rows, V), hidden (1, rows, H))."""
-    logits, hidden = model.forward_hidden(seq, state, tree=tree)
+    """Every row in one pass, each seeing its ancestors, at the state's next positions: seq (1, rows)
+    -> (logits (1, rows, V), hidden (1, rows, H)); the state then holds them (verify_pass)."""
+    positions = state.begin_pass(seq)
+    logits, hidden = verify_pass(model, state, seq, positions, tree)
+    state.end_pass(seq.shape[1])
     keep_step_states(state, on=False)
     clock.lap("verify")
     return logits, hidden
+
+
+def verify_pass(model, state, seq, positions, tree=None):
+    """The verify phase's model pass, in tensors: the rows seq (1, rows) at positions (rows,), each seeing its
+    ancestors in `tree` (None or a chain: the causal pass) -> (logits (1, rows, V), hidden (1, rows, H)). Every
+    round verifies through it, step by step (verify) and as one call (greedy_round); a compiled model's view
+    serves it from a graph (step_pass). Moves no Python bookkeeping (state.pos, KV lengths)."""
+    return model.step_pass(seq, positions, state, tree=None if tree is None or tree.is_chain() else tree)
 
 
 def roll_back(model, state, seq, tree, path, P, rollback, snap, kept, clock):
@@ -400,10 +411,10 @@ def greedy_guess(mtp, out, lm_head, noise=None, position=None):
 
 
 def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions, noise=None):
-    """speculative_round for greedy decoding (or sampling with shared noise) with rollback by `select`,
-    every decision kept in tensors: no Python number is read until it returns, so it compiles into one
-    graph per k (qwen.compiled) and a round costs one call instead of a head pass per draft, a verify
-    pass and the Python between them.
+    """speculative_round's four phases for a chain, greedy (or sampled with shared noise), rolled back by
+    `select`, each in its tensor form: no Python number is read until it returns, so it compiles into one graph
+    per k (qwen.compiled) and a round costs one call instead of a head pass per draft, a verify pass and the Python
+    between them. The verify pass and the select are the step-by-step round's own (verify_pass, take_step_states).
 
     tok_d1: (1, 2) the round's first token and the head's guess d1; out1: (1, 1, H) the head output
     that guessed d1; positions: (k+1,) P..P+k; noise: None (greedy), or (seed, temperature) (picks).
@@ -411,26 +422,40 @@ def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions, noise=N
     -> drafts (1, k), n accepted (1,), the main model's next token (1,), the next round's d1 (1,)
     and the head output behind it (1, 1, H). The state is selected after token n+1 in place; its
     Python bookkeeping (pos, KV lengths) is the caller's (fused_round)."""
-    k = positions.shape[0] - 1
-    drafts, out = [tok_d1[:, 1:]], out1
-    for j in range(1, k):                                       # d2..dk: the head fed its own output
+    drafts = draft_chain(mtp, model, tok_d1[:, 1:], out1, positions, head_cache, noise)       # 1. propose (1, k)
+    logits, hidden = verify_pass(model, state, torch.cat([tok_d1[:, :1], drafts], dim=1), positions)   # 2. verify
+    n, nxt = accept_chain(picks(logits[0], noise, positions + 1), drafts[0])                  # 3. accept
+    take_step_states(state, n)                                                               # 4. commit: select,
+    out = mtp.run(model.embed_tokens(catch_up_tokens(drafts[0], n, nxt)), hidden, positions,   # the head's catch-up
+                  head_cache)[0].index_select(0, n)[None]                                    # (1, 1, H)
+    return drafts, n, nxt, greedy_guess(mtp, out[:, 0], model.lm_head, noise, positions[:1] + n + 2), out
+
+
+def draft_chain(mtp, model, d1, out1, positions, head_cache, noise=None):
+    """propose for a chain, in tensors: d1 (1, 1) and the head output that guessed it (1, 1, H), then d2..dk, the
+    head fed its own output at P..P+k-2 (positions (k+1,): P..P+k) -> drafts (1, k)"""
+    drafts, out = [d1], out1
+    for j in range(1, positions.shape[0] - 1):
         out = mtp.run(model.embed_tokens(drafts[-1]), out, positions[j - 1:j], head_cache)   # (1, 1, H)
         guess = greedy_guess(mtp, out[:, 0], model.lm_head, noise, positions[j + 1:j + 2])   # d_{j+1} at P+j+1
         drafts.append(guess[:, None])                                                        # (1, 1)
-    drafts = torch.cat(drafts, dim=1)                                                          # (1, k)
-    logits, hidden = model.step(torch.cat([tok_d1[:, :1], drafts], dim=1), positions, state)  # verify
-    choice = picks(logits[0], noise, positions + 1)                                           # (k+1,)
-    # subtle: indices stay tensors (index_select, not choice[n]): reading n as a number ends the graph
-    n = (choice[:k] == drafts[0]).long().cumprod(0).sum(0, keepdim=True)    # (1,) the longest agreeing prefix
-    nxt = choice.index_select(0, n)                                          # (1,)
-    for s in state.deltanet_layers():                            # select: the memory after token n+1
-        s.conv.copy_(s.conv_steps.index_select(0, n)[0])
-        s.S.copy_(s.S_steps.index_select(0, n)[0])
-    # the head catches up on P..P+n (d1..dn, then nxt); the positions after are overwritten before read
-    fill = torch.cat([drafts[0], drafts[0, -1:]])                                              # (k+1,)
-    tokens = torch.where(torch.arange(k + 1, device=fill.device) < n, fill, nxt)[None]         # (1, k+1)
-    out = mtp.run(model.embed_tokens(tokens), hidden, positions, head_cache)[0].index_select(0, n)[None]  # (1, 1, H)
-    return drafts, n, nxt, greedy_guess(mtp, out[:, 0], model.lm_head, noise, positions[:1] + n + 2), out
+    return torch.cat(drafts, dim=1)
+
+
+def accept_chain(choice, drafts):
+    """accept for a chain, in tensors (walk on Tree.chain(k)): the main model's pick after each row, choice (k+1,),
+    against the drafts (k,) -> (n (1,): the longest prefix of drafts it agrees with, its next token (1,)).
+    subtle: indices stay tensors (index_select, not choice[n]): reading n as a number would end the graph."""
+    n = (choice[:-1] == drafts).long().cumprod(0).sum(0, keepdim=True)        # (1,)
+    return n, choice.index_select(0, n)
+
+
+def catch_up_tokens(drafts, n, nxt):
+    """The tokens the head catches up on after a chain round, in tensors: d1..dn, then nxt, at P..P+n, and rows
+    up to k+1 (one compiled shape) that are overwritten before anything reads them. drafts (k,), n, nxt (1,)
+    -> (1, k+1)"""
+    fill = torch.cat([drafts, drafts[-1:]])                                                    # (k+1,)
+    return torch.where(torch.arange(fill.shape[0], device=fill.device) < n, fill, nxt)[None]
 
 
 def rounds_in_one_call(model, mtp, k, rollback="select", sampling=None, traced=False):
@@ -515,9 +540,9 @@ def plain_step(model, state, tok, sampling, clock):
     """A round of no drafts, unwatched: one step of plain decoding, the head idle (speculative_round does the same
     with every phase to watch). -> Round; its `lag`, the head's input it missed: (hidden (1, 1, H), next token)"""
     P = state.pos
-    logits, hidden = model.forward_hidden(torch.tensor([[tok]], device=model.embed_tokens.weight.device), state)
+    logits, hidden = verify(model, state, torch.tensor([[tok]], device=model.embed_tokens.weight.device),
+                            Tree.chain(0), clock)
     nxt = int(pick_token(logits[:, -1], **sampling, position=P + 1)[0])
-    clock.lap("verify")
     return Round(P, Tree.chain(0), [tok], [None], logits[0], None, [0], nxt, None, clock.seconds, lag=(hidden, nxt))
 
 
