@@ -67,3 +67,17 @@ def test_the_model_modules_name_nothing_of_torchs_compiler():
     words = ("torch.compiler", "torch._dynamo", "torch._inductor", "is_compiling", "mark_dynamic")
     found = {(name, w) for name in MODEL_MODULES for w in words if w in (QWEN / f"{name}.py").read_text()}
     assert found == set()
+
+
+def test_the_rounds_run_the_main_model_in_one_place():
+    """Every round, step by step or as one call (greedy_round), runs the main model over its rows through
+    verify_pass; besides it only recompute's re-run (roll_back) and the prompt's pass (prefill) do."""
+    passes = {"step", "step_pass", "forward_hidden", "hidden", "run", "forward"}
+    callers = set()
+    for fn in ast.walk(ast.parse((QWEN / "mtp.py").read_text())):
+        if isinstance(fn, ast.FunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in passes \
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id == "model":
+                    callers.add(fn.name)
+    assert callers == {"verify_pass", "roll_back", "prefill"}
