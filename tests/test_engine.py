@@ -126,3 +126,19 @@ def test_batch_generation_equals_one_prompt_at_a_time(tmp_path):
     stop = (alone[1][3],)                                   # rows stop independently
     assert generate_batch(model, prompts, max_new_tokens=12, stop=stop) == \
         [generate(model, torch.tensor([p]), max_new_tokens=12, stop=stop) for p in prompts]
+
+
+def test_the_prompts_last_logits_come_from_a_dense_row_and_equal_the_full_pass(tmp_path):
+    """last_only scores the last row through a 2-D input (a 3-D slice of a longer pass sends a bfloat16 Linear down
+    a slow CPU path, 50x at the 0.8B shape), and its logits are the full pass's last row (to
+    float32 rounding)."""
+    ref = reference_model(text_config(**CONFIGS["base"]), seed=3)
+    model = Model.from_pretrained(save_checkpoint(ref, str(tmp_path / "ck")))
+    seen = []
+    model.lm_head.register_forward_pre_hook(lambda module, args: seen.append(args[0].dim()))
+    ids = torch.randint(0, ref.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        last = model(ids, State(model), last_only=True)
+        full = model(ids, State(model))
+    assert seen == [2, 3] and last.shape == (2, 1, ref.config.vocab_size)
+    torch.testing.assert_close(last[:, 0], full[:, -1], rtol=1e-5, atol=1e-5)    # a GEMM of other rows: the order of sums
