@@ -792,6 +792,7 @@ STRINGS = {
                     "录制的每轮平均 {rec:.1f} 毫秒，是比赛测得一轮 {race:.1f} 毫秒的 {x:.2f} 倍：共享机器上的计时"
                     "时快时慢。"),
     "cost_draft": ("draft (head passes)", "草稿（草稿头前向）"), "cost_verify": ("verify", "验证"),
+    "cost_catch_up": ("the head catches up, guesses d1", "草稿头追赶并猜下一个 d1"),
     "cost_snapshot": ("snapshot", "快照"),
     "cost_select_snapshot": ("set up a slot per token", "为每个词元准备槽位"),
     "cost_select_restore": ("accept + select a kept slot", "接受 + 选取保存的槽位"),

@@ -265,6 +265,26 @@ def step_costs(model, head, ks, reps=5):
     return out
 
 
+def lane_terms(model, head, ids, max_new_tokens, k, rollback, sampling, tokens, rounds):
+    """What the page's cost model (qwen.costs) says of a speculative lane of `tokens` tokens in `rounds` rounds:
+    its terms, measured in lanes of their own (time_lanes), and the speed-up they predict. -> {"predicted_speedup",
+    "terms_ms": {term: ms}}: prefill / prefill_spec (each lane's prompt pass), step and plain_around (a plain token),
+    then a round's draft (the head's passes for d2..dk), snapshot (snapshots or step-state keeping), verify, restore
+    (the rollback's select or restore and re-run), catch_up (the head's pass over the kept tokens, guessing the next
+    d1), whole (a round run as one call, else 0: then the others are not timed) and
+    round_around (the work around a round), per_token (per token it emits)."""
+    terms = time_lanes(model, head, ids, max_new_tokens, k, rollback, sampling)
+    rolled_back = terms.samples["rolled_back"]
+    restore = rolled_back * terms.back + (1 - rolled_back) * terms.keep
+    return {"predicted_speedup": predict(terms, (tokens - 1) / max(1, rounds), rolled_back, tokens=tokens,
+                                         rounds=rounds),
+            "terms_ms": {key: round(1000 * v, 3) for key, v in [
+                ("prefill", terms.prefill), ("prefill_spec", terms.prefill_spec), ("step", terms.step),
+                ("plain_around", terms.plain_around), ("draft", terms.draft), ("snapshot", terms.snapshot),
+                ("verify", terms.verify), ("restore", restore), ("catch_up", terms.catch_up), ("whole", terms.whole),
+                ("round_around", terms.round_around), ("per_token", terms.per_token)]}}
+
+
 def bench_scripted(args):
     from qwen.scripted import ScriptedHead
     dtype = getattr(torch, args.dtype)
@@ -303,17 +323,22 @@ def bench_scripted(args):
             (out, rounds, hits), t = timed(generate_mtp, model, scripted, ids, args.new_tokens, k=k, rollback=rollback)
             rates[(rate, k, rollback)].append(len(out) / t)
             identical = outcomes.get((rate, k, rollback), (True,))[0] and out == plain     # every repeat's
-            outcomes[(rate, k, rollback)] = identical, hits / max(1, rounds * k), len(out) / max(1, rounds)
+            outcomes[(rate, k, rollback)] = identical, hits / max(1, rounds * k), len(out), rounds
     plain_tok_s = statistics.median(plain_rates)
-    rows = []
-    for (rate, k, rollback), (identical, acceptance, per_round) in outcomes.items():
+    rows, terms = [], []
+    for (rate, k, rollback), (identical, acceptance, tokens, rounds) in outcomes.items():
         tok_s = statistics.median(rates[(rate, k, rollback)])
         rows.append({"hit_rate": rate, "k": k, "rollback": rollback, "identical": identical,
-                     "acceptance": acceptance, "tokens_per_round": per_round, "tok_s": tok_s,
+                     "acceptance": acceptance, "tokens_per_round": tokens / max(1, rounds), "tok_s": tok_s,
                      "speedup": tok_s / plain_tok_s})
+        # what the page's cost model predicts for this lane, from terms timed in lanes of their own
+        lane = lane_terms(model, ScriptedHead(head, transcript, rate, seed=3), ids, args.new_tokens, k, rollback, {},
+                          tokens, rounds)
+        rows[-1]["predicted_speedup"] = lane["predicted_speedup"]
+        terms.append({"hit_rate": rate, "k": k, "rollback": rollback, **lane["terms_ms"]})
     return {"dtype": args.dtype, "plain_tok_s": plain_tok_s, "repeats": args.repeats,
             "eager_plain_tok_s": eager_plain_tok_s,
-            "runs": rows, "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
+            "runs": rows, "terms_ms": terms, "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
             "resident_gb": {"before_compiling": resident_before, "after_compiling": resident_compiled,
                             "at_the_end": resident_gb()},
             "compile_s": compiling.get("seconds"), "compile_status": str(compiling.get("status", "eager")),
@@ -367,13 +392,8 @@ def bench_model(args):
                              # a round in plain steps (prefill counted on both sides): tokens per round ÷ this ≈ the speed-up
                              "round_in_steps": (t / max(1, rounds)) / (t_plain / max(1, len(plain))),
                              "identical": spec == plain})
-                # what the cost model (qwen.costs) predicts for this run, from terms measured in lanes of their own
-                terms = time_lanes(model, head, ids, args.max_new_tokens, k, rollback, sampling)
-                rows[-1]["predicted_speedup"] = predict(terms, (len(spec) - 1) / max(1, rounds),
-                                                        terms.samples["rolled_back"], tokens=len(spec), rounds=rounds)
-                rows[-1]["terms_ms"] = {key: round(1000 * v, 4) for key, v in [
-                    ("step", terms.step), ("plain_around", terms.plain_around), ("passes", terms.passes()),
-                    ("round_around", terms.round_around), ("per_token", terms.per_token)]}
+                rows[-1].update(lane_terms(model, head, ids, args.max_new_tokens, k, rollback, sampling, len(spec),
+                                           rounds))
     if round_graphs is not None:
         round_graphs.enabled = fused
     summary = {}
@@ -500,6 +520,9 @@ def main(argv=None):
             print("compiled passes, eager ÷ compiled: " +
                   ", ".join(f"{name} {x:.2f}x" for name, x in result["compiled_speedups"].items()))
         print_table(result["runs"])
+        print("each lane's terms, ms (qwen.costs: a plain token = step + plain_around; a round = draft + snapshot + "
+              "verify + restore + catch_up, or whole, + round_around + per_token per token):")
+        print_table(result["terms_ms"])
         print_table([result["costs"]])
     else:
         args.dtype = args.dtype or "float32"

@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass, field
 @dataclass
 class Costs:
     """Seconds on this host. step: the main model's pass over one token. A round's passes, step by step:
-    draft (the head's passes), verify (one pass over k+1 tokens, or a tree's rows), snapshot; back / keep:
-    restore + re-run in a round that rolled back / that did not. whole: a round run as one call (greedy or
+    draft (the head's passes drafting d2..dk), verify (one pass over k+1 tokens, or a tree's rows), snapshot; back /
+    keep: restore + re-run in a round that rolled back / that did not; catch_up: the head's pass over the round's
+    kept tokens and its guess of the next d1 (costs saved before it existed counted it in draft). whole: a round run as one call (greedy or
     shared-noise `select`: qwen.mtp.greedy_round; with k="auto" the mean round's passes, one-call rounds and plain
     steps alike), 0 where rounds run step by step; when set, it is the round's passes and the others only take
     them apart. The work around: plain_around per plain token,
@@ -44,6 +45,7 @@ class Costs:
     snapshot: float = 0.0
     back: float = 0.0
     keep: float = 0.0
+    catch_up: float = 0.0
     whole: float = 0.0
     plain_around: float = 0.0
     round_around: float = 0.0
@@ -61,7 +63,8 @@ class Costs:
         """Mean seconds of a round's model passes when a share `rolled_back` of rounds reject a draft."""
         if self.whole:
             return self.whole
-        return self.draft + self.verify + self.snapshot + rolled_back * self.back + (1 - rolled_back) * self.keep
+        return self.draft + self.verify + self.snapshot + rolled_back * self.back + (1 - rolled_back) * self.keep \
+            + self.catch_up
 
     def round_seconds(self, rolled_back=0.0, tokens_per_round=0.0):
         """Mean seconds of a round that yields `tokens_per_round` tokens: its passes and the work around them."""
@@ -72,8 +75,9 @@ class Costs:
         passes (the round's model passes), around (the work around a round, its tokens' included), round."""
         unit = max(self.plain_token(), 1e-12)
         around = self.round_around + self.per_token * tokens_per_round
-        return {"verify": self.verify / unit, "draft": self.draft / max(self.k, 1) / unit,
-                "draft_round": self.draft / unit,
+        head = self.draft + self.catch_up                       # a chain's k head passes: k - 1 drafts, the catch-up
+        return {"verify": self.verify / unit, "draft": head / max(self.k, 1) / unit,
+                "draft_round": head / unit,
                 "rollback": (self.snapshot + rolled_back * self.back + (1 - rolled_back) * self.keep) / unit,
                 "passes": self.passes(rolled_back) / unit, "around": around / unit,
                 "round": self.round_seconds(rolled_back, tokens_per_round) / unit}
@@ -91,7 +95,7 @@ class Costs:
         A round run as one call is scaled by the share its verify has step by step."""
         flat = Costs(**{**asdict(self), "samples": dict(self.samples)})
         flat.verify = self.step
-        parts = self.draft + self.verify + self.snapshot + self.keep        # the round taken apart, step by step
+        parts = self.draft + self.verify + self.snapshot + self.keep + self.catch_up   # the round taken apart
         if self.whole and parts > 0:
             flat.whole = self.whole * (parts - self.verify + self.step) / parts
         return flat
@@ -159,7 +163,8 @@ def from_lanes(plain_runs, plain_passes, spec_runs, spec_phases, k, rollback, tr
     residuals = [r for e in each for r in e["residuals"]]
     _, slope = per_token_slope(residuals)
     return Costs(k=k, rollback=rollback, step=pick("step"), draft=pick("draft"), verify=pick("verify"),
-                 snapshot=pick("snapshot"), back=pick("back"), keep=pick("keep"), whole=pick("fused"),
+                 snapshot=pick("snapshot"), back=pick("back"), keep=pick("keep"), catch_up=pick("catch_up"),
+                 whole=pick("fused"),
                  plain_around=max(0.0, pick("plain_around")),
                  round_around=max(0.0, _median(e["round_around"] - slope * e["per_round"] for e in each)),
                  per_token=slope, tree=tree,
@@ -183,7 +188,7 @@ def _terms_of_one(plain_run, plain_passes, spec_run, spec_phases):
     # one-call rounds with plain steps)
     fused = mean(sum(p.values()) for _, _, p in rounds) if any(p.get("fused") for _, _, p in rounds) else 0.0
     return {"step": mean(p for _, p in plain), "plain_around": mean(s - p for s, p in plain), "fused": fused,
-            **{key: mean(p.get(key, 0.0) for _, _, p in rounds) for key in ("draft", "verify", "snapshot")},
+            **{key: mean(p.get(key, 0.0) for _, _, p in rounds) for key in ("draft", "verify", "snapshot", "catch_up")},
             "back": mean(back) if back else mean(keep), "keep": mean(keep) if keep else 0.0,
             "round_around": mean(s for s, _ in residuals), "per_round": mean(n for _, n in residuals),
             "residuals": residuals, "tokens": len(plain), "rounds": len(rounds)}
@@ -201,7 +206,7 @@ def from_records(records, k, rollback, step):
     back = [r for r in rounds if r["rolled_back"]]
     keep = [r for r in rounds if not r["rolled_back"]]
     return Costs(k, rollback, step, med("draft", rounds), med("verify", rounds) if rounds else step,
-                 med("snapshot", rounds), undo(back) if back else undo(keep), undo(keep))
+                 med("snapshot", rounds), undo(back) if back else undo(keep), undo(keep), med("catch_up", rounds))
 
 
 def take_apart(costs, records):
@@ -215,6 +220,7 @@ def take_apart(costs, records):
     med = lambda key: _median(r["seconds"].get(key, 0.0) for r in rounds)      # noqa: E731
     undo = [r["seconds"].get("restore", 0.0) + r["seconds"].get("rerun", 0.0) for r in rounds]
     costs.draft, costs.verify, costs.snapshot, costs.keep = med("draft"), med("verify"), med("snapshot"), _median(undo)
+    costs.catch_up = med("catch_up")
     costs.back = costs.keep
     return costs
 

@@ -220,7 +220,7 @@ class Round:
     path: list                   # the accepted rows, [0, ...]
     next_token: int              # the main model's own token after them (correction or bonus)
     next_guess: Guess            # the head's guess for the next round's first draft
-    seconds: dict                # draft, verify, snapshot, restore, rerun (zeros unless timed)
+    seconds: dict                # draft, snapshot, verify, restore, rerun, catch_up (zeros unless timed)
     snapshot_bytes: int = 0
     lag: tuple = None            # a plain step of k="auto" (the head resting): (hidden (1, 1, H), next token
                                  # (1, 1)), the head's input it has not caught up on; next_guess is then None
@@ -251,7 +251,7 @@ class Clock:
     """Seconds per phase: clock.lap("verify") adds the time since the previous lap."""
 
     def __init__(self):
-        self.seconds = dict(draft=0.0, verify=0.0, snapshot=0.0, restore=0.0, rerun=0.0)
+        self.seconds = dict(draft=0.0, verify=0.0, snapshot=0.0, restore=0.0, rerun=0.0, catch_up=0.0)
         self.t = time.perf_counter()
 
     def fresh(self):
@@ -384,7 +384,7 @@ def head_catch_up(mtp, model, hidden, rows, tree, path, nxt, P, head_cache, samp
     next_guess = guess(mtp, model, hidden if below == list(range(tree.size)) else hidden[:, below],
                        torch.tensor([tokens[:tree.depth + 1]], device=hidden.device), P, head_cache, sampling, row=n)
     head_cache.truncate(P + n + 1)
-    clock.lap("draft")
+    clock.lap("catch_up")
     return next_guess
 
 
@@ -571,7 +571,7 @@ def generate_mtp_stream(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollb
     rule with `generator` (chains only). `tree`: a draft tree's shape (qwen.tree.parse_tree) for the chain of k.
     `trace`: a qwen.trace.Watch that hears every round from the inside (a qwen.trace.Trace keeps records).
     `timings`: a list that receives, for the prefill and then each round, its seconds per phase (prefill; draft,
-    snapshot, verify, restore, rerun; "fused" for a round run as one call), changing nothing else.
+    snapshot, verify, restore, rerun, catch_up; "fused" for a round run as one call), changing nothing else.
     k="auto": before each round, choose its chain's length, 0 (a plain step) to `max_k`, as far as it pays on
     this host (qwen.adaptive) under `lengths` (a DraftLengths; None: this model's and head's, measured once:
     lengths_for); the round is then the fixed-k round of that length. Its `counts` say how many rounds drafted each."""

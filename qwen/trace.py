@@ -14,7 +14,7 @@ to watch. Round 0 is the prefill. A round record:
     parents, path              a draft tree only: each row's parent, the accepted rows (a chain has neither)
     decision                   k="auto" only: how the round chose its length (qwen.adaptive.decision)
     accepted, emitted [{token, origin}]                        origin: draft / correction / bonus
-    rollback, seconds {draft, verify, snapshot, restore, rerun}, snapshot_bytes
+    rollback, seconds {draft, snapshot, verify, restore, rerun, catch_up}, snapshot_bytes
     states    {before, after_verify, after}: each {pos, kv: [...], head_kv, layers: [{index, kind, bytes}],
                memory: 2-D list (watched layer/head, downsampled), conv: 2-D list (channels x K-1)}
 

@@ -108,9 +108,12 @@ def test_terms_from_lanes_are_the_lanes_time_less_the_passes_timed_inside():
 def test_rollback_costs_split_rounds_that_rejected_from_those_that_did_not():
     plain = _lane("plain", [(0.01, 1), (1e-3, 1)])
     spec = _lane("speculative", [(0.01, 1), (5e-3, 1), (3e-3, 3)], ["main", "correction", "draft", "draft", "bonus"])
-    phases = [{}, {"verify": 2e-3, "restore": 1e-3, "rerun": 1e-3}, {"verify": 2e-3, "restore": 0.5e-3}]
+    phases = [{}, {"verify": 2e-3, "restore": 1e-3, "rerun": 1e-3, "catch_up": 0.4e-3},
+              {"verify": 2e-3, "restore": 0.5e-3, "catch_up": 0.2e-3}]
     c = costs.from_lanes([plain], [[0.01, 1e-3]], [spec], [phases], 2, "recompute")
     assert c.back == pytest.approx(2e-3) and c.keep == pytest.approx(0.5e-3) and c.verify == pytest.approx(2e-3)
+    # the head's catch-up, a phase of its own, is part of every round's passes
+    assert c.catch_up == pytest.approx(0.3e-3) and c.passes(1.0) == pytest.approx(2e-3 + 2e-3 + 0.3e-3)
 
 
 # --- the engine's timings ---
@@ -139,7 +142,8 @@ def test_speculative_timings_give_each_round_its_phases_and_change_nothing(tiny,
                                                                        rollback=rollback)[0] == generate(model, ids, 12)
     assert len(timings) == len(items) and "prefill" in timings[0]
     # each round: its passes step by step, or (greedy select where the head fuses them) one call
-    assert all((t["verify"] > 0 and t["draft"] > 0) or t.get("fused", 0) > 0 for t in timings[1:])
+    assert all((t["verify"] > 0 and t["catch_up"] > 0) or t.get("fused", 0) > 0 for t in timings[1:])
+    assert all(t["draft"] > 0 for t in timings[1:] if "fused" not in t)          # k = 2: the head drafts d2
     if rollback == "recompute":
         assert all(t["snapshot"] > 0 for t in timings[1:])
 

@@ -184,11 +184,13 @@ def test_cost_and_acceptance_cover_every_round(runs):
     records = run.records
     cost = figures.cost_stack(run, current=2)
     assert [t.name for t in cost.data] == ["draft (head passes)", "snapshot", "verify",
-                                           "accept + restore the snapshot", "re-run the accepted tokens"]
+                                           "accept + restore the snapshot", "re-run the accepted tokens",
+                                           "the head catches up, guesses d1"]
     assert all(len(t.x) == len(records) - 1 for t in cost.data)
     assert sum(cost.data[3].y) + sum(cost.data[4].y) > 0                       # recompute restored and re-ran
+    assert all(y > 0 for y in cost.data[5].y)                                 # and the head caught up every round
     assert "each round as the race runs it" in cost.layout.title.text.replace("</sub><br><sub>", " ")
-    assert all(set(r["race_seconds"]) <= {"draft", "snapshot", "verify", "restore", "rerun"} and r["race_seconds"]
+    assert all(set(r["race_seconds"]) <= {"draft", "snapshot", "verify", "restore", "rerun", "catch_up"} and r["race_seconds"]
                for r in records[1:])                                 # recompute: rounds run step by step
     acc = figures.acceptance_over_run(records, current=2)
     assert list(acc.data[0].y) == [r["accepted"] for r in records[1:]]
@@ -207,7 +209,8 @@ def test_the_cost_chart_names_what_each_mode_does(runs):
     assert all(set(r["race_seconds"]) == {"fused"} for r in runs["select"].records[1:])
     own = replace(runs["select"], records=untimed(runs["select"].records))     # the recording's own phases
     names = [t.name for t in figures.cost_stack(own).data]
-    assert names == ["draft (head passes)", "set up a slot per token", "verify", "accept + select a kept slot"]
+    assert names == ["draft (head passes)", "set up a slot per token", "verify", "accept + select a kept slot",
+                     "the head catches up, guesses d1"]
     assert not any("restore" in n or "re-run" in n for n in names)           # select restores nothing
 
 

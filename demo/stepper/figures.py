@@ -31,7 +31,8 @@ STATUS_COLOURS = {
     "selected": OKABE_ITO["bluish_green"], "kept": "#777777", "dirty": OKABE_ITO["reddish_purple"],
 }
 COST_COLOURS = {"draft": OKABE_ITO["orange"], "verify": OKABE_ITO["blue"], "snapshot": OKABE_ITO["sky_blue"],
-                "restore": OKABE_ITO["vermillion"], "rerun": OKABE_ITO["reddish_purple"], "fused": OKABE_ITO["bluish_green"]}
+                "restore": OKABE_ITO["vermillion"], "rerun": OKABE_ITO["reddish_purple"], "fused": OKABE_ITO["bluish_green"],
+                "catch_up": OKABE_ITO["yellow"]}
 
 
 @dataclass
@@ -586,12 +587,14 @@ def cost_segments(rollback):
     each named after the work its time covers in that mode (select restores nothing: its "restore" time
     is the accept decision and the pick of a kept slot)."""
     if rollback == "select":
-        return [("draft", "cost_draft"), ("snapshot", "cost_select_snapshot"), ("verify", "cost_verify"),
-                ("restore", "cost_select_restore")]
-    if rollback == "recompute":
-        return [("draft", "cost_draft"), ("snapshot", "cost_snapshot"), ("verify", "cost_verify"),
-                ("restore", "cost_recompute_restore"), ("rerun", "cost_rerun")]
-    return [("draft", "cost_draft"), ("verify", "cost_verify"), ("restore", "cost_none_restore")]
+        segments = [("draft", "cost_draft"), ("snapshot", "cost_select_snapshot"), ("verify", "cost_verify"),
+                    ("restore", "cost_select_restore")]
+    elif rollback == "recompute":
+        segments = [("draft", "cost_draft"), ("snapshot", "cost_snapshot"), ("verify", "cost_verify"),
+                    ("restore", "cost_recompute_restore"), ("rerun", "cost_rerun")]
+    else:
+        segments = [("draft", "cost_draft"), ("verify", "cost_verify"), ("restore", "cost_none_restore")]
+    return segments + [("catch_up", "cost_catch_up")]
 
 
 def raced(rounds):
@@ -613,7 +616,8 @@ def cost_stack(run, current=None, look=Look()):
     fig = _figure()
     for phase, name in cost_segments(run.settings.rollback) + [("fused", "cost_fused")]:
         ys = [r[key].get(phase, 0.0) * 1000 for r in rounds]
-        if (phase == "fused" or key == "race_seconds") and not any(ys):      # work this path never did
+        if (phase in ("fused", "catch_up") or key == "race_seconds") and not any(ys):   # work this path never did
+                                                                  # (recordings from before catch_up was timed apart)
             continue
         fig.add_bar(x=x, y=ys, name=t(name, look.lang), marker_color=COST_COLOURS[phase])
     _mark_round(fig, current)

@@ -33,7 +33,7 @@ MAX_GRID = 64                      # memory and conv grids are at most 24 x 24 i
 MAX_LAYERS = 512
 MAX_TOP = 32
 MAX_K = 8
-SECONDS = ("prefill", "draft", "verify", "snapshot", "restore", "rerun", "fused")
+SECONDS = ("prefill", "draft", "verify", "snapshot", "restore", "rerun", "catch_up", "fused")
 
 
 class TraceError(ValueError):
@@ -357,8 +357,8 @@ def _record(r, i, tree=None, auto=False):
         _state(states[name], f"{where}.states.{name}")
 
 
-COSTS = ("step", "draft", "verify", "snapshot", "back", "keep", "whole", "plain_around", "round_around", "per_token",
-         "prefill", "prefill_spec")         # demo.costs.Costs' seconds; files from before the work-around terms lack the last five
+COSTS = ("step", "draft", "verify", "snapshot", "back", "keep", "catch_up", "whole", "plain_around", "round_around",
+         "per_token", "prefill", "prefill_spec")   # demo.costs.Costs' seconds; older files lack catch_up and the last five
 
 
 def _costs(x, settings):
