@@ -172,8 +172,10 @@ def compile_graphs(fn, owners, kind, device, strategy):
         return SavedGraphs(fn, owners, kind, os.path.join(cache_dir(), "graphs"), WRAPPER_IN_CPP, quick_build=True)
     # frozen: weights become constants, packed for max-autotuned GEMMs (a copy per graph, no cached start);
     # a small model frozen on request keeps them unpacked, where a packed GEMM's overhead outweighs its work
+    # GEMMs from inductor's C++ templates only: offered oneDNN's too ("ATEN"), autotuning picked it for 2 or 3 rows from
+    # cache-warm trials, and a verify pass of 2 rows cost 1.76 steps instead of 1.17 (docs/benchmarks.md, 2026-12-06)
     wide = owners[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
-    options = dict(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN") if wide else dict(WRAPPER_IN_CPP)
+    options = dict(max_autotune=True, max_autotune_gemm_backends="CPP") if wide else dict(WRAPPER_IN_CPP)
     config = {"freezing": True} if wide else {"freezing": True, "cpp.weight_prepack": False}
     compiled = torch.compile(fn, fullgraph=True, options=options)
 

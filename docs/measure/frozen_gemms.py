@@ -1,0 +1,91 @@
+"""Frozen graphs of the 0.8B shape (random bfloat16 weights) compiled with a chosen set of GEMM backends: a step,
+a verify pass of 2 and 3 rows keeping step states (in steps), and scripted speculative ÷ plain at hit 0.9 and 0.5.
+
+    python docs/measure/frozen_gemms.py CPP          # what qwen.compiled uses (steps.py)
+    python docs/measure/frozen_gemms.py CPP,ATEN     # oneDNN offered too, as before 2026-12-06
+
+Each run compiles afresh in its own process (minutes); autotuning times candidates, so compile twice to see its spread.
+"""
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+BACKENDS = sys.argv[1] if len(sys.argv) > 1 else "CPP"
+_compile = torch.compile
+
+
+def with_backends(fn=None, **kw):
+    """torch.compile, the frozen strategy's GEMM backends replaced by BACKENDS."""
+    options = kw.get("options")
+    if options and "max_autotune_gemm_backends" in options:
+        options["max_autotune_gemm_backends"] = BACKENDS
+    return _compile(fn, **kw)
+
+
+torch.compile = with_backends
+
+from qwen.bench import random_head, random_model          # noqa: E402  (after the patch: steps.py calls torch.compile)
+from qwen.cache import State, keep_step_states            # noqa: E402
+from qwen.compiled import warm_up                         # noqa: E402
+from qwen.mtp import generate_mtp                         # noqa: E402
+from qwen.sample import generate                          # noqa: E402
+from qwen.scripted import ScriptedHead                    # noqa: E402
+
+
+def main():
+    torch.set_num_threads(2)
+    model, _ = random_model(torch.bfloat16)
+    head = random_head(model.cfg, torch.bfloat16)
+    t0 = time.perf_counter()
+    report = warm_up(model, head, ks=[1, 2], keep_if_faster=False)
+    print(f"CPU capability {torch.backends.cpu.get_cpu_capability()}; backends {BACKENDS}: {report['status']}, "
+          f"compiled in {time.perf_counter() - t0:.0f} s")
+    fast, fast_head = report["model"], report["head"]
+    ids = torch.randint(0, 1000, (1, 64), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        state = State(fast, 128)
+        fast(ids, state, last_only=True)
+
+        def one_pass(T, keep):                              # T rows at position 64, as a verify pass
+            state.pos = 64
+            keep_step_states(state, T, on=keep)
+            fast(torch.arange(1, T + 1)[None], state)
+            keep_step_states(state, T, on=False)
+        times = {v: [] for v in [(1, False), (2, True), (3, True)]}
+        for v in times:
+            one_pass(*v)
+        for _ in range(9):
+            for v in times:
+                t = time.perf_counter()
+                one_pass(*v)
+                times[v].append(time.perf_counter() - t)
+        med = {v: statistics.median(ts) for v, ts in times.items()}
+        step = med[(1, False)]
+        print(f"step {1000 * step:.1f} ms; verify of 2 rows {med[(2, True)] / step:.2f} steps, "
+              f"of 3 rows {med[(3, True)] / step:.2f} steps")
+        plain = generate(fast, ids, 48)
+        transcript = ids[0].tolist() + plain
+        runs = []
+        for _ in range(3):
+            t = time.perf_counter()
+            generate(fast, ids, 48)
+            plain_s = time.perf_counter() - t
+            for k in (1, 2):
+                for rate in (0.9, 0.5):
+                    t = time.perf_counter()
+                    out, _, _ = generate_mtp(fast, ScriptedHead(fast_head, transcript, rate, seed=3), ids, 48, k=k)
+                    assert out == plain, "speculative decoding must give plain decoding's tokens"
+                    runs.append((k, rate, plain_s / (time.perf_counter() - t)))
+        for k in (1, 2):
+            for rate in (0.9, 0.5):
+                xs = [x for kk, r, x in runs if (kk, r) == (k, rate)]
+                print(f"k={k} hit {rate}: {statistics.median(xs):.2f}x plain ({', '.join(f'{x:.2f}' for x in xs)})")
+
+
+if __name__ == "__main__":
+    main()
