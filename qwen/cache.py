@@ -219,14 +219,18 @@ def select_step_states(state, start, rows):
             s.v.index_copy_(2, target, s.v.index_select(2, source))   # an earlier target (row >= depth)
     state.pos = start + len(path)
     truncate_kv(state, start + len(path))
-    take_step_states(state, torch.tensor([path[-1]], device=state.device))
+    take_step_states(state, path[-1])
     for s in state.deltanet_layers():
         s.keep_steps = False
 
 
 def take_step_states(state, row):
-    """Each DeltaNet layer's memory and conv window := those kept after row `row` ((1,) long tensor) of the last
-    pass, in place. A tensor index reads no Python number, so a compiled round selects inside its graph."""
+    """Each DeltaNet layer's memory and conv window := those kept after row `row` of the last pass, in place. row: a
+    number, or a (1,) long tensor inside a compiled round, where reading it as a number would end the graph."""
     for s in state.deltanet_layers():
-        s.conv.copy_(s.conv_steps.index_select(0, row)[0])
-        s.S.copy_(s.S_steps.index_select(0, row)[0])
+        if isinstance(row, torch.Tensor):
+            s.conv.copy_(s.conv_steps.index_select(0, row)[0])
+            s.S.copy_(s.S_steps.index_select(0, row)[0])
+        else:                                     # a view, no gather: the step-by-step round's select
+            s.conv.copy_(s.conv_steps[row])
+            s.S.copy_(s.S_steps[row])
