@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from qwen.bench import as_checkpoint
 from qwen.cache import State
+from qwen.compiled.saved import head_run
 from qwen.compiled import host, plan, steps
 from qwen.compiled.plan import Strategy
 from qwen.compiled.streamed import StreamedLinear, rows_matmul, stream_dtype, stream_weights, streamed_copy
@@ -115,6 +116,23 @@ def test_a_wide_model_run_in_bfloat16_freezes_where_a_copy_per_graph_fits(monkey
     strategy, why = plan.choose_strategy([wide], graphs=3)
     assert strategy is Strategy.STREAMED and "no memory" in why
     assert plan.choose_strategy([wide], freeze=False) == (Strategy.STREAMED, "as asked")
+
+
+def test_a_frozen_head_scores_its_draft_in_its_graphs_where_the_copies_fit(monkeypatch):
+    """A frozen head given the model packs the output layer into its graphs (the eager bfloat16 output layer is the
+    dearer half of a head pass at the 0.8B shape) only where a copy per graph of head and output layer fits."""
+    wide, head = random_pair(WIDE, seed=18)
+    wide, head = wide.to(torch.bfloat16), head.to(torch.bfloat16)
+    asked = []
+    monkeypatch.setattr(steps, "head_graph", lambda h, m=None, scored=False: (asked.append(scored), ([h], head_run))[1])
+    both = sum(p.numel() * p.element_size() for p in [*head.parameters(), *wide.lm_head.parameters()])
+    alone = sum(p.numel() * p.element_size() for p in head.parameters())
+    for memory, scored in ((10 * both, True), (2 * (alone + both), False)):   # 2 graphs (T = 1, 3) in half of it
+        monkeypatch.setattr(host, "memory_available", lambda: memory)
+        assert 4 * alone <= memory and steps.compile_head(head, ks=(2,), model=wide).steps.strategy is Strategy.FROZEN
+        assert asked.pop() is scored
+    steps.compile_head(head, ks=(2,), freeze=False, model=wide)              # streamed: scores through StreamedLinear
+    assert asked.pop() is False and isinstance(wide.lm_head, StreamedLinear)
 
 
 def test_the_host_plan_names_what_compile_model_does(monkeypatch):
