@@ -10,8 +10,10 @@
     python -m qwen.bench spec --scripted [--dtype bfloat16] [--repeats N] [--no-draft-vocab]
         the same shape, drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9
         (qwen.scripted): speed-up over plain per k and rollback (with --repeats, medians of N runs of
-        each, plain and speculative alternating), plus the cost of verifying 1+k
-        tokens and of one draft step relative to one main step, snapshot/restore time and bytes.
+        each, plain and speculative alternating) and the speed-up the page's cost model predicts, each lane's
+        terms in ms (prompt pass, step and the work around it; a round's draft, snapshot, verify, restore,
+        catch_up and the work around it: qwen.costs, timed in lanes of their own), plus the cost of verifying
+        1+k tokens and of one draft step relative to one main step, snapshot/restore time and bytes.
     python -m qwen.bench spec [--model PATH_OR_ID] [--no-draft-vocab] [--temperature T [--seed S] [--rejection]]
         a real checkpoint (default: the embedded demo; its draft_vocab.json applies unless
         --no-draft-vocab), greedy or sampled (shared noise from --seed; --rejection: the textbook
