@@ -627,9 +627,11 @@ def cost_stack(run, current=None, look=Look()):
     fig.update_yaxes(title=t("ms", look.lang))
     title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>" \
         f"<br><sub>{t('cost_raced' if key == 'race_seconds' else 'cost_recording', look.lang)}</sub>"
-    # a legend even for one segment (plotly hides a lone trace's): it says what the bars are
-    fig.update_layout(showlegend=True,
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.28, "xanchor": "left", "x": 0.0})
+    # a legend even for one segment (plotly hides a lone trace's): it says what the bars are; below the plot, clear of
+    # the axis title, except on a phone, where _frame puts it above (one entry a row: below, it covered "round")
+    fig.update_layout(showlegend=True)
+    if not look.narrow:
+        fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.42, "xanchor": "left", "x": 0.0})
     return _frame(fig, look, title, 420, half=True)
 
 
