@@ -78,7 +78,7 @@ class Model(nn.Module):
         for this T serves it (a sequence); here, the eager reference, the output layer scores only what is asked."""
         hidden = self.run(ids, positions, state, tree)
         # subtle: hidden[:, -1] (2-D), not hidden[:, -1:]: a bfloat16 Linear given a 3-D slice of a longer pass takes a
-        # slow CPU path, 50x (the 0.8B shape's output layer: 1.3 s instead of 25 ms; docs/benchmarks.md, 2026-12-06)
+        # slow CPU path, dozens of times slower (docs/benchmarks.md, 2026-12-06, fourth session)
         return (self.lm_head(hidden[:, -1])[:, None] if last_only else self.lm_head(hidden)), hidden
 
     def forward(self, ids, state, last_only=False):

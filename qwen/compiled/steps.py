@@ -173,7 +173,7 @@ def compile_graphs(fn, owners, kind, device, strategy):
     # frozen: weights become constants, packed for max-autotuned GEMMs (a copy per graph, no cached start);
     # a small model frozen on request keeps them unpacked, where a packed GEMM's overhead outweighs its work
     # GEMMs from inductor's C++ templates only: offered oneDNN's too ("ATEN"), autotuning picked it for 2 or 3 rows from
-    # cache-warm trials, and a verify pass of 2 rows cost 1.76 steps instead of 1.17 (docs/benchmarks.md, 2026-12-06)
+    # cache-warm trials, and verify passes cost far more than the templates' (docs/benchmarks.md, 2026-12-06)
     wide = owners[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
     options = dict(max_autotune=True, max_autotune_gemm_backends="CPP") if wide else dict(WRAPPER_IN_CPP)
     config = {"freezing": True} if wide else {"freezing": True, "cpp.weight_prepack": False}
@@ -228,8 +228,7 @@ def compile_head(head, ks=(2,), freeze=None, model=None, ahead=False):
 
 def head_graph(head, model=None, scored=False):
     """-> (owners, function) of the head's compiled pass: scoring inside it where the output layer streams, or
-    where asked (scored: a frozen head, which then packs the output layer, or the draft vocabulary's rows, too).
-    The eager output layer scored one bfloat16 row of the 0.8B shape in 25 ms, a head pass in about 5."""
+    where asked (scored: a frozen head, which then packs the output layer, or the draft vocabulary's rows, too)."""
     if model is not None and (scored or isinstance(model.lm_head, StreamedLinear)):
         return [head, model.lm_head], head_scored
     return [head], head_run
