@@ -22,11 +22,10 @@ Tokens become text through a Detokenizer, whole characters only (demo.tokens say
 """
 import statistics
 import time
-import weakref
 from dataclasses import dataclass, field, replace
 
 from qwen.chat import Detokenizer
-from qwen.mtp import generate_mtp_stream, lengths_for
+from qwen.mtp import generate_mtp_stream, lengths_for, prompt_passes
 from qwen.sample import generate_stream
 from qwen.trace import Trace
 from qwen.tree import parse_tree
@@ -268,8 +267,8 @@ STALE = 0.15
 
 def calibrate(loaded, ids, settings, clock=time.perf_counter, raced=None):
     """This host's cost terms for each speculative lane of these settings ([demo.costs.Costs], in lane
-    order), measured once per model, host and settings (demo.costs.remember) and kept; the prompt's own
-    pass (prefill) measured once for these `ids` and these kept terms (_with_prefill). Lanes run for it take
+    order), measured once per model, host and settings and kept in the one cost table (qwen.costs.TABLE); the
+    prompt's own pass (prefill) measured once for these `ids` and these kept terms (_with_prefill). Lanes run for it take
     turns as the race's do, with the engine's timings on (every model pass, every round's phases).
     raced: a finished race's Runs [plain, speculative...]; where one paid over STALE more or less per plain
     token or per round than the kept terms say, the terms are measured again (never fitted to that race)."""
@@ -277,14 +276,14 @@ def calibrate(loaded, ids, settings, clock=time.perf_counter, raced=None):
     specs, how = lane_specs(settings), sampling(settings)
     k_of = lambda tree: parse_tree(tree).depth if tree else settings.k       # noqa: E731
     kept_as = lambda tree: "auto" if getattr(settings, "auto", False) and not tree else k_of(tree)     # noqa: E731
-    found = [costs.shared(model, mtp, kept_as(tree), r, how, tree) for r, tree in specs]
+    found = [costs.TABLE.get(model, mtp, kept_as(tree), r, how, tree) for r, tree in specs]
     if all(c is not None for c in found):
         found = [_with_prefill(loaded, ids, settings, c) for c in found]
         if raced is None or not any(stale(c, raced[0], run) for c, run in zip(found, raced[1:])):
             return found
     found = _measure_terms(loaded, ids, settings, clock, specs, k_of)
     for (r, tree), c in zip(specs, found):
-        costs.remember(model, mtp, kept_as(tree), r, c, how, tree)
+        costs.TABLE.put(model, mtp, kept_as(tree), r, c, how, tree)
     return [_with_prefill(loaded, ids, settings, c) for c in found]
 
 
@@ -299,32 +298,25 @@ def stale(c, plain, spec):
 
 
 def _measure_terms(loaded, ids, settings, clock, specs, k_of):
-    """The terms of each speculative lane in `specs` [(rollback, tree)]: the race's lanes run for them, taking
-    turns, stop tokens ignored (CALIBRATE_RACES races within CALIBRATE_SECONDS), the engine's timings on.
-    -> [Costs], in lane order."""
+    """The terms of each speculative lane in `specs` [(rollback, tree)], by the one timer (qwen.costs.measure): the
+    race's lanes run for it, taking turns, stop tokens ignored (CALIBRATE_RACES races within CALIBRATE_SECONDS),
+    the engine's timings on. -> [Costs], in lane order."""
     room = loaded.context - ids.shape[1] - 2 * max(parse_tree(settings.tree).size if settings.tree else 0,
                                                    settings.k + 1)
     timed = replace(settings, max_new_tokens=max(2, min(CALIBRATE_TOKENS, room)))
     lanes_n, budget = 1 + len(specs), CALIBRATE_SECONDS or app_settings.calibrate_seconds()
-    runs, timings, spent = [[] for _ in range(lanes_n)], [[] for _ in range(lanes_n)], 0.0
-    for _ in range(CALIBRATE_RACES):
-        lists = [[] for _ in range(lanes_n)]               # each lane's engine timings, filled as it runs
-        lanes = lanes_of(loaded, ids, timed, budget / lanes_n, clock, lane_rollbacks(settings.rollback),
-                         lists, stop=())
+
+    def race_once():
+        timings = [[] for _ in range(lanes_n)]                 # each lane's engine timings, filled as it runs
         last = [None] * lanes_n
-        for i, run in take_turns(lanes):
+        for i, run in take_turns(lanes_of(loaded, ids, timed, budget / lanes_n, clock,
+                                          lane_rollbacks(settings.rollback), timings, stop=())):
             last[i] = run
-        for i, run in enumerate(last):
-            runs[i].append(run)
-            timings[i].append(lists[i])
-        spent += sum(run.seconds for run in last)
-        if spent >= budget:
-            break
-    out = []
-    for j, (rollback, tree) in enumerate(specs, start=1):
-        c = costs.from_lanes(runs[0], timings[0], runs[j], timings[j], k_of(tree), rollback, tree)
-        out.append(_taken_apart(loaded, ids, timed, c) if c.whole else c)
-    return out
+        return last, timings
+
+    found = costs.measure(race_once, [(k_of(tree), rollback, tree) for rollback, tree in specs], CALIBRATE_RACES,
+                          budget)
+    return [_taken_apart(loaded, ids, timed, c) if c.whole else c for c in found]
 
 
 def _taken_apart(loaded, ids, settings, c):
@@ -342,26 +334,13 @@ def _taken_apart(loaded, ids, settings, c):
     return costs.take_apart(c, list(trace))
 
 
-PREFILLS_KEPT = 64
-_prefills = {}          # (id of kept terms, the prompt's ids) -> (weak ref to the terms, plain, speculative seconds)
-
-
 def _with_prefill(loaded, ids, settings, c):
-    """A copy of `c` with the prompt's pass in each lane timed for these ids: once per prompt and kept terms, so
-    the race and the stepper, and identical races, predict from the same prompt pass (a few ms that a busy
-    machine can double)."""
-    key = (id(c), tuple(ids[0].tolist()))
-    ref, plain, spec = _prefills.get(key, (None, 0.0, 0.0))
-    if ref is None or ref() is not c:
-        model, mtp = engine_for(loaded, settings)
-        plain, spec = costs.prefill_seconds([
-            lambda: generate_stream(model, ids, 2, **sampling(settings)),
-            lambda: generate_mtp_stream(model, mtp, ids, 2, (), c.k, c.rollback, tree=c.tree or None,
-                                        **sampling(settings))])
-        _prefills[key] = (weakref.ref(c), plain, spec)
-        while len(_prefills) > PREFILLS_KEPT:
-            _prefills.pop(next(iter(_prefills)))
-    return replace(c, prefill=plain, prefill_spec=spec, samples=dict(c.samples))
+    """A copy of `c` with the prompt's pass in each lane timed for these ids: once per prompt and kept terms
+    (qwen.costs.TABLE.with_prompt_pass), so the race and the stepper, and identical races, predict from the same
+    prompt pass (a few ms that a busy machine can double)."""
+    model, mtp = engine_for(loaded, settings)
+    return costs.TABLE.with_prompt_pass(c, ids, prompt_passes(model, mtp, ids, c.k, c.rollback, sampling(settings),
+                                                              c.tree or None))
 
 
 def take_turns(lanes, quantum=TURN_SECONDS):

@@ -86,7 +86,7 @@ def predicted_races(loaded, prompt, raw, max_new, args):
     ids, _ = prepare(loaded, settings)
     out, identical = {}, True
     for _ in range(args.repeats):
-        costs.forget()
+        costs.TABLE.forget()
         *_, last = race(loaded, ids, settings)
         for lane, terms, ratios in zip(last.lanes, last.lane_costs, last.speedups):
             name = f"tree {lane.tree}" if lane.tree else f"k={'auto' if lane.kept is not None else lane.k} {lane.rollback}"

@@ -41,9 +41,9 @@ import torch
 from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_bytes, snapshot_state
 from qwen.compiled import warm_up
 from qwen.config import Config
-from qwen.costs import predict, time_lanes
+from qwen.costs import TABLE, measure, predict
 from qwen.model import Model, load_into
-from qwen.mtp import MTP, generate_mtp
+from qwen.mtp import MTP, engine_race, generate_mtp, prompt_passes
 from qwen.sample import generate, generate_stream
 
 QWEN35_08B = dict(vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
@@ -269,13 +269,18 @@ def step_costs(model, head, ks, reps=5):
 
 def lane_terms(model, head, ids, max_new_tokens, k, rollback, sampling, tokens, rounds):
     """What the page's cost model (qwen.costs) says of a speculative lane of `tokens` tokens in `rounds` rounds:
-    its terms, measured in lanes of their own (time_lanes), and the speed-up they predict. -> {"predicted_speedup",
+    its terms (the one cost table's, qwen.costs.TABLE, else measured now in lanes of their own and kept), with
+    this prompt's pass, and the speed-up they predict. -> {"predicted_speedup",
     "terms_ms": {term: ms}}: prefill / prefill_spec (each lane's prompt pass), step and plain_around (a plain token),
     then a round's draft (the head's passes for d2..dk), snapshot (snapshots or step-state keeping), verify, restore
     (the rollback's select or restore and re-run), catch_up (the head's pass over the kept tokens, guessing the next
     d1), whole (a round run as one call, else 0: then the others are not timed) and
     round_around (the work around a round), per_token (per token it emits)."""
-    terms = time_lanes(model, head, ids, max_new_tokens, k, rollback, sampling)
+    lane = (k, rollback, "")
+    kept = TABLE.get(model, head, k, rollback, sampling) or \
+        TABLE.put(model, head, k, rollback, measure(engine_race(model, head, ids, max_new_tokens, [lane], sampling),
+                                                    [lane])[0], sampling)
+    terms = TABLE.with_prompt_pass(kept, ids, prompt_passes(model, head, ids, k, rollback, sampling))
     rolled_back = terms.samples["rolled_back"]
     restore = rolled_back * terms.back + (1 - rolled_back) * terms.keep
     return {"predicted_speedup": predict(terms, (tokens - 1) / max(1, rounds), rolled_back, tokens=tokens,

@@ -19,12 +19,19 @@ passes are timed inside the engine (the `timings=` of qwen.sample.generate_strea
 qwen.mtp.generate_mtp_stream), the work around them is a lane's time between tokens or rounds less those
 passes, per_token is the slope of that work against the tokens a round emitted. A lane here is anything with
 `passes` [(start s, end s, new tokens)] per item (the prompt's first) and `origins` per token ("main", "draft",
-"correction", "bonus"), as time_lanes' LaneTimes (the demo's race lanes have the same two). Costs saved by older
-versions have only the passes (the around terms 0): they predict as before.
+"correction", "bonus"), as LaneTimes (the demo's race lanes have the same two). Costs saved by older versions
+have only the passes (the around terms 0): they predict as before.
+
+One timer and one table: `measure` runs lanes (the race's, or the engine's own: qwen.mtp.engine_race) and
+turns them into Costs; TABLE keeps them per model, head, host, sampling kind and rollback, one per round shape,
+for everything that predicts (the page's verdict and what-if, k="auto"'s round lengths, the benches).
 """
 import statistics
 import time
+import weakref
 from dataclasses import asdict, dataclass, field
+
+import torch
 
 @dataclass
 class Costs:
@@ -256,14 +263,14 @@ def prefill_seconds(stream_factories, repeats=5, cap=0.25):
 
 @dataclass
 class LaneTimes:
-    """A lane as time_lanes runs it: per item (the prompt's token, then each token or round) its start and end
+    """A lane as timed_lane runs it: per item (the prompt's token, then each token or round) its start and end
     second and its new tokens, and each token's origin."""
     passes: list = field(default_factory=list)
     origins: list = field(default_factory=list)
     seconds: float = 0.0
 
 
-def _timed_lane(stream, to_origins):
+def timed_lane(stream, to_origins):
     """Run a decoding stream to its end, timing the caller's side of each item. -> LaneTimes"""
     lane, clock = LaneTimes(), time.perf_counter
     t = clock()
@@ -277,25 +284,146 @@ def _timed_lane(stream, to_origins):
     return lane
 
 
-def time_lanes(model, mtp, ids, max_new_tokens, k, rollback="select", sampling=None, runs=3):
-    """The terms for plain decoding against speculative decoding of `ids` with this k and rollback, from
-    `runs` runs of each lane, alternating (stop tokens ignored), with the engine's timings on. -> Costs"""
-    from qwen.mtp import generate_mtp_stream
-    from qwen.sample import generate_stream
-    sampling = sampling or {}
-    plains, plain_passes, specs, spec_phases = [], [], [], []
-    for _ in range(runs):
-        passes, phases = [], []
-        plains.append(_timed_lane(generate_stream(model, ids, max_new_tokens, timings=passes, **sampling),
-                                  lambda tok: ["main"]))
-        plain_passes.append(passes)
-        specs.append(_timed_lane(generate_mtp_stream(model, mtp, ids, max_new_tokens, (), k, rollback,
-                                                     timings=phases, **sampling),
-                                 lambda item: [origin for _, origin in item[0]]))
-        spec_phases.append(phases)
-    c = from_lanes(plains, plain_passes, specs, spec_phases, k, rollback)
-    c.prefill = _median(p[0] for p in plain_passes)
-    c.prefill_spec = _median(lane.passes[0][1] - lane.passes[0][0] for lane in specs)
-    c.samples["rolled_back"] = _median(sum("correction" in o for o in _round_origins(lane)) / max(len(lane.passes) - 1, 1)
-                                       for lane in specs)
-    return c
+def measure(race_once, lanes, races=3, budget=None, warmup=0):
+    """The one timer behind every cost the project predicts from (the race's verdict, the stepper's what-if, k="auto",
+    the benches). race_once() runs a plain lane and one lane per entry of `lanes` [(k, rollback, tree)] once, with
+    the engine's timings on -> ([finished lanes, plain first: anything with `passes`, `origins` and `seconds`, as
+    LaneTimes], [their engine timings]). It is called `warmup` times off the record, then up to `races` times, or
+    until the lanes have spent `budget` seconds. -> [Costs per entry of `lanes`]: the terms (from_lanes), each
+    lane's prompt pass (prefill, prefill_spec: medians), and in samples the share of rounds that rolled back and
+    the tokens a round yielded (medians over the races)."""
+    plains, plain_timings = [], []
+    specs, spec_timings = [[] for _ in lanes], [[] for _ in lanes]
+    spent = 0.0
+    for turn in range(warmup + max(1, races)):
+        finished, timings = race_once()
+        if turn < warmup:
+            continue
+        plains.append(finished[0])
+        plain_timings.append(timings[0])
+        for j in range(len(lanes)):
+            specs[j].append(finished[1 + j])
+            spec_timings[j].append(timings[1 + j])
+        spent += sum(lane.seconds for lane in finished)
+        if budget is not None and spent >= budget:
+            break
+    out = []
+    for (k, rollback, tree), runs, phases in zip(lanes, specs, spec_timings):
+        c = from_lanes(plains, plain_timings, runs, phases, k, rollback, tree)
+        c.prefill = _median(p[0] for p in plain_timings if p)
+        c.prefill_spec = _median(lane.passes[0][1] - lane.passes[0][0] for lane in runs if lane.passes)
+        rounds = [_round_origins(lane) for lane in runs]
+        c.samples["rolled_back"] = _median(sum("correction" in o for o in r) / max(len(r), 1) for r in rounds)
+        c.samples["per_round"] = _median(sum(map(len, r)) / max(len(r), 1) for r in rounds)
+        out.append(c)
+    return out
+
+
+# --- one table: this host's measured costs, kept per model, head and settings ---------------------------------
+
+def serving(module):
+    """Which compiled graphs serve a module now (qwen.compiled's views say; an eager module: None)."""
+    return module.serving() if hasattr(type(module), "serving") else None
+
+
+def host(model):
+    """The hardware a measurement holds for: the device, and on a CPU the instruction set PyTorch uses there."""
+    device = model.embed_tokens.weight.device
+    if device.type == "cpu":
+        return f"cpu {torch.backends.cpu.get_cpu_capability()}"
+    return str(device)
+
+
+def sampling_kind(sampling=None):
+    """How tokens are picked, as far as it changes what a round costs: "greedy" (however spelled), "shared"
+    (shared noise, a seed), "rejection" (the textbook rule, a generator), with the filters (top_k, top_p)."""
+    how = dict(sampling or {})
+    if not how.get("temperature"):
+        return ("greedy", None, None)
+    kind = "rejection" if how.get("generator") is not None else "shared"
+    return (kind, how.get("top_k"), how.get("top_p"))
+
+
+class CostTable:
+    """This host's measured costs, one cache for the whole project (TABLE). A row is a model and a head (these very
+    modules, and the compiled graphs serving them now), the host (host()), how tokens are picked (sampling_kind)
+    and the rollback; in it, one Costs per round shape: k = 1, 2, ... (a chain of k), 0 (a plain step in a k="auto"
+    run, the head resting), "auto" (a k="auto" lane's mean round), or a tree's shape. Every Costs holds the plain
+    step's terms beside its round's. Entries are filled by `measure` (through demo.race.calibrate, length_seconds
+    and the benches) and read by the race's verdict, the stepper's what-if, k="auto" and the benches; the oldest go
+    past `keep`. The prompt's own pass depends on the prompt, so it is kept per prompt beside them
+    (with_prompt_pass)."""
+
+    def __init__(self, keep=64):
+        self.keep = keep
+        self._costs = {}            # key -> (weak refs to the model and the head, Costs)
+        self._prompts = {}          # (id of the Costs, the prompt's ids) -> (weak ref to the Costs, plain s, spec s)
+
+    @staticmethod
+    def key(model, mtp, k, rollback, sampling=None, tree=""):
+        shape = k if k == "auto" else int(k)
+        return (id(model), id(mtp), serving(model), serving(mtp), host(model), sampling_kind(sampling), rollback,
+                shape, tree or "")
+
+    def get(self, model, mtp, k, rollback, sampling=None, tree=""):
+        """The kept Costs of this round shape, or None."""
+        model_ref, mtp_ref, costs = self._costs.get(self.key(model, mtp, k, rollback, sampling, tree),
+                                                    (None, None, None))
+        return costs if model_ref is not None and model_ref() is model and mtp_ref() is mtp else None
+
+    def put(self, model, mtp, k, rollback, costs, sampling=None, tree=""):
+        """Keep `costs` for this round shape (a measurement replaces the one before it). -> costs"""
+        self._costs[self.key(model, mtp, k, rollback, sampling, tree)] = (weakref.ref(model), weakref.ref(mtp), costs)
+        while len(self._costs) > self.keep:
+            self._costs.pop(next(iter(self._costs)))
+        return costs
+
+    def with_prompt_pass(self, costs, ids, streams):
+        """A copy of `costs` with each lane's pass over this prompt (prefill, prefill_spec) timed by
+        prefill_seconds(streams) [plain, speculative stream factories], once per prompt and kept Costs, so
+        everything that predicts this prompt from these terms predicts from the same prompt pass."""
+        key = (id(costs), tuple(ids[0].tolist()))
+        ref, plain, spec = self._prompts.get(key, (None, 0.0, 0.0))
+        if ref is None or ref() is not costs:
+            plain, spec = prefill_seconds(streams)
+            self._prompts[key] = (weakref.ref(costs), plain, spec)
+            while len(self._prompts) > self.keep:
+                self._prompts.pop(next(iter(self._prompts)))
+        return Costs(**{**asdict(costs), "prefill": plain, "prefill_spec": spec, "samples": dict(costs.samples)})
+
+    def forget(self):
+        """Drop every kept measurement (the next reader measures again)."""
+        self._costs.clear()
+        self._prompts.clear()
+
+
+TABLE = CostTable()
+
+
+def length_seconds(model, mtp, max_k, race_for, sampling=None, rollback="select", tokens=16, races=3):
+    """Seconds of a round of each draft length 0..max_k on this host (0: a plain step with the head resting),
+    what k="auto" chooses by: each a round's cost at the share of rollbacks and the tokens per round its lane
+    saw (Costs.round_seconds), from TABLE; the lengths it lacks measured together (race_for(ids, max_new_tokens,
+    lanes) -> a race_once for `measure`: qwen.mtp.engine_race), on a short counting prompt, the first race off
+    the record. A length never reads cheaper than the one before it (a
+    round of m drafts does all that one of m - 1 does, and more: one measured dearer was slowed by something
+    else). -> tuple of max_k + 1 seconds"""
+    missing = [m for m in range(max_k + 1) if TABLE.get(model, mtp, m, rollback, sampling) is None]
+    if missing:
+        room = model.cfg.max_position_embeddings - max_k - 1         # a round of max_k must fit after the tokens
+        if room < 4:
+            raise ValueError(f"a context of {model.cfg.max_position_embeddings} positions is too short to time a "
+                             f"round of {max_k} drafts for k='auto'")
+        length = min(16, room // 2)
+        device = model.embed_tokens.weight.device
+        ids = torch.arange(1, length + 1, device=device)[None] % model.cfg.vocab_size          # (1, length)
+        lanes = [(m, rollback, "") for m in missing]
+        found = measure(race_for(ids, min(tokens, room - length), lanes), lanes, races, warmup=1)
+        for m, c in zip(missing, found):
+            TABLE.put(model, mtp, m, rollback, c, sampling)
+    seconds = []
+    for m in range(max_k + 1):
+        c = TABLE.get(model, mtp, m, rollback, sampling)
+        s = c.round_seconds(c.samples.get("rolled_back", 0.0), c.samples.get("per_round", m + 1.0))
+        seconds.append(max([s] + seconds))
+    return tuple(seconds)

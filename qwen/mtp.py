@@ -35,8 +35,9 @@ from qwen.layer import DecoderLayer
 from qwen.model import load_into
 from qwen.norm import RMSNorm
 from qwen.rope import rope_tables
-from qwen.sample import check_prompt, coupled_pick, gumbel_noise, pick_token, probs_from_logits
+from qwen.sample import check_prompt, coupled_pick, generate_stream, gumbel_noise, pick_token, probs_from_logits
 from qwen.adaptive import DraftLengths, fixed_length
+from qwen.costs import length_seconds, timed_lane
 from qwen.trace import NOBODY, Watch
 from qwen.tree import Guess, Tree, draft, guess, parse_tree, walk
 from qwen.weights import find_model, load_weights
@@ -496,7 +497,8 @@ def plan_run(model, mtp, ids, k, tree, max_k, lengths, sampling, rollback="selec
     as given, else this model's and head's measured once (lengths_for); None for a fixed shape)."""
     tree, lengths = _round_shape(k, tree, max_k, lengths, sampling, rollback, trace)
     check_prompt(model, ids)
-    return tree, lengths_for(model, mtp, tree.depth, bool(sampling["temperature"])) if lengths is True else lengths
+    return tree, lengths_for(model, mtp, tree.depth, bool(sampling["temperature"]), rollback) if lengths is True \
+        else lengths
 
 
 def _round_shape(k, tree, max_k, lengths, sampling, rollback, trace):
@@ -640,51 +642,44 @@ def generate_mtp(model, mtp, ids, max_new_tokens=100, stop=(), k=1, rollback="se
     return tokens, rounds, hits
 
 
-_MEASURED = {}        # (id(model), id(head), graphs serving, max_k, sampled) -> (model, head, DraftLengths)
-
-
-def serving(module):
-    """Which compiled graphs serve a module now (qwen.compiled's views say; an eager module: None)."""
-    return module.serving() if hasattr(type(module), "serving") else None
-
-
-def lengths_for(model, mtp, max_k=3, sampled=False):
-    """This model's and head's DraftLengths on this host for k="auto" (measure_lengths, the first time only, and
-    again once other compiled graphs serve them)."""
+def lengths_for(model, mtp, max_k=3, sampled=False, rollback="select"):
+    """This model's and head's DraftLengths on this host for k="auto": the seconds of a round of each length from
+    the one cost table (qwen.costs.length_seconds: measured the first time, and again once other compiled graphs
+    serve them; sampled: as shared-noise sampling pays)."""
     if not (isinstance(max_k, int) and 1 <= max_k <= MAX_AUTO_K):
         raise ValueError(f"max_k (the longest draft of k='auto') must be a whole number from 1 to {MAX_AUTO_K}, "
                          f"not {max_k!r}")
-    key = (id(model), id(mtp), serving(model), serving(mtp), max_k, sampled)
-    if key not in _MEASURED:                   # the model and head are kept with it, so their ids stay theirs
-        _MEASURED[key] = (model, mtp, measure_lengths(model, mtp, max_k, sampled))
-    return _MEASURED[key][2].fresh()
-
-
-def measure_lengths(model, mtp, max_k=3, sampled=False, tokens=16, repeats=3):
-    """Seconds of a round of each draft length 0..max_k on this host: runs in which every round keeps exactly
-    that many drafts (qwen.adaptive.fixed_length; 0: plain steps, the head resting), taking turns, the first
-    turn off the clock; per length the median over turns of a round's mean seconds, never below the length
-    before it (a round of m drafts does all that one of m - 1 does, and more: a shorter one measured dearer
-    was slowed by something else). -> DraftLengths"""
-    device = model.embed_tokens.weight.device
-    room = model.cfg.max_position_embeddings - max_k - 1             # a round of max_k must fit after the tokens
-    if room < 4:
-        raise ValueError(f"a context of {model.cfg.max_position_embeddings} positions is too short to time a round "
-                         f"of {max_k} drafts for k='auto'")
-    length = min(16, room // 2)
-    tokens = min(tokens, room - length)
-    ids = torch.arange(1, length + 1, device=device)[None] % model.cfg.vocab_size              # (1, length)
     sampling = dict(temperature=0.5, seed=0) if sampled else {}
-    seconds = [[] for _ in range(max_k + 1)]
-    for turn in range(repeats + 1):
-        for m in range(max_k + 1):
-            stream = generate_mtp_stream(model, mtp, ids, tokens, k="auto", lengths=fixed_length(m, max_k),
-                                         **sampling)
-            next(stream)                                                  # the prompt's pass: not a round
-            t, rounds = time.perf_counter(), 0
-            for _, rounds, _ in stream:
-                pass
-            if turn:
-                seconds[m].append((time.perf_counter() - t) / max(rounds, 1))
-    medians = [sorted(s)[len(s) // 2] for s in seconds]
-    return DraftLengths(tuple(max(medians[:m + 1]) for m in range(max_k + 1)))
+    race_for = lambda ids, max_new_tokens, lanes: engine_race(model, mtp, ids, max_new_tokens, lanes, sampling)  # noqa: E731
+    return DraftLengths(length_seconds(model, mtp, max_k, race_for, sampling, rollback))
+
+
+def engine_race(model, mtp, ids, max_new_tokens, lanes, sampling=None):
+    """A race_once for the one timer (qwen.costs.measure): the engine's own streams run one after another, stop
+    tokens ignored, timed from the caller's side (qwen.costs.timed_lane) and with the engine's timings on: plain
+    decoding, then per entry of `lanes` [(k, rollback, tree)] speculative decoding (k = 0: plain steps in a
+    k="auto" run, the head resting; a tree: its shape). -> a function () -> ([LaneTimes], [timings per lane])"""
+    sampling = sampling or {}
+
+    def spec_stream(k, rollback, tree, timings):
+        shape = dict(k="auto", lengths=fixed_length(0, 1)) if k == 0 else dict(k=k, tree=tree or None)
+        return generate_mtp_stream(model, mtp, ids, max_new_tokens, (), rollback=rollback, timings=timings,
+                                   **shape, **sampling)
+
+    def race_once():
+        timings = [[] for _ in range(1 + len(lanes))]
+        finished = [timed_lane(generate_stream(model, ids, max_new_tokens, timings=timings[0], **sampling),
+                               lambda tok: ["main"])]
+        for (k, rollback, tree), phases in zip(lanes, timings[1:]):
+            finished.append(timed_lane(spec_stream(k, rollback, tree, phases),
+                                       lambda item: [origin for _, origin in item[0]]))
+        return finished, timings
+    return race_once
+
+
+def prompt_passes(model, mtp, ids, k, rollback="select", sampling=None, tree=None):
+    """[plain, speculative] factories of fresh streams whose first item is the prompt's pass, for timing that pass
+    in each lane (qwen.costs.prefill_seconds, CostTable.with_prompt_pass)."""
+    sampling = sampling or {}
+    return [lambda: generate_stream(model, ids, 2, **sampling),
+            lambda: generate_mtp_stream(model, mtp, ids, 2, (), k, rollback, tree=tree, **sampling)]

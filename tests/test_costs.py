@@ -13,6 +13,7 @@ from demo.prompts import prepare
 from demo.race import Run, Verdict, race
 from demo.race_html import speed_html, time_goes_html, verdict_html
 from demo.validate import race_settings
+from qwen import costs as engine_costs
 from qwen.mtp import generate_mtp, generate_mtp_stream
 from qwen.sample import generate, generate_stream
 
@@ -157,7 +158,7 @@ def loaded():
 
 def test_calibrate_measures_every_term_once_per_settings_and_the_prompt_pass_per_prompt(loaded, monkeypatch):
     monkeypatch.delenv("QWEN_CALIBRATE_SECONDS", raising=False)            # the page's budget
-    costs.forget()
+    costs.TABLE.forget()
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
     calls = []
@@ -181,18 +182,18 @@ def test_calibrate_measures_every_term_once_per_settings_and_the_prompt_pass_per
 def test_a_calibration_budget_spent_by_the_prompts_pass_still_measures_every_term(loaded, monkeypatch):
     """A loaded machine can spend a lane's share of the budget on the prompt's pass alone (CI did: the page
     then showed terms of 0.000 ms and predicted the prompt's pass alone); each lane still runs MIN_ITEMS items."""
-    costs.forget()
+    costs.TABLE.forget()
     monkeypatch.setattr(race_module, "CALIBRATE_SECONDS", 1e-9)
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
     c = race_module.calibrate(loaded, ids, settings)[0]
     assert c.step > 0 and c.plain_token() > 0 and c.passes() > 0 and c.round_seconds(0.0, 2.0) > 0
     assert c.samples["tokens"] >= race_module.MIN_ITEMS and c.samples["rounds"] >= race_module.MIN_ITEMS
-    costs.forget()
+    costs.TABLE.forget()
 
 
 def test_a_race_reports_the_terms_and_the_prediction_in_its_summary(loaded):
-    costs.forget()
+    costs.TABLE.forget()
     settings = race_settings("In the beginning God created", max_new_tokens=40, k=2, temperature=0.5, rollback="both")
     ids, _ = prepare(loaded, settings)
     *_, done = race(loaded, ids, settings, repeat=False)
@@ -287,7 +288,7 @@ def test_the_verdict_says_why_speculative_was_slower_in_plain_tokens():
 
 
 def test_kept_terms_are_measured_again_when_a_race_paid_far_more_than_they_say(loaded, monkeypatch):
-    costs.forget()
+    costs.TABLE.forget()
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
     c = race_module.calibrate(loaded, ids, settings)[0]
@@ -303,3 +304,79 @@ def test_kept_terms_are_measured_again_when_a_race_paid_far_more_than_they_say(l
     plain.seconds = c.prefill + 400 * 1.5 * c.plain_token()   # a plain token 50% dearer: the load changed
     race_module.calibrate(loaded, ids, settings, raced=[plain, spec])
     assert calls == [1]
+
+
+# --- one timer and one table ---
+
+def lane(items, origins):
+    """A finished lane as the timer sees one: items [(seconds, new tokens)], the prompt's first."""
+    out, t = engine_costs.LaneTimes(origins=origins), 0.0
+    for seconds, n in items:
+        out.passes.append((t, t + seconds, n))
+        t += seconds
+    out.seconds = t
+    return out
+
+
+def fake_race(step, verify):
+    """A race_once whose plain lane pays `step` per token (its pass all of it) and whose k=1 lane pays `verify` per
+    round of two tokens (its verify pass all of it), after a 5 ms prompt pass each."""
+    def race_once():
+        plain = lane([(5e-3, 1)] + [(step, 1)] * 4, ["main"] * 5)
+        spec = lane([(5e-3, 1)] + [(verify, 2)] * 2, ["main"] + ["draft", "bonus"] * 2)
+        return [plain, spec], [[5e-3] + [step] * 4, [{"prefill": 5e-3}] + [{"verify": verify}] * 2]
+    return race_once
+
+
+def test_the_one_timer_turns_lanes_into_terms_and_leaves_its_warm_up_off_the_record():
+    calls = []
+    warm, steady = fake_race(9e-3, 9e-3), fake_race(1e-3, 1.5e-3)
+    race_once = lambda: (calls.append(1), (warm if len(calls) == 1 else steady)())[1]      # noqa: E731
+    (c,) = engine_costs.measure(race_once, [(1, "select", "")], races=2, warmup=1)
+    assert len(calls) == 3
+    assert c.step == pytest.approx(1e-3) and c.verify == pytest.approx(1.5e-3)            # the warm-up's 9 ms: gone
+    assert c.plain_around == pytest.approx(0) and c.round_around == pytest.approx(0)
+    assert c.prefill == pytest.approx(5e-3) and c.prefill_spec == pytest.approx(5e-3)
+    assert c.samples["per_round"] == 2 and c.samples["rolled_back"] == 0 and c.samples["runs"] == 2
+    calls.clear()
+    engine_costs.measure(race_once, [(1, "select", "")], races=5, budget=1e-3)                   # spent past the budget
+    assert len(calls) == 1
+
+
+def test_the_table_keeps_one_entry_per_model_head_host_sampling_rollback_and_shape(monkeypatch):
+    from test_mtp import random_pair
+    model, head = random_pair("small", seed=3)
+    table = engine_costs.CostTable()
+    c = engine_costs.Costs(k=2, rollback="select", step=1e-3)
+    table.put(model, head, 2, "select", c)
+    assert table.get(model, head, 2, "select") is c
+    assert table.get(model, head, 2, "select", {"temperature": 0}) is c                   # greedy however spelled
+    assert table.get(model, head, 2, "recompute") is None
+    assert table.get(model, head, 1, "select") is None
+    assert table.get(model, head, 2, "select", {"temperature": 0.5, "seed": 1}) is None
+    assert table.get(*random_pair("small", seed=3), 2, "select") is None                 # other modules
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert table.get(model, head, 2, "select") is None                                   # another instruction set
+
+
+def test_auto_and_the_race_read_one_table(loaded, monkeypatch):
+    """The race's terms for k = 2 are the round of two drafts k="auto" chooses by: auto measures only the lengths
+    the table lacks."""
+    from qwen.mtp import lengths_for
+    engine_costs.TABLE.forget()
+    settings = race_settings("In the beginning", max_new_tokens=24, k=2)
+    ids, _ = prepare(loaded, settings)
+    race_module.calibrate(loaded, ids, settings)
+    model, mtp = loaded.engine()
+    kept = engine_costs.TABLE.get(model, mtp, 2, "select")
+    assert kept is not None
+    measured = []
+    real = engine_costs.measure
+    monkeypatch.setattr(engine_costs, "measure", lambda race_once, lanes, *a, **kw: measured.append(
+        [k for k, _, _ in lanes]) or real(race_once, lanes, *a, **kw))
+    seconds = lengths_for(model, mtp, 2).seconds
+    assert measured == [[0, 1]]
+    from_race = kept.round_seconds(kept.samples["rolled_back"], kept.samples["per_round"])
+    assert seconds[2] == pytest.approx(max(seconds[1], from_race))
+    assert lengths_for(model, mtp, 2).seconds == seconds and measured == [[0, 1]]        # kept: measured once
+    engine_costs.TABLE.forget()

@@ -81,3 +81,29 @@ def test_the_rounds_run_the_main_model_in_one_place():
                         and isinstance(node.func.value, ast.Name) and node.func.value.id == "model":
                     callers.add(fn.name)
     assert callers == {"verify_pass", "roll_back", "prefill"}
+
+
+def callers_of(names, roots):
+    """{(file, function)} of every function in the .py files under `roots` that calls one of `names` (by name or as
+    an attribute: costs.from_lanes)."""
+    found = set()
+    for root in roots:
+        for path in root.rglob("*.py"):
+            for fn in ast.walk(ast.parse(path.read_text())):
+                if isinstance(fn, ast.FunctionDef):
+                    for node in ast.walk(fn):
+                        if isinstance(node, ast.Call):
+                            name = getattr(node.func, "attr", getattr(node.func, "id", None))
+                            if name in names:
+                                found.add((path.name, fn.name))
+    return found
+
+
+def test_one_timer_turns_lanes_into_costs_and_one_table_keeps_them():
+    """Every measured cost (the race's verdict, the stepper's what-if, k="auto", the benches) comes from lanes
+    through qwen.costs.measure and is kept in qwen.costs.TABLE: nothing else turns lanes into terms, times a
+    prompt's pass or keeps costs of its own."""
+    roots = [QWEN, QWEN.parent / "demo"]
+    assert callers_of({"from_lanes"}, roots) == {("costs.py", "measure")}
+    assert callers_of({"prefill_seconds"}, roots) == {("costs.py", "with_prompt_pass")}
+    assert {fn for _, fn in callers_of({"measure"}, roots)} == {"length_seconds", "_measure_terms", "lane_terms"}
