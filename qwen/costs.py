@@ -400,12 +400,12 @@ class CostTable:
 TABLE = CostTable()
 
 
-def length_seconds(model, mtp, max_k, race_for, sampling=None, rollback="select", tokens=16, races=3):
+def length_seconds(model, mtp, max_k, race_for, sampling=None, rollback="select", tokens=32, races=5, budget=3.0):
     """Seconds of a round of each draft length 0..max_k on this host (0: a plain step with the head resting),
     what k="auto" chooses by: each a round's cost at the share of rollbacks and the tokens per round its lane
     saw (Costs.round_seconds), from TABLE; the lengths it lacks measured together (race_for(ids, max_new_tokens,
     lanes) -> a race_once for `measure`: qwen.mtp.engine_race), on a short counting prompt, the first race off
-    the record. A length never reads cheaper than the one before it (a
+    the record, then up to `races` races within `budget` seconds (a big model: one). A length never reads cheaper than the one before it (a
     round of m drafts does all that one of m - 1 does, and more: one measured dearer was slowed by something
     else). -> tuple of max_k + 1 seconds"""
     missing = [m for m in range(max_k + 1) if TABLE.get(model, mtp, m, rollback, sampling) is None]
@@ -418,7 +418,7 @@ def length_seconds(model, mtp, max_k, race_for, sampling=None, rollback="select"
         device = model.embed_tokens.weight.device
         ids = torch.arange(1, length + 1, device=device)[None] % model.cfg.vocab_size          # (1, length)
         lanes = [(m, rollback, "") for m in missing]
-        found = measure(race_for(ids, min(tokens, room - length), lanes), lanes, races, warmup=1)
+        found = measure(race_for(ids, min(tokens, room - length), lanes), lanes, races, budget, warmup=1)
         for m, c in zip(missing, found):
             TABLE.put(model, mtp, m, rollback, c, sampling)
     seconds = []
