@@ -276,14 +276,14 @@ def calibrate(loaded, ids, settings, clock=time.perf_counter, raced=None):
     specs, how = lane_specs(settings), sampling(settings)
     k_of = lambda tree: parse_tree(tree).depth if tree else settings.k       # noqa: E731
     kept_as = lambda tree: "auto" if getattr(settings, "auto", False) and not tree else k_of(tree)     # noqa: E731
-    found = [costs.TABLE.get(model, mtp, kept_as(tree), r, how, tree) for r, tree in specs]
+    found = [costs.TABLE.get(model, mtp, kept_as(tree), r, how, tree, lanes="race") for r, tree in specs]
     if all(c is not None for c in found):
         found = [_with_prefill(loaded, ids, settings, c) for c in found]
         if raced is None or not any(stale(c, raced[0], run) for c, run in zip(found, raced[1:])):
             return found
     found = _measure_terms(loaded, ids, settings, clock, specs, k_of)
     for (r, tree), c in zip(specs, found):
-        costs.TABLE.put(model, mtp, kept_as(tree), r, c, how, tree)
+        costs.TABLE.put(model, mtp, kept_as(tree), r, c, how, tree, lanes="race")
     return [_with_prefill(loaded, ids, settings, c) for c in found]
 
 

@@ -346,10 +346,11 @@ def sampling_kind(sampling=None):
 
 class CostTable:
     """This host's measured costs, one cache for the whole project (TABLE). A row is a model and a head (these very
-    modules, and the compiled graphs serving them now), the host (host()), how tokens are picked (sampling_kind)
-    and the rollback; in it, one Costs per round shape: k = 1, 2, ... (a chain of k), 0 (a plain step in a k="auto"
-    run, the head resting), "auto" (a k="auto" lane's mean round), or a tree's shape. Every Costs holds the plain
-    step's terms beside its round's. Entries are filled by `measure` (through demo.race.calibrate, length_seconds
+    modules, and the compiled graphs serving them now), the host (host()), how tokens are picked (sampling_kind),
+    the rollback, and the lanes that were timed (`lanes`: "race", the page's race lanes taking turns, whose terms
+    count the race's own work; "engine", the engine's bare streams); in it, one Costs per round shape: k = 1, 2, ...
+    (a chain of k), 0 (a plain step in a k="auto" run, the head resting), "auto" (a k="auto" lane's mean round), or
+    a tree's shape. Every Costs holds the plain step's terms beside its round's. Entries are filled by `measure` (through demo.race.calibrate, length_seconds
     and the benches) and read by the race's verdict, the stepper's what-if, k="auto" and the benches; the oldest go
     past `keep`. The prompt's own pass depends on the prompt, so it is kept per prompt beside them
     (with_prompt_pass)."""
@@ -360,20 +361,21 @@ class CostTable:
         self._prompts = {}          # (id of the Costs, the prompt's ids) -> (weak ref to the Costs, plain s, spec s)
 
     @staticmethod
-    def key(model, mtp, k, rollback, sampling=None, tree=""):
+    def key(model, mtp, k, rollback, sampling=None, tree="", lanes="engine"):
         shape = k if k == "auto" else int(k)
         return (id(model), id(mtp), serving(model), serving(mtp), host(model), sampling_kind(sampling), rollback,
-                shape, tree or "")
+                lanes, shape, tree or "")
 
-    def get(self, model, mtp, k, rollback, sampling=None, tree=""):
+    def get(self, model, mtp, k, rollback, sampling=None, tree="", lanes="engine"):
         """The kept Costs of this round shape, or None."""
-        model_ref, mtp_ref, costs = self._costs.get(self.key(model, mtp, k, rollback, sampling, tree),
+        model_ref, mtp_ref, costs = self._costs.get(self.key(model, mtp, k, rollback, sampling, tree, lanes),
                                                     (None, None, None))
         return costs if model_ref is not None and model_ref() is model and mtp_ref() is mtp else None
 
-    def put(self, model, mtp, k, rollback, costs, sampling=None, tree=""):
+    def put(self, model, mtp, k, rollback, costs, sampling=None, tree="", lanes="engine"):
         """Keep `costs` for this round shape (a measurement replaces the one before it). -> costs"""
-        self._costs[self.key(model, mtp, k, rollback, sampling, tree)] = (weakref.ref(model), weakref.ref(mtp), costs)
+        key = self.key(model, mtp, k, rollback, sampling, tree, lanes)
+        self._costs[key] = (weakref.ref(model), weakref.ref(mtp), costs)
         while len(self._costs) > self.keep:
             self._costs.pop(next(iter(self._costs)))
         return costs
@@ -403,13 +405,14 @@ TABLE = CostTable()
 def length_seconds(model, mtp, max_k, race_for, sampling=None, rollback="select", tokens=32, races=5, budget=3.0):
     """Seconds of a round of each draft length 0..max_k on this host (0: a plain step with the head resting),
     what k="auto" chooses by: each a round's cost at the share of rollbacks and the tokens per round its lane
-    saw (Costs.round_seconds), from TABLE; the lengths it lacks measured together (race_for(ids, max_new_tokens,
-    lanes) -> a race_once for `measure`: qwen.mtp.engine_race), on a short counting prompt, the first race off
-    the record, then up to `races` races within `budget` seconds (a big model: one). A length never reads cheaper than the one before it (a
+    saw (Costs.round_seconds), from TABLE's engine lanes; where one is missing, every length measured again
+    together, so the lengths compare like with like (race_for(ids, max_new_tokens, lanes) -> a race_once for
+    `measure`: qwen.mtp.engine_race), on a short counting prompt, the first race off the record, then up to `races`
+    races within `budget` seconds (a big model: one). A length never reads cheaper than the one before it (a
     round of m drafts does all that one of m - 1 does, and more: one measured dearer was slowed by something
     else). -> tuple of max_k + 1 seconds"""
-    missing = [m for m in range(max_k + 1) if TABLE.get(model, mtp, m, rollback, sampling) is None]
-    if missing:
+    lengths = list(range(max_k + 1))
+    if any(TABLE.get(model, mtp, m, rollback, sampling) is None for m in lengths):
         room = model.cfg.max_position_embeddings - max_k - 1         # a round of max_k must fit after the tokens
         if room < 4:
             raise ValueError(f"a context of {model.cfg.max_position_embeddings} positions is too short to time a "
@@ -417,12 +420,12 @@ def length_seconds(model, mtp, max_k, race_for, sampling=None, rollback="select"
         length = min(16, room // 2)
         device = model.embed_tokens.weight.device
         ids = torch.arange(1, length + 1, device=device)[None] % model.cfg.vocab_size          # (1, length)
-        lanes = [(m, rollback, "") for m in missing]
+        lanes = [(m, rollback, "") for m in lengths]
         found = measure(race_for(ids, min(tokens, room - length), lanes), lanes, races, budget, warmup=1)
-        for m, c in zip(missing, found):
+        for m, c in zip(lengths, found):
             TABLE.put(model, mtp, m, rollback, c, sampling)
     seconds = []
-    for m in range(max_k + 1):
+    for m in lengths:
         c = TABLE.get(model, mtp, m, rollback, sampling)
         s = c.round_seconds(c.samples.get("rolled_back", 0.0), c.samples.get("per_round", m + 1.0))
         seconds.append(max([s] + seconds))

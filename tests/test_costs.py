@@ -353,30 +353,34 @@ def test_the_table_keeps_one_entry_per_model_head_host_sampling_rollback_and_sha
     assert table.get(model, head, 2, "select", {"temperature": 0}) is c                   # greedy however spelled
     assert table.get(model, head, 2, "recompute") is None
     assert table.get(model, head, 1, "select") is None
+    assert table.get(model, head, 2, "select", lanes="race") is None                     # timed in other lanes
     assert table.get(model, head, 2, "select", {"temperature": 0.5, "seed": 1}) is None
     assert table.get(*random_pair("small", seed=3), 2, "select") is None                 # other modules
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     assert table.get(model, head, 2, "select") is None                                   # another instruction set
 
 
-def test_auto_and_the_race_read_one_table(loaded, monkeypatch):
-    """The race's terms for k = 2 are the round of two drafts k="auto" chooses by: auto measures only the lengths
-    the table lacks."""
+def test_auto_and_the_race_keep_their_costs_in_one_table_apart_by_the_lanes_that_timed_them(loaded, monkeypatch):
+    """The race's terms (its own lanes, taking turns) and k="auto"'s round lengths (the engine's bare streams, every
+    length timed together so they compare like with like) sit in the one table; neither overwrites the other, and
+    auto measures once."""
     from qwen.mtp import lengths_for
     engine_costs.TABLE.forget()
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
     race_module.calibrate(loaded, ids, settings)
     model, mtp = loaded.engine()
-    kept = engine_costs.TABLE.get(model, mtp, 2, "select")
-    assert kept is not None
+    raced = engine_costs.TABLE.get(model, mtp, 2, "select", lanes="race")
+    assert raced is not None and engine_costs.TABLE.get(model, mtp, 2, "select") is None
     measured = []
     real = engine_costs.measure
     monkeypatch.setattr(engine_costs, "measure", lambda race_once, lanes, *a, **kw: measured.append(
         [k for k, _, _ in lanes]) or real(race_once, lanes, *a, **kw))
     seconds = lengths_for(model, mtp, 2).seconds
-    assert measured == [[0, 1]]
-    from_race = kept.round_seconds(kept.samples["rolled_back"], kept.samples["per_round"])
-    assert seconds[2] == pytest.approx(max(seconds[1], from_race))
-    assert lengths_for(model, mtp, 2).seconds == seconds and measured == [[0, 1]]        # kept: measured once
+    assert measured == [[0, 1, 2]]
+    own = engine_costs.TABLE.get(model, mtp, 2, "select")
+    assert seconds[2] == pytest.approx(max(seconds[1], own.round_seconds(own.samples["rolled_back"],
+                                                                         own.samples["per_round"])))
+    assert engine_costs.TABLE.get(model, mtp, 2, "select", lanes="race") is raced      # the race's terms stay
+    assert lengths_for(model, mtp, 2).seconds == seconds and measured == [[0, 1, 2]]   # kept: measured once
     engine_costs.TABLE.forget()

@@ -186,7 +186,7 @@ def test_the_stepper_reads_the_race_s_measurement_of_the_same_settings(rand, mon
     real = race_module._measure_terms
     monkeypatch.setattr(race_module, "_measure_terms", lambda *a: calls.append(1) or real(*a))
     run = record(rand, k=2, max_new_tokens=8, rollback="recompute")
-    kept = costs.TABLE.get(model, mtp, 2, "recompute")
+    kept = costs.TABLE.get(model, mtp, 2, "recompute", lanes="race")
     assert calls == [1] and run.plain_step_seconds == kept.step
     assert {key: run.costs[key] for key in ("step", "plain_around", "round_around", "verify")} == \
         {key: kept.terms()[key] for key in ("step", "plain_around", "round_around", "verify")}
@@ -195,7 +195,7 @@ def test_the_stepper_reads_the_race_s_measurement_of_the_same_settings(rand, mon
                                                                        rollback="recompute"), "tiny")
     assert calls == [1] and mine.costs["round_around"] == run.costs["round_around"]    # another prompt: the same terms
     another = random_model()
-    assert costs.TABLE.get(*another, 2, "recompute") is None      # another engine: not these terms
-    assert costs.TABLE.get(model, mtp, 1, "recompute") is None    # another k
+    assert costs.TABLE.get(*another, 2, "recompute", lanes="race") is None      # another engine: not these terms
+    assert costs.TABLE.get(model, mtp, 1, "recompute", lanes="race") is None    # another k
 
 
