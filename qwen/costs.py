@@ -23,8 +23,8 @@ passes, per_token is the slope of that work against the tokens a round emitted. 
 have only the passes (the around terms 0): they predict as before.
 
 One timer and one table: `measure` runs lanes (the race's, or the engine's own: qwen.mtp.engine_race) and
-turns them into Costs; TABLE keeps them per model, head, host, sampling kind and rollback, one per round shape,
-for everything that predicts (the page's verdict and what-if, k="auto"'s round lengths, the benches).
+turns them into Costs; TABLE keeps them per model, head, host, sampling kind, rollback and the lanes timed, one
+per round shape, for everything that predicts (the page's verdict and what-if, k="auto"'s round lengths, the benches).
 """
 import statistics
 import time
@@ -350,10 +350,10 @@ class CostTable:
     the rollback, and the lanes that were timed (`lanes`: "race", the page's race lanes taking turns, whose terms
     count the race's own work; "engine", the engine's bare streams); in it, one Costs per round shape: k = 1, 2, ...
     (a chain of k), 0 (a plain step in a k="auto" run, the head resting), "auto" (a k="auto" lane's mean round), or
-    a tree's shape. Every Costs holds the plain step's terms beside its round's. Entries are filled by `measure` (through demo.race.calibrate, length_seconds
-    and the benches) and read by the race's verdict, the stepper's what-if, k="auto" and the benches; the oldest go
-    past `keep`. The prompt's own pass depends on the prompt, so it is kept per prompt beside them
-    (with_prompt_pass)."""
+    a tree's shape. Every Costs holds the plain step's terms beside its round's. Entries are filled by `measure`
+    (through demo.race.calibrate, length_seconds and the benches) and read by the race's verdict, the stepper's
+    what-if, k="auto" and the benches; the oldest go past `keep`. The prompt's own pass depends on the prompt, so it
+    is kept per prompt beside them (with_prompt_pass)."""
 
     def __init__(self, keep=64):
         self.keep = keep

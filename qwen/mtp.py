@@ -650,7 +650,8 @@ def lengths_for(model, mtp, max_k=3, sampled=False, rollback="select"):
         raise ValueError(f"max_k (the longest draft of k='auto') must be a whole number from 1 to {MAX_AUTO_K}, "
                          f"not {max_k!r}")
     sampling = dict(temperature=0.5, seed=0) if sampled else {}
-    race_for = lambda ids, max_new_tokens, lanes: engine_race(model, mtp, ids, max_new_tokens, lanes, sampling)  # noqa: E731
+    def race_for(ids, max_new_tokens, lanes):
+        return engine_race(model, mtp, ids, max_new_tokens, lanes, sampling)
     return DraftLengths(length_seconds(model, mtp, max_k, race_for, sampling, rollback))
 
 
