@@ -66,8 +66,8 @@ STRINGS = {
     "k_info": ("The draft head guesses k tokens; the main model checks them in one pass",
                "草稿头一次猜 k 个词元，主模型一次前向就能验证"),
     "rollback": ("Rollback after a rejected draft", "草稿被拒后的回滚方式"),
-    "rollback_select": ("select: keep the state after every token, pick one (no re-run)",
-                        "select：保留每个词元后的状态，直接选取（不重算）"),
+    "rollback_select": ("select: keep each token's write, apply the accepted ones (no re-run)",
+                        "select：保留每个词元的写入，只写入被接受的（不重算）"),
     "rollback_recompute": ("recompute: snapshot, restore, re-run the accepted tokens",
                            "recompute：快照、恢复、重算已接受的词元"),
     "rollback_both": ("compare both (3 lanes): plain, recompute and select, taking turns",
@@ -454,10 +454,11 @@ STRINGS = {
     "lead_some": ("Guess {m} was wrong: keep the {n} guess(es) before it and the main model's correction. ",
                   "第 {m} 个猜测错了：保留它之前的 {n} 个猜测和主模型的修正词元。"),
     "explain_rollback_select": (
-        "The KV caches are simply cut back by position. The DeltaNet memory cannot be cut — so during verify "
-        "it kept a copy after every token, and now it picks the copy after the last accepted one. No re-run.",
-        "KV 缓存按位置截断即可。DeltaNet 的记忆没法截断——所以验证时每个词元之后都存了一份，"
-        "现在直接选最后一个被接受词元之后的那份，不用重算。"),
+        "The KV caches are simply cut back by position. The DeltaNet memory cannot be cut — so verify did not "
+        "write it: it kept each token's write (a decay, a key and a delta per head, far smaller than the memory), "
+        "and now only the accepted tokens' writes are applied, in order. No re-run.",
+        "KV 缓存按位置截断即可。DeltaNet 的记忆没法截断——所以验证时不写记忆，只保留每个词元的写入（每个头一个衰减、"
+        "一个键和一个增量，比记忆本身小得多），现在按顺序只写入被接受词元的那几份，不用重算。"),
     "explain_rollback_recompute": (
         "The KV caches are simply cut back by position. The DeltaNet memory cannot be cut, so it is put back "
         "from the snapshot taken before verify, and the accepted tokens are run again.",
@@ -576,10 +577,10 @@ STRINGS = {
         "**接受并回滚。** 从根出发，沿着主模型选中的子节点往下走：接受 {n} 个后，没有子节点匹配，由主模型自己的词元"
         "修正（共 {m} 个词元）。获胜节点是第 {row} 行；其余分支全部丢弃。"),
     "tree_explain_select": (
-        "KV: the winning path's slots are moved into place and the rest cut. DeltaNet: a memory was kept for "
-        "every node, so each layer simply takes the winner's (select, extended to trees).",
-        "KV：把获胜路径的槽位移到正确位置，其余截掉。DeltaNet：每个节点都保存了一份记忆，所以每层直接取获胜节点的"
-        "那一份（select 推广到树）。"),
+        "KV: the winning path's slots are moved into place and the rest cut. DeltaNet: every node's write was "
+        "kept, so each layer applies the writes along the winner's path (select, extended to trees).",
+        "KV：把获胜路径的槽位移到正确位置，其余截掉。DeltaNet：每个节点的写入都保留着，所以每层沿获胜路径依次写入"
+        "（select 推广到树）。"),
     "tree_explain_recompute": (
         "KV is cut back; DeltaNet: the snapshot is restored and the winning path run again.",
         "KV 截回；DeltaNet：恢复快照，再把获胜路径重算一遍。"),
@@ -708,7 +709,7 @@ STRINGS = {
     "mem_no_restore": ("③ no restore needed<br>(all drafts accepted)", "③ 无需恢复<br>（草稿全中）"),
     "mem_rerun": ("④ after re-running<br>{n} accepted token(s)", "④ 重算 {n} 个<br>被接受词元之后"),
     "mem_kept": ("{i} kept as verify<br>left it", "{i} 保持验证后的<br>样子"),
-    "mem_selected": ("③ slot {n} of {m}<br>selected (no re-run)", "③ 选用第 {n}/{m} 个<br>槽位（不重算）"),
+    "mem_selected": ("③ {n} of {m} kept writes<br>applied (no re-run)", "③ 写入 {m} 份中的<br>前 {n} 份（不重算）"),
     "mem_dirty": ("③ after: left dirty<br>(restore skipped)", "③ 之后：未恢复<br>（跳过恢复）"),
     "mem_prefill": ("after prefill", "预填充之后"),
     "diff_verify": ("② − ①: what verify wrote", "② − ①：验证写入的"),
@@ -726,10 +727,10 @@ STRINGS = {
     "fig_memory_sub": ("rows: key dimension, columns: value dimension; one colour scale for the whole run, clipped "
                        "at the 99th percentile of |value|",
                        "行：键维度，列：值维度；整次运行使用同一色阶，在 |值| 的第 99 百分位处截断"),
-    "slots": ("Per-token states kept during verify (select picks one, no re-run):",
-              "验证时每个词元之后保存的状态（select 直接选一个，不重算）："),
-    "slot_after": ("after {token}", "{token} 之后"),
-    "slot_selected": ("selected", "选中"),
+    "slots": ("Per-token writes kept during verify (select applies the accepted ones, no re-run):",
+              "验证时保留的每个词元的写入（select 只写入被接受的，不重算）："),
+    "slot_after": ("{token}'s write", "{token} 的写入"),
+    "slot_selected": ("applied", "写入"),
     "not_yet": ("next phase", "下一阶段"),
     "bytes": ("state size (bytes)", "状态大小（字节）"),
     "positions": ("positions", "位置数"),
@@ -795,7 +796,7 @@ STRINGS = {
     "cost_catch_up": ("the head catches up, guesses d1", "草稿头追赶并猜下一个 d1"),
     "cost_snapshot": ("snapshot", "快照"),
     "cost_select_snapshot": ("set up a slot per token", "为每个词元准备槽位"),
-    "cost_select_restore": ("accept + select a kept slot", "接受 + 选取保存的槽位"),
+    "cost_select_restore": ("accept + apply the kept writes", "接受 + 写入保留的写入"),
     "cost_recompute_restore": ("accept + restore the snapshot", "接受 + 从快照恢复"),
     "cost_none_restore": ("accept + cut the KV caches", "接受 + 截断 KV 缓存"),
     "cost_rerun": ("re-run the accepted tokens", "重算被接受的词元"),

@@ -12,24 +12,38 @@ move.
                        DeltaNetState   for a Gated DeltaNet layer: a fixed-size recurrent memory
                          conv: (B, conv_dim, K-1)  the last K-1 inputs of the causal conv
                          S:    (B, value_heads, key_dim, value_dim)  the memory matrix, float32
-                         conv_steps, S_steps: (slots, ...) the same after each token of a pass,
-                           filled only when keep_step_states asked for them
+                         conv_steps: (slots, B, conv_dim, K-1)  the conv window after each token of a pass,
+                         row_decay, row_k, row_delta: (slots, B, value_heads, 1, 1 | key_dim | value_dim)
+                           each token's write into the memory (deltanet.write_row),
+                         all filled only when keep_step_states asked for them
 
 Rolling back is where the two kinds differ. A KV cache holds one column per position, so going back
 to position n is setting its length to n (the columns after it are overwritten before anyone reads
 them). The DeltaNet memory is a running sum that every token rewrote in place of the old one; there
 is nothing to cut. It has to be copied before (snapshot / restore), or kept after each of the
-positions we may want to return to (keep_step_states / select_step_states).
+positions we may want to return to. `select` does the second without a copy of the memory per
+position: a pass that keeps step states (keep_step_states) leaves the memory as it was and keeps each
+token's write instead (three small vectors per head); once the round knows how many tokens it keeps,
+select_step_states writes theirs (the memory after any position is S with the writes up to it).
 
 Every verb here changes `state` in place, and says so in its name.
 """
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
 MIN_CAPACITY = 64            # KV capacity grows in powers of two from here: few distinct shapes
 STEP_SLOTS = 9               # per-token states kept by a verify pass: 1 + k tokens, k <= 8
+
+
+def write_row(S, decay, k_t, delta):
+    """One token's write into DeltaNet memories S (N, H, Dk, Dv): decay (N, H, 1, 1), k_t (N, H, 1, Dk),
+    delta (N, H, 1, Dv) -> decayed S + k delta^T. The one place a memory is written: each token of a pass
+    (qwen.deltanet.delta_rule_step), and a round's commit redoing the writes a verify pass kept
+    (take_step_states), bit for bit the same arithmetic."""
+    return torch.addcmul(S * decay, k_t.transpose(-1, -2), delta)
 
 
 def capacity_for(n):
@@ -79,9 +93,11 @@ class AttentionState:
 class DeltaNetState:
     conv: torch.Tensor = None        # (B, conv_dim, K-1)
     S: torch.Tensor = None           # (B, value_heads, key_dim, value_dim)
-    keep_steps: bool = False         # when set, the next forward also records the state after each token
-    conv_steps: torch.Tensor = None  # (slots, B, conv_dim, K-1)
-    S_steps: torch.Tensor = None     # (slots, B, value_heads, key_dim, value_dim)
+    keep_steps: bool = False         # when set, the next forward keeps each token's write instead of writing S
+    conv_steps: torch.Tensor = None  # (slots, B, conv_dim, K-1): the window after each token
+    row_decay: torch.Tensor = None   # (slots, B, value_heads, 1, 1)   each token's write: decay,
+    row_k: torch.Tensor = None       # (slots, B, value_heads, 1, key_dim)  key
+    row_delta: torch.Tensor = None   # (slots, B, value_heads, 1, value_dim)  and delta (deltanet.write_row)
 
     def allocate(self, cfg, batch, dtype, device):
         """Zero conv window and memory (what a layer that has seen nothing holds)."""
@@ -91,8 +107,31 @@ class DeltaNetState:
         self.S = torch.zeros(batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
                              cfg.linear_value_head_dim, dtype=torch.float32, device=device)
         # subtle: the slots exist from the start, with one size, so every state looks the same to a compiled step
-        self.conv_steps = self.conv.new_zeros(STEP_SLOTS, *self.conv.shape)   # (slots, B, conv_dim, K-1)
-        self.S_steps = self.S.new_zeros(STEP_SLOTS, *self.S.shape)            # (slots, B, heads, Dk, Dv)
+        self.make_slots(STEP_SLOTS)
+
+    def make_slots(self, slots):
+        """Room for `slots` tokens' conv windows and memory writes (zeros)."""
+        B, heads, Dk, Dv = self.S.shape
+        self.conv_steps = self.conv.new_zeros(slots, *self.conv.shape)       # (slots, B, conv_dim, K-1)
+        self.row_decay = self.S.new_zeros(slots, B, heads, 1, 1)
+        self.row_k = self.S.new_zeros(slots, B, heads, 1, Dk)
+        self.row_delta = self.S.new_zeros(slots, B, heads, 1, Dv)
+
+    def written(self, rows):
+        """The memory with the kept writes of `rows` (of the last pass, in order) applied: a new tensor."""
+        S = self.S
+        for r in rows:
+            S = write_row(S, self.row_decay[r], self.row_k[r], self.row_delta[r])
+        return S
+
+    def memories(self, parents):
+        """The memory after each row of the last pass that kept step states, its rows shaped by `parents`
+        (qwen.tree.Tree.parents; a chain's are -1, 0, 1, ...): (rows, B, heads, Dk, Dv), for views."""
+        after = []
+        for r, parent in enumerate(parents):
+            before = self.S if parent < 0 else after[parent]
+            after.append(write_row(before, self.row_decay[r], self.row_k[r], self.row_delta[r]))
+        return torch.stack(after)
 
     def nbytes(self):
         return sum(t.nbytes for t in (self.conv, self.S) if t is not None)
@@ -191,23 +230,25 @@ def truncate_kv(cache, n):
 
 
 def keep_step_states(state, tokens=STEP_SLOTS, on=True):
-    """Ask every DeltaNet layer to record its memory and conv window after each token of the next pass,
-    into slots allocated once and reused: STEP_SLOTS of them (a verify pass of 1 + k, k <= 8), more for a
-    draft tree's rows (the slots then grow, and a compiled step would see new shapes: trees run eagerly)."""
+    """Ask every DeltaNet layer to keep, for each token of the next pass, its conv window and its write into
+    the memory, leaving the memory as it was, into slots allocated once and reused: STEP_SLOTS of them (a
+    verify pass of 1 + k, k <= 8), more for a draft tree's rows (the slots then grow, and a compiled step
+    would see new shapes: trees run eagerly). A pass that keeps them must be followed by select_step_states
+    (or take_step_states) before the memory is read as the sequence's."""
     for s in state.deltanet_layers():
         s.keep_steps = on
-        if on and s.S_steps is not None and tokens > s.S_steps.shape[0]:
-            s.conv_steps = s.conv.new_zeros(tokens, *s.conv.shape)
-            s.S_steps = s.S.new_zeros(tokens, *s.S.shape)
+        if on and s.conv_steps is not None and tokens > s.conv_steps.shape[0]:
+            s.make_slots(tokens)
 
 
 def select_step_states(state, start, rows):
     """After a pass that began at position `start` with keep_step_states on, keep only some of its tokens,
     in place: its first n (rows = n, a chain), or a draft tree's accepted path (rows = [0, ..., r]).
-    Each DeltaNet layer takes the memory and conv window recorded after the last kept token; a path's KV
-    columns (slots start + row) move to start, start + 1, ...; KV caches are cut after them.
+    Each DeltaNet layer writes the kept tokens' writes into its memory and takes the conv window recorded
+    after the last; a path's KV columns (slots start + row) move to start, start + 1, ...; KV caches are cut
+    after them.
 
-    subtle: no recomputation — the states after every token were kept during the pass."""
+    subtle: no model pass — each kept token's write was kept during the pass."""
     path = list(range(rows)) if isinstance(rows, int) else list(rows)
     if not path:
         raise ValueError("select_step_states keeps at least the pass's first token (n >= 1)")
@@ -219,18 +260,38 @@ def select_step_states(state, start, rows):
             s.v.index_copy_(2, target, s.v.index_select(2, source))   # an earlier target (row >= depth)
     state.pos = start + len(path)
     truncate_kv(state, start + len(path))
-    take_step_states(state, path[-1])
+    take_step_states(state, path)
     for s in state.deltanet_layers():
         s.keep_steps = False
 
 
-def take_step_states(state, row):
-    """Each DeltaNet layer's memory and conv window := those kept after row `row` of the last pass, in place. row: a
-    number, or a (1,) long tensor inside a compiled round, where reading it as a number would end the graph."""
+def take_step_states(state, rows, of=None):
+    """Each DeltaNet layer's memory := itself with the kept writes of `rows` of the last pass applied, in
+    order; its conv window := the one kept after the last of them; in place. rows: a path of row numbers
+    (a chain's first n: 0, ..., n-1), or a (1,) long tensor n inside a compiled round, meaning rows 0..n of
+    the pass's `of` rows, where reading n as a number would end the graph: there all `of` rows are written,
+    those past n as a write of nothing (decay 1, delta 0), which leaves each value exactly as it was."""
     for s in state.deltanet_layers():
-        if isinstance(row, torch.Tensor):
-            s.conv.copy_(s.conv_steps.index_select(0, row)[0])
-            s.S.copy_(s.S_steps.index_select(0, row)[0])
-        else:                                     # a view, no gather: the step-by-step round's select
-            s.conv.copy_(s.conv_steps[row])
-            s.S.copy_(s.S_steps[row])
+        if isinstance(rows, torch.Tensor):
+            S = s.S
+            for t in range(of):
+                kept = torch.arange(t, t + 1, device=rows.device) <= rows                  # (1,) bool
+                S = write_row(S, torch.where(kept, s.row_decay[t], 1.0), s.row_k[t],
+                              torch.where(kept, s.row_delta[t], 0.0))
+            s.S.copy_(S)
+            s.conv.copy_(s.conv_steps.index_select(0, rows)[0])
+        else:
+            s.S.copy_(s.written(rows))
+            s.conv.copy_(s.conv_steps[rows[-1]])
+
+
+def written_through(state, rows):
+    """`state` as a pass that keeps no step states would have left it: when the last pass kept them, a shallow
+    copy whose DeltaNet memories have the writes of `rows` (the pass's last row and its ancestors) applied;
+    otherwise `state` itself. For views of the state between a verify pass and its rollback (qwen.trace)."""
+    if not state.keeping():
+        return state
+    twin = copy.copy(state)
+    twin.layers = [dataclasses.replace(s, S=s.written(rows)) if isinstance(s, DeltaNetState) else s
+                   for s in state.layers]
+    return twin

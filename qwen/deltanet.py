@@ -13,12 +13,15 @@ l2-normalised. The output is RMS-normalised per head, gated by silu(in_proj_z(x)
 Value heads may outnumber key heads: each q/k head then serves several consecutive value heads.
 
 `delta_rule_recurrent` below is the rule one token at a time (decode, verification, and the obvious
-reference); chunk.py holds the parallel form used for prefill.
+reference); chunk.py holds the parallel form used for prefill. A verify pass that keeps step states
+(qwen.cache.keep_step_states) writes no memory: it keeps each row's write (decay, k, delta: a few
+vectors), and the round writes the accepted rows' ones after it knows how many (take_step_states).
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from qwen.cache import write_row
 from qwen.chunk import delta_rule_chunked
 from qwen.norm import GatedRMSNorm
 from qwen.tree import tree_tensor
@@ -33,51 +36,55 @@ def l2_normalize(x, eps=1e-6):
 
 def delta_rule_step(S, decay, k_t, q_t, v_t, beta_t):
     """The gated delta rule for one token of each memory in S (N, H, Dk, Dv): decay (N, H, 1, 1); k_t, q_t
-    (N, H, 1, Dk); v_t (N, H, 1, Dv); beta_t (N, H, 1, 1). -> (the memory after it, the output (N, H, Dv))"""
+    (N, H, 1, Dk); v_t (N, H, 1, Dv); beta_t (N, H, 1, 1). -> (the memory after it, the output (N, H, Dv),
+    the token's write: delta (N, H, 1, Dv))"""
     # one pass over the old memory reads both k^T S and q^T S: (N, H, 2, Dv)
     read = torch.cat([k_t, q_t], dim=2) @ S
     predicted = decay * read[:, :, :1]                                      # k^T (decayed S): (N, H, 1, Dv)
     delta = (v_t - predicted) * beta_t
-    S = torch.addcmul(S * decay, k_t.transpose(-1, -2), delta)              # decayed S + k delta^T
+    S = write_row(S, decay, k_t, delta)                                     # decayed S + k delta^T
     # q^T (new S) = q^T (decayed S) + (q . k) delta, without another pass over S
-    return S, (decay * read[:, :, 1:] + (q_t * k_t).sum(-1, keepdim=True) * delta)[:, :, 0]
+    return S, (decay * read[:, :, 1:] + (q_t * k_t).sum(-1, keepdim=True) * delta)[:, :, 0], delta
 
 
-def delta_rule_recurrent(q, k, v, g, beta, S=None, keep_steps=False, parents=None):
+def delta_rule_recurrent(q, k, v, g, beta, S=None, parents=None):
     """The gated delta rule, one token at a time (delta_rule_step).
 
     q, k: (B, H, T, Dk) l2-normalised; v: (B, H, T, Dv); g, beta: (B, H, T); S: (B, H, Dk, Dv) or None.
     parents: for a draft tree's rows (qwen.tree.Tree.parents; B = 1), each row's memory starts from its
     parent's (-1: S) instead of the previous token's, and the rows of one depth step together, as a batch.
     None: a sequence (a chain's parents would be -1, 0, 1, ...).
-    -> out (B, H, T, Dv), the last token's S, and the list of S after each token when keep_steps or a tree."""
+    -> out (B, H, T, Dv), the memory after the last row, and each row's write [(decay, k_t, delta)]: what
+    write_row needs to redo it (qwen.cache keeps them for a round's commit). S itself is left as it was."""
     B, H, T, Dk = k.shape
     q = q * Dk ** -0.5
     if S is None:
         S = q.new_zeros(B, H, Dk, v.shape[-1])
     if parents is None:                          # a sequence: token by token, each from the one before it
-        outs, steps = [], []
+        outs, writes = [], []
         for t in range(T):
-            S, out = delta_rule_step(S, g[:, :, t, None, None].exp(), k[:, :, t, None, :], q[:, :, t, None, :],
-                                     v[:, :, t, None, :], beta[:, :, t, None, None])
+            decay, k_t = g[:, :, t, None, None].exp(), k[:, :, t, None, :]
+            S, out, delta = delta_rule_step(S, decay, k_t, q[:, :, t, None, :], v[:, :, t, None, :],
+                                            beta[:, :, t, None, None])
             outs.append(out)
-            if keep_steps:
-                steps.append(S)
-        return torch.stack(outs, dim=2), S, steps
+            writes.append((decay, k_t, delta))
+        return torch.stack(outs, dim=2), S, writes
     # a tree: depth by depth, the rows of a depth as one batch, each from its parent's memory
     depths = [0] * T
     for r in range(1, T):
         depths[r] = depths[parents[r]] + 1
-    outs, steps = [None] * T, [None] * T
+    outs, steps, writes = [None] * T, [None] * T, [None] * T
     for depth in range(max(depths) + 1):
         rows = [r for r in range(T) if depths[r] == depth]
         pick = tree_tensor(tuple(rows), q.device)
         at = lambda x: x.index_select(2, pick).transpose(0, 2)              # noqa: E731  (1, H, T, ..) -> (rows, H, 1, ..)
         before = torch.cat([S if parents[r] < 0 else steps[parents[r]] for r in rows])   # (rows, H, Dk, Dv)
-        after, out = delta_rule_step(before, at(g[..., None]).exp(), at(k), at(q), at(v), at(beta[..., None]))
+        decay, k_t = at(g[..., None]).exp(), at(k)
+        after, out, delta = delta_rule_step(before, decay, k_t, at(q), at(v), at(beta[..., None]))
         for i, r in enumerate(rows):
             outs[r], steps[r] = out[i:i + 1], after[i:i + 1]
-    return torch.stack(outs, dim=2), steps[-1], steps
+            writes[r] = (decay[i:i + 1], k_t[i:i + 1], delta[i:i + 1])
+    return torch.stack(outs, dim=2), steps[-1], writes
 
 
 class GatedDeltaNet(nn.Module):
@@ -141,13 +148,14 @@ class GatedDeltaNet(nn.Module):
         # subtle: when training, autograd keeps the old memory for the backward pass; never overwrite it under it
         S = cache.S.clone() if torch.is_grad_enabled() else cache.S
         if T <= RECURRENT_MAX_T or cache.keep_steps or tree is not None:
-            out, S, steps = delta_rule_recurrent(q, k, v, g, beta, S, cache.keep_steps,
-                                                 tree.parents if tree is not None else None)
-            if cache.keep_steps:
-                cache.S_steps[:T].copy_(torch.stack(steps))                   # (T, B, nv, dk, dv)
+            out, S, writes = delta_rule_recurrent(q, k, v, g, beta, S, tree.parents if tree is not None else None)
         else:
             out, S = delta_rule_chunked(q, k, v, g, beta, S)
-        cache.S.copy_(S)                                      # in place: the buffer outlives the pass
+        if cache.keep_steps:     # one memory: leave it as it was, keep each row's write for the round's commit
+            for name, parts in zip(("row_decay", "row_k", "row_delta"), zip(*writes)):
+                getattr(cache, name)[:T].copy_(torch.stack(parts))        # (T, B, nv, 1, 1 | dk | dv)
+        else:
+            cache.S.copy_(S)                                  # in place: the buffer outlives the pass
         out = out.transpose(1, 2).to(x.dtype)                                           # (B, T, nv, dv)
         z = self.in_proj_z(x).view(B, T, self.nv, self.dv)
         return self.out_proj(self.norm(out, z).reshape(B, T, -1))

@@ -337,11 +337,11 @@ def prepare_rollback(state, tree, rollback, listening, clock):
 
 def verify(model, state, seq, tree, clock):
     """Every row in one pass, each seeing its ancestors, at the state's next positions: seq (1, rows)
-    -> (logits (1, rows, V), hidden (1, rows, H)); the state then holds them (verify_pass)."""
+    -> (logits (1, rows, V), hidden (1, rows, H)); the state then holds them (verify_pass), its DeltaNet
+    memories left as they were where the pass kept step states (until roll_back writes the kept rows')."""
     positions = state.begin_pass(seq)
     logits, hidden = verify_pass(model, state, seq, positions, tree)
     state.end_pass(seq.shape[1])
-    keep_step_states(state, on=False)
     clock.lap("verify")
     return logits, hidden
 
@@ -355,14 +355,20 @@ def verify_pass(model, state, seq, positions, tree=None):
 
 
 def roll_back(model, state, seq, tree, path, P, rollback, snap, kept, clock):
-    """The main state back to just after the accepted path's tokens: `select` takes the state kept after its last
-    row (kept: step states were kept though the rollback needs none), `recompute` restores the snapshot and runs
-    the path again, "none" only cuts the KV caches (the recurrent memory left dirty, for the demo)."""
+    """The main state back to just after the accepted path's tokens: `select` writes the memory writes kept for
+    the path's rows (kept: step states were kept though the rollback needs none), `recompute` restores the
+    snapshot and runs the path again, "none" only cuts the KV caches (the recurrent memory left dirty, for the
+    demo)."""
     n = len(path) - 1
     in_place = path == list(range(tree.size))                 # a chain, all accepted: nothing to undo
     if rollback == "select" and (tree.size > 1 or kept):
         select_step_states(state, P, path)
-    elif rollback == "recompute" and not in_place:
+        clock.lap("restore")
+        return
+    if kept:                                    # kept for a watch: first write every row, as the pass would have
+        take_step_states(state, tree.ancestors(tree.size - 1))
+        keep_step_states(state, on=False)
+    if rollback == "recompute" and not in_place:
         restore_state(state, snap)
         clock.lap("restore")
         model.forward_hidden(seq[:, :n + 1] if path == list(range(n + 1)) else seq[:, path], state)
@@ -415,7 +421,7 @@ def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions, noise=N
     """speculative_round's four phases for a chain, greedy (or sampled with shared noise), rolled back by
     `select`, each in its tensor form: no Python number is read until it returns, so it compiles into one graph
     per k (qwen.compiled) and a round costs one call instead of a head pass per draft, a verify pass and the Python
-    between them. The verify pass and the select are the step-by-step round's own (verify_pass, take_step_states).
+    between them. The verify pass and the commit are the step-by-step round's own (verify_pass, take_step_states).
 
     tok_d1: (1, 2) the round's first token and the head's guess d1; out1: (1, 1, H) the head output
     that guessed d1; positions: (k+1,) P..P+k; noise: None (greedy), or (seed, temperature) (picks).
@@ -426,7 +432,7 @@ def greedy_round(model, mtp, state, head_cache, tok_d1, out1, positions, noise=N
     drafts = draft_chain(mtp, model, tok_d1[:, 1:], out1, positions, head_cache, noise)       # 1. propose (1, k)
     logits, hidden = verify_pass(model, state, torch.cat([tok_d1[:, :1], drafts], dim=1), positions)   # 2. verify
     n, nxt = accept_chain(picks(logits[0], noise, positions + 1), drafts[0])                  # 3. accept
-    take_step_states(state, n)                                                               # 4. commit: select,
+    take_step_states(state, n, of=positions.shape[0])                           # 4. commit: rows 0..n written,
     out = mtp.run(model.embed_tokens(catch_up_tokens(drafts[0], n, nxt)), hidden, positions,   # the head's catch-up
                   head_cache)[0].index_select(0, n)[None]                                    # (1, 1, H)
     return drafts, n, nxt, greedy_guess(mtp, out[:, 0], model.lm_head, noise, positions[:1] + n + 2), out

@@ -23,7 +23,7 @@ Nothing here runs unless a trace was asked for.
 import torch
 import torch.nn.functional as F
 
-from qwen.cache import AttentionState
+from qwen.cache import AttentionState, written_through
 from qwen.sample import filtered_logits, gumbel_noise
 
 TOP = 5           # alternatives recorded per draft position
@@ -47,9 +47,10 @@ class Watch:
         and every draft; tree: their shape; guesses: [None, Guess for node 1, ...]."""
 
     def verified(self, state, head_cache, logits, picks, path):
-        """After the verify pass, before the rollback: logits (rows, V); every DeltaNet layer's memory and
-        conv window after each row are in its S_steps / conv_steps; picks: the main model's token after each
-        row (None under the textbook rule); path: the accepted rows."""
+        """After the verify pass, before the rollback: logits (rows, V); every DeltaNet layer's memory is still
+        the one the round found (the pass kept each row's write: its `memories(tree.parents)` gives the memory
+        after each row, conv_steps the conv windows; qwen.cache.written_through the state as if written);
+        picks: the main model's token after each row (None under the textbook rule); path: the accepted rows."""
 
     def rolled_back(self, state, head_cache):
         """After the rollback: the main model's state the next round starts from."""
@@ -110,8 +111,13 @@ class Trace(Watch, list):
     def round_began(self, state, head_cache):
         self.views = {"before": self.view(state, head_cache)}
 
+    def drafted(self, state, tree, tokens, guesses):
+        self.tree = tree
+
     def verified(self, state, head_cache, logits, picks, path):
-        self.views["after_verify"] = self.view(state, head_cache)
+        # the memory every row wrote, up to the last row: what a pass that writes as it goes leaves
+        self.views["after_verify"] = self.view(written_through(state, self.tree.ancestors(self.tree.size - 1)),
+                                               head_cache)
 
     def round_ended(self, number, r, emitted, rollback, state, head_cache, sampling):
         self.views["after"] = self.view(state, head_cache)

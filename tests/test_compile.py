@@ -230,7 +230,7 @@ def test_on_cuda_every_state_buffer_is_a_static_address_for_cuda_graphs(monkeypa
     torch.testing.assert_close(logits, model.step(nxt, eager.begin_pass(nxt), eager)[0])
     assert options == [{"mode": "reduce-overhead", "fullgraph": True}]
     written = list(saved.state_buffers([mine]))
-    assert len(written) == 2 + 4                  # the attention layer's k, v; the DeltaNet layer's four
+    assert len(written) == 2 + 6                  # the attention layer's k, v; the DeltaNet layer's six
     assert all(getattr(t, "_dynamo_static_input_type", None) == "unguarded" for t in written)
     cache = AttentionState()
     head(model.embed_tokens(ids), torch.zeros(1, 3, model.cfg.hidden_size), 0, cache)

@@ -86,8 +86,10 @@ def test_a_pass_writes_the_state_in_place_as_eager_does_at_any_kv_capacity(ahead
         torch.testing.assert_close(logits, want_logits, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(hidden, want_hidden, atol=1e-4, rtol=1e-4)
         assert_same_state(state, twin, atol=1e-5)
-        for got, want in zip(state.deltanet_layers(), twin.deltanet_layers()):      # the kept step states too
-            torch.testing.assert_close(got.S_steps[:1 + K], want.S_steps[:1 + K], atol=1e-5, rtol=1e-5)
+        for got, want in zip(state.deltanet_layers(), twin.deltanet_layers()):      # the kept writes too
+            for name in ("conv_steps", "row_decay", "row_k", "row_delta"):
+                torch.testing.assert_close(getattr(got, name)[:1 + K], getattr(want, name)[:1 + K],
+                                           atol=1e-5, rtol=1e-5)
     assert graphs.compiled == built               # one package for every capacity
 
 

@@ -96,10 +96,11 @@ def test_select_shows_the_kept_slots_and_the_one_selected(runs):
     fig = figures.memory_heatmaps(rec, "accept")
     assert [list(row) for row in by_name(fig, "after").z] == rec["states"]["after"]["memory"]
     title = " ".join(a.text for a in fig.layout.annotations)
-    assert f"slot {rec['accepted'] + 1} of {rec['k'] + 1}" in title
+    assert f"{rec['accepted'] + 1} of {rec['k'] + 1} kept writes" in title
     html = stepper_html.phase_panel(run, 3 * r, "English")
     assert html.count('data-slot=') == rec["k"] + 1
-    assert f'picked" data-slot="{rec["accepted"]}"' in html
+    assert html.count('picked" data-slot=') == rec["accepted"] + 1          # the accepted tokens' writes
+    assert f'rejected" data-slot="{rec["accepted"] + 1}"' in html
 
 
 def test_the_colour_scales_are_fixed_for_the_whole_run(runs):
@@ -209,7 +210,7 @@ def test_the_cost_chart_names_what_each_mode_does(runs):
     assert all(set(r["race_seconds"]) == {"fused"} for r in runs["select"].records[1:])
     own = replace(runs["select"], records=untimed(runs["select"].records))     # the recording's own phases
     names = [t.name for t in figures.cost_stack(own).data]
-    assert names == ["draft (head passes)", "set up a slot per token", "verify", "accept + select a kept slot",
+    assert names == ["draft (head passes)", "set up a slot per token", "verify", "accept + apply the kept writes",
                      "the head catches up, guesses d1"]
     assert not any("restore" in n or "re-run" in n for n in names)           # select restores nothing
 

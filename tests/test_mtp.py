@@ -4,7 +4,8 @@ import json
 import pytest
 import torch
 
-from qwen.cache import State, keep_step_states, restore_state, select_step_states, snapshot_state, state_bytes
+from qwen.cache import (State, copy_state, keep_step_states, restore_state, select_step_states, snapshot_state,
+                        state_bytes)
 from qwen.config import Config
 from qwen.model import Model
 from qwen.mtp import MTP, accept_drafts, generate_mtp
@@ -100,6 +101,35 @@ def test_select_and_restore_leave_the_state_plain_decoding_has():
         want = State(model)
         model(torch.tensor([prefix + more[:2]]), want)
         assert_same_state(state, want)
+
+
+@torch.inference_mode()
+def test_a_pass_keeping_step_states_writes_no_memory_and_select_writes_the_kept_rows_bit_for_bit():
+    """select's one memory: a keeping pass leaves S as it was; applying the first n kept writes gives, bit for bit,
+    the memory the same pass computes for its n-th row, and all of them the memory a pass writing as it goes
+    leaves. The compiled round's form (n as a tensor, every slot written, those past n as nothing) agrees."""
+    from qwen.cache import take_step_states
+    model, _ = random_pair("small", seed=5)
+    state = State(model)
+    model(torch.tensor([[3, 1, 4, 1, 5, 9, 2]]), state)
+    layers = state.deltanet_layers()
+    before = [s.S.clone() for s in layers]
+    twin = copy_state(state)
+    keep_step_states(state, 4)
+    model(torch.tensor([[6, 5, 3, 5]]), state)
+    model(torch.tensor([[6, 5, 3, 5]]), twin)                     # the same pass, writing as it goes
+    assert all(torch.equal(s.S, b) for s, b in zip(layers, before))
+    for s, t in zip(layers, twin.deltanet_layers()):
+        assert torch.equal(s.written(range(4)), t.S)
+        after = s.memories((-1, 0, 1, 2))                         # (rows, B, heads, Dk, Dv)
+        assert not torch.equal(after[1], after[3])
+        for n in range(4):
+            assert torch.equal(after[n], s.written(range(n + 1)))
+    for n in range(4):
+        trial = copy_state(state)
+        take_step_states(trial, torch.tensor([n]), of=4)
+        for s, t in zip(trial.deltanet_layers(), layers):
+            assert torch.equal(s.S, t.written(range(n + 1))) and torch.equal(s.conv, t.conv_steps[n])
 
 
 @torch.inference_mode()
@@ -244,7 +274,7 @@ def test_memory_does_not_grow_during_a_512_token_generation(monkeypatch, specula
     def watch(state, T):                                    # after every pass: which buffers, how big
         original(state, T)
         seen.append([(t.data_ptr(), t.nbytes) for s in state.layers
-                     for t in (getattr(s, name, None) for name in ("k", "v", "conv", "S", "conv_steps", "S_steps"))
+                     for t in (getattr(s, name, None) for name in ("k", "v", "conv", "S", "conv_steps", "row_decay", "row_k", "row_delta"))
                      if t is not None])
     monkeypatch.setattr(State, "end_pass", watch)
     ids = torch.tensor([[1, 2, 3]])

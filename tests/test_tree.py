@@ -31,7 +31,7 @@ def tree_pass(model, tokens, state, tree):
     memories) after each row])."""
     keep_step_states(state, tree.size)
     logits, _ = model.forward_hidden(tokens, state, tree=tree)
-    kept = [(s.conv_steps[:tree.size].clone(), s.S_steps[:tree.size].clone()) for s in state.deltanet_layers()]
+    kept = [(s.conv_steps[:tree.size].clone(), s.memories(tree.parents)) for s in state.deltanet_layers()]
     keep_step_states(state, on=False)
     return logits, kept
 

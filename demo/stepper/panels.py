@@ -162,14 +162,14 @@ def _verify_table(run, rec, lang):
 
 
 def slots_html(run, rec, lang, picked=False):
-    """select's k+1 slots: the state kept after each token of the verify pass (tok, d1..dk); at the accept
-    phase the slot after the last accepted token is marked as the one taken, the later ones as dropped."""
+    """select's k+1 slots: the memory write kept for each token of the verify pass (tok, d1..dk); at the accept
+    phase the writes up to the last accepted token are marked as applied, the later ones as dropped."""
     tokens = [steps.token_at(run, rec["pos"])] + [d["token"] for d in rec["draft"]]
     n = rec["accepted"]
     cells = []
     for i, token in enumerate(tokens):
-        cls = "" if not picked else (" picked" if i == n else " rejected" if i > n else "")
-        mark = f" ✓ {escape(t('slot_selected', lang))}" if picked and i == n else (" ✗" if picked and i > n else "")
+        cls = "" if not picked else (" picked" if i <= n else " rejected")
+        mark = f" ✓ {escape(t('slot_selected', lang))}" if picked and i <= n else (" ✗" if picked else "")
         cells.append(f'<span class="step-slot{cls}" data-slot="{i}">{i + 1}: '
                      f'{escape(t("slot_after", lang, token=steps.token_text(run, token)))}{mark}</span>')
     return f'<div class="step-slots" title="{escape(t("slots", lang))}"><small>{escape(t("slots", lang))}</small>' \

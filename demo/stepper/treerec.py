@@ -32,8 +32,9 @@ def rows_after(model, tokens, state, tree):
     DeltaNet layer the memory after each row (rows, heads, Dk, Dv))."""
     keep_step_states(state, tree.size)
     logits, _ = model.forward_hidden(tokens, state, tree=tree)
+    memories = [s.memories(tree.parents)[:, 0] for s in state.deltanet_layers()]
     keep_step_states(state, on=False)
-    return logits[0], [s.S_steps[:tree.size, 0] for s in state.deltanet_layers()]
+    return logits[0], memories
 
 
 class TreeNotes(Watch):
@@ -63,7 +64,7 @@ class TreeNotes(Watch):
         in_order = Tree.chain(tree.size - 1)
         row_logits, row_S = rows_after(self.model, self._tokens, self._twin, in_order)
         rec["row_picks"] = main_picks(row_logits, in_order, rec["pos"], self.sampling)
-        tree_S = [s.S_steps[:tree.size, 0] for s in state.deltanet_layers()]     # per layer (rows, heads, Dk, Dv)
+        tree_S = [s.memories(tree.parents)[:, 0] for s in state.deltanet_layers()]   # per layer (rows, heads, Dk, Dv)
         if not tree_S:                                                           # no DeltaNet layer: no memory
             rec["mixed"], rec["memory"] = [0.0] * tree.size, None
             return

@@ -33,7 +33,7 @@ PACKAGE_OPTIONS = {"aot_inductor.package_constants_in_so": False}
 
 
 def layer_fields(layer):
-    """The names of a layer state's tensor fields, in declaration order (k, v; conv, S, conv_steps, S_steps)."""
+    """The names of a layer state's tensor fields, in declaration order (k, v; conv, S, conv_steps, row_decay, row_k, row_delta)."""
     return tuple(f.name for f in dataclasses.fields(layer) if isinstance(getattr(layer, f.name), torch.Tensor))
 
 
