@@ -38,11 +38,13 @@ MIN_CAPACITY = 64            # KV capacity grows in powers of two from here: few
 STEP_SLOTS = 9               # per-token states kept by a verify pass: 1 + k tokens, k <= 8
 
 
-def write_row(S, decay, k_t, delta):
+def write_row(S, decay, k_t, delta, in_place=False):
     """One token's write into DeltaNet memories S (N, H, Dk, Dv): decay (N, H, 1, 1), k_t (N, H, 1, Dk),
-    delta (N, H, 1, Dv) -> decayed S + k delta^T. The one place a memory is written: each token of a pass
-    (qwen.deltanet.delta_rule_step), and a round's commit redoing the writes a verify pass kept
-    (take_step_states), bit for bit the same arithmetic."""
+    delta (N, H, 1, Dv) -> decayed S + k delta^T (in_place: into S itself). The one place a memory is written:
+    each token of a pass (qwen.deltanet.delta_rule_step), and a round's commit redoing the writes a verify pass
+    kept (take_step_states), bit for bit the same arithmetic."""
+    if in_place:
+        return S.mul_(decay).addcmul_(k_t.transpose(-1, -2), delta)
     return torch.addcmul(S * decay, k_t.transpose(-1, -2), delta)
 
 
@@ -280,8 +282,9 @@ def take_step_states(state, rows, of=None):
                               torch.where(kept, s.row_delta[t], 0.0))
             s.S.copy_(S)
             s.conv.copy_(s.conv_steps.index_select(0, rows)[0])
-        else:
-            s.S.copy_(s.written(rows))
+        else:                                     # eager: each write in place, no copy of the memory
+            for r in rows:
+                write_row(s.S, s.row_decay[r], s.row_k[r], s.row_delta[r], in_place=True)
             s.conv.copy_(s.conv_steps[rows[-1]])
 
 

@@ -126,10 +126,11 @@ def test_a_pass_keeping_step_states_writes_no_memory_and_select_writes_the_kept_
         for n in range(4):
             assert torch.equal(after[n], s.written(range(n + 1)))
     for n in range(4):
-        trial = copy_state(state)
-        take_step_states(trial, torch.tensor([n]), of=4)
-        for s, t in zip(trial.deltanet_layers(), layers):
-            assert torch.equal(s.S, t.written(range(n + 1))) and torch.equal(s.conv, t.conv_steps[n])
+        for rows in (torch.tensor([n]), list(range(n + 1))):      # the compiled round's form, the step-by-step's
+            trial = copy_state(state)
+            take_step_states(trial, rows, of=4)
+            for s, t in zip(trial.deltanet_layers(), layers):
+                assert torch.equal(s.S, t.written(range(n + 1))) and torch.equal(s.conv, t.conv_steps[n])
 
 
 @torch.inference_mode()
