@@ -113,9 +113,9 @@ STRINGS = {
     "spec_sub_recompute": ("after a rejected draft: restore the DeltaNet memory's snapshot, re-run the accepted "
                            "tokens",
                            "草稿被拒后：用快照恢复 DeltaNet 记忆，再重算已接受的词元"),
-    "spec_sub_select": ("after a rejected draft: take the DeltaNet memory kept after the last accepted token "
-                        "(no re-run)",
-                        "草稿被拒后：直接选用最后一个被接受词元之后保存的 DeltaNet 记忆（不重算）"),
+    "spec_sub_select": ("after a rejected draft: apply only the accepted tokens' DeltaNet writes, kept aside "
+                        "during verify (no re-run)",
+                        "草稿被拒后：只把验证时暂存的、被接受词元的写入写进 DeltaNet 记忆（不重算）"),
     "lane_off": ("runs only with “compare both” or a draft-tree lane", "仅在“两种都比”或开启草稿树赛道时运行"),
     "tree_setup": ("tree {tree} · {rollback}", "树 {tree} · {rollback}"),
     "spec_tree": ("Speculative · tree {tree}", "投机解码 · 树 {tree}"),
@@ -218,9 +218,9 @@ STRINGS = {
     "lane_recompute": ("{rolled} of {rounds} rounds rolled back: each restored the DeltaNet memory from the snapshot "
                        "taken before verify and re-ran the accepted tokens.",
                        "{rounds} 轮中有 {rolled} 轮回滚：每次都用验证前的快照恢复 DeltaNet 记忆，再重算已接受的词元。"),
-    "lane_select": ("{rolled} of {rounds} rounds rolled back: each took the DeltaNet memory kept after the last "
-                    "accepted token, with no re-run.",
-                    "{rounds} 轮中有 {rolled} 轮回滚：每次都直接选用最后一个被接受词元之后保存的 DeltaNet 记忆，不重算。"),
+    "lane_select": ("{rolled} of {rounds} rounds rolled back: each applied only the accepted tokens' DeltaNet "
+                    "writes, kept aside during verify, with no re-run.",
+                    "{rounds} 轮中有 {rolled} 轮回滚：每次只把验证时暂存的、被接受词元的写入写进 DeltaNet 记忆，不重算。"),
     "lane_costs": ("Here a round costs {round:.2f} plain tokens ({passes:.2f} in model passes, {around:.2f} around "
                    "them): predicted {predicted:.2f}×.",
                    "在这里一轮耗时相当于 {round:.2f} 个普通词元（模型前向 {passes:.2f}，前向之外 {around:.2f}）："
@@ -371,13 +371,13 @@ STRINGS = {
         "the last word at every position, the text is exactly what it would have written alone (token for "
         "token when greedy; the same distribution when sampling). The catch in this hybrid model: attention "
         "layers roll back by cutting their KV cache, but a DeltaNet layer's memory is a running sum that "
-        "every guessed token has already written into, so it must be restored from a copy or picked from "
-        "states kept along the way.",
+        "every guessed token would write into, so it must be restored from a copy, or left unwritten until the "
+        "check: each token's write kept aside, and only the accepted ones applied.",
         "**三句话讲清投机解码。** 一个便宜的猜测者（这里是权重里自带的草稿头）先猜接下来几个词元，大模型"
         "一次前向把它们全部检查一遍，保留它认同的最长前缀，再补上一个自己的词元。因为每个位置都由大模型"
         "拍板，输出和它单独生成的完全一样（贪心时逐词元相同，采样时分布相同）。这个混合模型的难点在于："
         "注意力层回滚只需截断 KV 缓存，而 DeltaNet 层的记忆是累加出来的，猜错的词元已经写了进去，"
-        "只能从副本恢复，或从沿途保存的状态里挑回来。"),
+        "只能从副本恢复，或者先不写：把每个词元的写入暂存起来，检查之后只写入被接受的。"),
     "step_title": ("Step through it: guess, verify, accept or roll back", "逐步查看：猜测、验证、接受或回滚"),
     "keys": ("Keys: → next · ← back · space play/pause", "按键：→ 下一步 · ← 上一步 · 空格 播放/暂停"),
     "start": ("Start", "开始"),
@@ -444,6 +444,20 @@ STRINGS = {
         "accepted guesses. This pass already wrote the guesses into every layer's state.",
         "主模型把当前词元和 {k} 个猜测放进一次前向，一次算出每个位置的预测。✓ 表示它自己也会选这个词元；"
         "第一个 ✗ 之后的猜测都作废。这次前向已经把猜测写进了每一层的状态。"),
+    "explain_verify_select": (
+        "The main model runs the current token plus the {k} guess(es) in one pass, so it predicts every "
+        "position at once. ✓ means it would have chosen the guess itself; the first ✗ ends the run of "
+        "accepted guesses. This pass wrote the guesses into the KV caches, but no DeltaNet memory: each "
+        "token's write (a decay, a key and a delta per head) is kept aside until the check is done.",
+        "主模型把当前词元和 {k} 个猜测放进一次前向，一次算出每个位置的预测。✓ 表示它自己也会选这个词元；"
+        "第一个 ✗ 之后的猜测都作废。这次前向把猜测写进了 KV 缓存，但没有写任何 DeltaNet 记忆：每个词元的写入"
+        "（每个头一个衰减、一个键和一个增量）先暂存起来，等核对完再说。"),
+    "explain_accept_select": (
+        "All guesses were right: they are kept, and the main model's prediction after the last one comes "
+        "free as a bonus token. The KV caches already hold exactly these tokens; every kept DeltaNet write "
+        "is applied, in order.",
+        "猜测全部正确：全部保留，主模型在最后一个猜测之后的预测还白送一个奖励词元。KV 缓存里正好就是这些词元；"
+        "暂存的 DeltaNet 写入全部按顺序写入。"),
     "explain_accept": (
         "All guesses were right: they are kept, and the main model's prediction after the last one comes "
         "free as a bonus token. The states already hold exactly these tokens, so nothing is undone.",
@@ -543,8 +557,9 @@ STRINGS = {
     "tree_same_pick": ("same", "相同"),
     "tree_walk_h": ("accepted path", "被接受的路径"),
     "tree_kv_moved": ("rows {rows} moved to positions {p}…; {cut} slots cut", "第 {rows} 行移到位置 {p}…；截掉 {cut} 个槽位"),
-    "tree_mem_select": ("every DeltaNet layer takes the memory and conv window kept after row {row} (no re-run)",
-                        "每个 DeltaNet 层直接选用第 {row} 行之后保存的记忆和卷积窗口（不重算）"),
+    "tree_mem_select": ("every DeltaNet layer applies the writes on the path to row {row} and takes the conv "
+                        "window kept there (no re-run)",
+                        "每个 DeltaNet 层写入通往第 {row} 行的路径上的写入，并选用那里保存的卷积窗口（不重算）"),
     "tree_mem_recompute": ("snapshot restored, the path's {n} tokens run again", "恢复快照，再重算路径上的 {n} 个词元"),
     "tree_explain_guess": (
         "**Guess, as a tree ({shape}).** Where the head is unsure, one guess per position wastes the round when "
@@ -604,8 +619,8 @@ STRINGS = {
     "memory_snapshot": ("snapshot copied before verify ({size})", "验证前复制快照（{size}）"),
     "memory_restored": ("restored from the snapshot, {n} token(s) re-run ({ms:.1f} ms)",
                         "从快照恢复，重算 {n} 个词元（{ms:.1f} 毫秒）"),
-    "memory_selected": ("took the state kept after token {n} of {m} (no re-run)",
-                        "选用验证时第 {n}/{m} 个词元之后保存的状态（不重算）"),
+    "memory_selected": ("applied the writes of {n} of {m} tokens, kept aside during verify (no re-run)",
+                        "写入验证时暂存的 {m} 个词元中前 {n} 个的写入（不重算）"),
     "memory_plain": ("one token written, as plain decoding writes it (no guess to undo)", "写入一个词元，与普通解码相同（没有要撤销的猜测）"),
     "head_rests": ("nothing written this step; it catches up on these tokens in one pass when it next guesses",
                    "这一步什么也不写；下次猜测时用一次前向补上这些词元"),
@@ -647,6 +662,8 @@ STRINGS = {
     "fig_change": ("Where this round wrote: ‖ΔS‖ per DeltaNet layer", "本轮写在哪里：每个 DeltaNet 层的 ‖ΔS‖"),
     "change_verify": ("written by verify (② − ①)", "验证写入的（② − ①）"),
     "change_removed": ("taken back: the rejected drafts' writes", "撤回的：被拒草稿写入的"),
+    "change_verify_writes": ("verify's kept writes (② − ①)", "验证暂存的写入（② − ①）"),
+    "change_removed_writes": ("never applied: the rejected drafts' writes", "从未写入的：被拒草稿的写入"),
     "change_norm": ("‖ΔS‖, all heads", "‖ΔS‖，全部头"),
     "fig_kv": ("KV cache length", "KV 缓存长度"),
     "fig_cost": ("Cost of each round", "每轮耗时"),
@@ -705,6 +722,9 @@ STRINGS = {
     "mem_snapshot": ("① snapshot<br>(taken before verify)", "① 快照<br>（验证前拍下）"),
     "mem_verify": ("② after verify", "② 验证后"),
     "mem_polluted": ("② after verify: polluted<br>by {r} rejected draft(s) ×", "② 验证后：被 {r} 个<br>被拒草稿污染 ×"),
+    "mem_verify_writes": ("② if every kept write<br>were applied", "② 假如写入全部<br>暂存的写入"),
+    "mem_polluted_writes": ("② if every kept write were<br>applied: {r} rejected draft(s) ×",
+                            "② 假如全部写入：含 {r} 个<br>被拒草稿 ×"),
     "mem_restored": ("③ restored<br>from the snapshot", "③ 从快照<br>恢复"),
     "mem_no_restore": ("③ no restore needed<br>(all drafts accepted)", "③ 无需恢复<br>（草稿全中）"),
     "mem_rerun": ("④ after re-running<br>{n} accepted token(s)", "④ 重算 {n} 个<br>被接受词元之后"),
@@ -713,10 +733,13 @@ STRINGS = {
     "mem_dirty": ("③ after: left dirty<br>(restore skipped)", "③ 之后：未恢复<br>（跳过恢复）"),
     "mem_prefill": ("after prefill", "预填充之后"),
     "diff_verify": ("② − ①: what verify wrote", "② − ①：验证写入的"),
+    "diff_verify_writes": ("② − ①: the kept writes, together", "② − ①：暂存的全部写入"),
     "diff_restore": ("③ − ①: restored − snapshot<br>= 0 everywhere ✓", "③ − ①：恢复 − 快照<br>处处为 0 ✓"),
     "diff_restore_differs": ("③ − ①: restored − snapshot<br>max |Δ| {d:.2g} ✗", "③ − ①：恢复 − 快照<br>最大 |Δ| {d:.2g} ✗"),
     "diff_kept": ("③ − ①: what this round kept", "③ − ①：本轮保留的"),
     "diff_removed": ("② − {last}: written by the<br>rejected drafts, removed", "② − {last}：被拒草稿写入、<br>已撤销的"),
+    "diff_removed_writes": ("② − ③: the rejected drafts'<br>writes, never applied",
+                            "② − ③：被拒草稿的写入，<br>从未写入"),
     "diff_not_removed": ("② − ③: nothing removed", "② − ③：没有撤销任何东西"),
     "diff_none_rejected": ("② − {last}: no draft rejected,<br>nothing to remove", "② − {last}：没有被拒草稿，<br>无需撤销"),
     "not_needed": ("not needed", "不需要"),
@@ -803,10 +826,10 @@ STRINGS = {
     "status_untouched": ("untouched", "未动"),
     "status_written": ("written", "写入"),
     "status_snapshot_written": ("snapshot, then written", "先快照再写入"),
-    "status_steps_kept": ("written, a copy kept per token", "写入，每词元存一份"),
+    "status_steps_kept": ("writes kept aside", "写入暂存"),
     "status_truncated": ("truncated", "截断"),
     "status_restored": ("restored + re-run", "恢复 + 重算"),
-    "status_selected": ("selected", "选取"),
+    "status_selected": ("accepted writes applied", "写入被接受的部分"),
     "status_kept": ("kept", "保留"),
     "status_dirty": ("left dirty", "留下脏状态"),
     "token_index": ("token", "词元"),

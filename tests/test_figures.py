@@ -64,7 +64,12 @@ def test_memory_figure_reveals_its_panels_phase_by_phase(runs):
     assert visible == {"guess": ["before"], "verify": ["before", "after_verify", "diff_verify"],
                        "accept": ["before", "after_verify", "after", "diff_verify", "diff_after", "diff_removed"]}
     titles = [a.text for a in fig.layout.annotations]
-    assert any(x.startswith("② − ①: what verify wrote") for x in titles)
+    assert any(x.startswith("② − ①: the kept writes") for x in titles)        # select's verify wrote none
+    assert any(x.startswith("② if every kept write") for x in titles)
+    assert not any("what verify wrote" in x for x in titles)
+    assert any(x.startswith("② − ①: what verify wrote")                        # recompute's verify did write
+               for x in (a.text for a in figures.memory_heatmaps(runs["recompute"].records[1], "accept")
+                         .layout.annotations))
     watch = rec["states"]["after"]["watch"]
     assert f"of L{watch['layer']}, value head {watch['head']}" in fig.layout.title.text
     scale = fig.layout.coloraxis.colorscale
@@ -97,6 +102,7 @@ def test_select_shows_the_kept_slots_and_the_one_selected(runs):
     assert [list(row) for row in by_name(fig, "after").z] == rec["states"]["after"]["memory"]
     title = " ".join(a.text for a in fig.layout.annotations)
     assert f"{rec['accepted'] + 1} of {rec['k'] + 1} kept writes" in title
+    assert f"{rec['k'] - rec['accepted']} rejected draft(s)" in title and "never applied" in title
     html = stepper_html.phase_panel(run, 3 * r, "English")
     assert html.count('data-slot=') == rec["k"] + 1
     assert html.count('picked" data-slot=') == rec["accepted"] + 1          # the accepted tokens' writes

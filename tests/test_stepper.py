@@ -102,6 +102,21 @@ def test_a_rejected_round_truncates_kv_and_restores_or_selects_memory(rand):
         assert rec["states"]["after"]["kv"][0] == rec["pos"] + rec["accepted"] + 1
 
 
+def test_the_explanations_say_what_each_rollback_writes_during_verify(rand):
+    """select's verify writes no DeltaNet memory (its writes wait for the check); recompute's writes them all,
+    and a rejected round puts them back from the snapshot. The words for each follow the run's rollback."""
+    said = {}
+    for rollback in ("select", "recompute"):
+        run = record(rand, k=2, max_new_tokens=6, rollback=rollback)
+        r = run.records.index(next(rec for rec in run.records[1:] if rec["rolled_back"]))
+        said[rollback] = [stepper_html.explanation(run, stepper.step_of(r, phase), "English")
+                          for phase in ("verify", "accept")]
+    assert "no DeltaNet memory" in said["select"][0] and "kept aside" in said["select"][0]
+    assert "already wrote the guesses into every layer" in said["recompute"][0]
+    assert "accepted tokens' writes are applied" in said["select"][1]
+    assert "snapshot" in said["recompute"][1] and "writes" not in said["recompute"][1]
+
+
 def test_sampling_is_reproducible_with_a_seed_and_shows_the_shared_noise(rand):
     """Sampled runs use shared noise: plain sampling's tokens; the guess and verify phases show each
     side's ranking by log prob + G, and the picks recorded are the tokens emitted."""

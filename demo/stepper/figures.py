@@ -273,7 +273,8 @@ def memory_panels(record, phase, lang="English", mode=None):
     recompute: ① snapshot (= the state before verify) ② after verify, polluted by the rejected drafts
                ③ restored from the snapshot (the same values: restore copies them back) ④ after re-running
                the accepted tokens; differences ② − ①, ③ − ① (zero), ② − ④ (what the rejected drafts wrote)
-    select:    ① before ② after verify ③ the slot kept after the last accepted token; ② − ①, ③ − ①, ② − ③
+    select:    ① before ② the memory through every kept write (verify wrote none) ③ after the accepted
+               tokens' writes were applied; ② − ①, ③ − ①, ② − ③ (the rejected drafts' writes, never applied)
     none:      ① before ② after verify ③ after, left dirty; ② − ①, ③ − ①, ② − ③ (nothing removed)
     The prefill shows its one state in the grid of the run's `mode`, so the figure keeps its size."""
     states = record["states"]
@@ -285,14 +286,16 @@ def memory_panels(record, phase, lang="English", mode=None):
     mode, back = record["rollback"], record["rolled_back"]
     k, n = record["k"], record["accepted"]
     before, verify, after = grid("before"), grid("after_verify"), grid("after")
-    polluted = t("mem_polluted", lang, r=k - n) if back and phase == "accept" else t("mem_verify", lang)
+    writes = mode == "select"            # select's verify wrote no memory: ② is the memory through its kept writes
+    polluted = t("mem_polluted_writes" if writes else "mem_polluted", lang, r=k - n) if back and phase == "accept" \
+        else t("mem_verify_writes" if writes else "mem_verify", lang)
 
     def diff(a, b):
         return subtract(a, b) if a is not None and b is not None else None
     last = "④" if mode == "recompute" else "③"                     # the panel of the memory the round kept
     removed = t("diff_not_removed", lang) if mode == "none" else \
-        t("diff_removed" if back else "diff_none_rejected", lang, last=last)
-    wrote = ("diff_verify", t("diff_verify", lang), diff(verify, before))
+        t(("diff_removed_writes" if writes else "diff_removed") if back else "diff_none_rejected", lang, last=last)
+    wrote = ("diff_verify", t("diff_verify_writes" if writes else "diff_verify", lang), diff(verify, before))
     taken = ("diff_removed", removed, diff(verify, after))
     if mode == "recompute":
         restored = before if after is not None else None           # restore copies the snapshot back, bit for bit
@@ -303,7 +306,7 @@ def memory_panels(record, phase, lang="English", mode=None):
         restore_title = t("diff_restore", lang) if not restore_diff or not _max_abs(restore_diff) else \
             t("diff_restore_differs", lang, d=_max_abs(restore_diff))
         return rows, [wrote, ("diff_restore", restore_title, restore_diff), taken]
-    third = {"select": t("mem_selected", lang, n=n + 1, m=k + 1) if back else t("mem_kept", lang, i=last),
+    third = {"select": t("mem_selected", lang, n=n + 1, m=k + 1),
              "none": t("mem_dirty", lang) if back else t("mem_kept", lang, i=last)}[mode]
     rows = [("before", t("mem_before", lang), before), ("after_verify", polluted, verify), ("after", third, after)]
     return rows, [wrote, ("diff_after", t("diff_kept", lang), diff(after, before)), taken]
@@ -520,7 +523,9 @@ def memory_change(record, phase, look=Look()):
     watched = any_state.get("watch", {}).get("layer")
     names = [f"{'▶ ' if i == watched else ''}L{i}" for i in deltanet]
     fig = _figure()
-    series = (("after_verify", "change_verify", OKABE_ITO["orange"]), ("after", "change_removed", OKABE_ITO["blue"]))
+    writes = "_writes" if record.get("rollback") == "select" else ""    # select: writes kept aside, not taken back
+    series = (("after_verify", "change_verify" + writes, OKABE_ITO["orange"]),
+              ("after", "change_removed" + writes, OKABE_ITO["blue"]))
     shown = SHOWN.get(phase, ()) if record.get("kind") == "round" else ()
     changes = {}
     for state, key, colour in series:

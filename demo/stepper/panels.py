@@ -52,10 +52,13 @@ def explanation(run, step, lang):
         return t("explain_prefill", lang)
     if rec["k"] == 0:                       # k="auto" chose a plain step
         return t(f"explain_{phase}_none", lang)
-    if phase in ("guess", "verify"):
-        return t(f"explain_{phase}", lang, k=rec["k"])
+    select = "_select" if rec["rollback"] == "select" else ""    # its verify keeps the DeltaNet writes aside
+    if phase == "guess":
+        return t("explain_guess", lang, k=rec["k"])
+    if phase == "verify":
+        return t("explain_verify" + select, lang, k=rec["k"])
     if not rec["rolled_back"]:
-        text = t("explain_accept", lang)
+        text = t("explain_accept" + select, lang)
     else:
         n = rec["accepted"]
         lead = t("lead_none", lang) if n == 0 else t("lead_some", lang, n=n, m=n + 1)
@@ -192,7 +195,7 @@ def _accept_panel(run, r, lang):
         t("kv_grow", lang, a=kv[0], b=kv[2])
     if k == 0:                                      # k="auto" chose a plain step
         mem = t("memory_plain", lang)
-    elif not rec["rolled_back"]:
+    elif not rec["rolled_back"] and rec["rollback"] != "select":
         mem = t("memory_kept", lang)
     elif rec["rollback"] == "recompute":
         seconds = rec["seconds"].get("restore", 0) + rec["seconds"].get("rerun", 0)
