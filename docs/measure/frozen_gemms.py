@@ -32,9 +32,7 @@ torch.compile = with_backends
 from qwen.bench import random_head, random_model          # noqa: E402  (after the patch: steps.py calls torch.compile)
 from qwen.cache import State, keep_step_states            # noqa: E402
 from qwen.compiled import warm_up                         # noqa: E402
-from qwen.mtp import generate_mtp                         # noqa: E402
-from qwen.sample import generate                          # noqa: E402
-from qwen.scripted import ScriptedHead                    # noqa: E402
+from scripted_lanes import scripted_speedups             # noqa: E402  (this folder)
 
 
 def main():
@@ -68,23 +66,7 @@ def main():
         step = med[(1, False)]
         print(f"step {1000 * step:.1f} ms; verify of 2 rows {med[(2, True)] / step:.2f} steps, "
               f"of 3 rows {med[(3, True)] / step:.2f} steps")
-        plain = generate(fast, ids, 48)
-        transcript = ids[0].tolist() + plain
-        runs = []
-        for _ in range(3):
-            t = time.perf_counter()
-            generate(fast, ids, 48)
-            plain_s = time.perf_counter() - t
-            for k in (1, 2):
-                for rate in (0.9, 0.5):
-                    t = time.perf_counter()
-                    out, _, _ = generate_mtp(fast, ScriptedHead(fast_head, transcript, rate, seed=3), ids, 48, k=k)
-                    assert out == plain, "speculative decoding must give plain decoding's tokens"
-                    runs.append((k, rate, plain_s / (time.perf_counter() - t)))
-        for k in (1, 2):
-            for rate in (0.9, 0.5):
-                xs = [x for kk, r, x in runs if (kk, r) == (k, rate)]
-                print(f"k={k} hit {rate}: {statistics.median(xs):.2f}x plain ({', '.join(f'{x:.2f}' for x in xs)})")
+        scripted_speedups(fast, fast_head, ids)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from qwen.bench import random_head, random_model          # noqa: E402
 from qwen.cache import State, keep_step_states, select_step_states   # noqa: E402
 from qwen.compiled import warm_up                         # noqa: E402
-from qwen.mtp import generate_mtp                         # noqa: E402
-from qwen.sample import generate                          # noqa: E402
-from qwen.scripted import ScriptedHead                    # noqa: E402
+from scripted_lanes import scripted_speedups             # noqa: E402  (this folder)
 
 PASSES = [(1, False), (2, True, 1), (2, True, 2), (2, False), (3, True, 1), (3, True, 3), (3, False)]
 
@@ -63,23 +61,7 @@ def main():
         for v in PASSES[1:]:
             what = f"keeping step states, then the select of {v[2]}" if v[1] else "keeping none"
             print(f"  verify of {v[0]} rows, {what}: {med[v] / step:.2f} steps ({1000 * med[v]:.1f} ms)", flush=True)
-        plain = generate(fast, ids, 48)
-        transcript = ids[0].tolist() + plain
-        runs = []
-        for _ in range(3):
-            t = time.perf_counter()
-            generate(fast, ids, 48)
-            plain_s = time.perf_counter() - t
-            for k in (1, 2):
-                for rate in (0.9, 0.5):
-                    t = time.perf_counter()
-                    out, _, _ = generate_mtp(fast, ScriptedHead(fast_head, transcript, rate, seed=3), ids, 48, k=k)
-                    assert out == plain, "speculative decoding must give plain decoding's tokens"
-                    runs.append((k, rate, plain_s / (time.perf_counter() - t)))
-    for k in (1, 2):
-        for rate in (0.9, 0.5):
-            xs = [x for kk, r, x in runs if (kk, r) == (k, rate)]
-            print(f"k={k} hit {rate}: {statistics.median(xs):.2f}x plain ({', '.join(f'{x:.2f}' for x in xs)})")
+        scripted_speedups(fast, fast_head, ids)
     print(f"peak resident {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB")
 
 
