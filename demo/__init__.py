@@ -8,7 +8,6 @@
     prompts     what the race and the stepper share: the examples, a prompt made ids, sampling, rollbacks
     tokens      tokens as text and HTML: whole characters, escaped, marked by origin (both views)
     race        plain vs speculative decoding, taking turns on the CPU, as a stream of plain-data updates
-    race_bench  `python -m demo.race_bench`: how the race's speed-up varies, taking turns or one after the other
     costs       this machine's cost of a round in plain steps, and the speed-up it predicts
     race_html   the race as HTML: its lanes' text boxes, stats, verdict
     race_ui     the race tab: components and events
@@ -17,7 +16,7 @@
     i18n        English and Chinese UI strings
     stepper/    the step-through view (one speculative round at a time): a sub-package
     serving     many visitors: queue position, per-session memory freed on close / when idle, request size
-    loadtest    `python -m demo.loadtest`: concurrent gradio_client sessions on loopback, latency and memory
 
-Everything that does work is a plain function that returns data, so tests need no browser.
+Everything that does work is a plain function that returns data, so tests need no browser. The tools that
+measure the app (race and length benches, load test, example labels) live in tools/.
 """

@@ -4,7 +4,7 @@
     demo = build_app(store)                 # builds the page; loads no model, leaves torch's threads alone
     serve(demo, store)                      # torch threads, the default model, then demo.launch(...)
 
-app.py does exactly this (Gradio looks for its module-level `demo`); the load test (demo.loadtest) and
+app.py does exactly this (Gradio looks for its module-level `demo`); the load test (tools.loadtest) and
 the tests (tests/conftest.py) serve the same page.
 """
 import gradio as gr

@@ -5,6 +5,10 @@ for a model (its chat template or raw, cut to fit), the sampling settings, the r
     generate(..., **sampling(settings))           # temperature 0: greedy; else shared noise from the seed
     default_example("中文")                        # the prompt a Chinese page opens with (a poem)
 """
+import functools
+import json
+import os
+
 import gradio as gr
 import torch
 
@@ -13,8 +17,8 @@ from demo.validate import ROLLBACKS, Notice, fit_prompt
 
 # The embedded model continues text of its corpus kinds well (KJV, Python's reST docs, classical Chinese
 # poems) and chats badly, so raw continuations lead and the chat prompts follow. How well its head guesses
-# each one is measured, not written here: demo/example_labels.py (python -m demo.example_labels) writes
-# demo/examples_measured.json, and the examples table labels a prompt "easy to guess" only from that.
+# each one is measured, not written here: the tool tools/example_labels.py (python -m tools.example_labels) writes
+# demo/examples_measured.json (EXAMPLES_FILE), and the examples table labels a prompt "easy to guess" only from that.
 # kind (an i18n key), prompt, raw completion, max new tokens
 EXAMPLES = [
     ("kind_bible", "1 In the beginning God created the heaven and the earth.\n2 And the earth was without form, "
@@ -29,11 +33,24 @@ EXAMPLES = [
 ]
 # The prompt a page opens with, per language (the same raw switch and length, so a language switch swaps
 # only the prompt). The Chinese one was chosen for a race that gains about as much as the English one's
-# (python -m demo.race_bench --predict; docs/benchmarks.md): among the poems the embedded model knows,
+# (python -m tools.race_bench --predict; docs/benchmarks.md): among the poems the embedded model knows,
 # Meng Haoran's keeps as many drafts as the KJV verse (60% against 61%, 2.20 tokens a round each) and runs
 # its full 120 tokens (a search over the 408 poems of tang300 and song100 and a few cuts of each).
 DEFAULT_EXAMPLE = EXAMPLES[0]
 ZH_EXAMPLE = EXAMPLES[2]
+EXAMPLES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples_measured.json")
+EASY = 0.60                     # share of drafts kept from which an example is labelled "easy to guess"
+
+
+@functools.lru_cache(maxsize=1)
+def measured():
+    """{prompt: share of drafts kept} as tools/example_labels.py last wrote it; {} when the file is missing or
+    unreadable."""
+    try:
+        with open(EXAMPLES_FILE, encoding="utf-8") as f:
+            return {row["prompt"]: float(row["kept"]) for row in json.load(f)["examples"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def default_example(lang):
@@ -57,8 +74,7 @@ def example_samples(lang):
 
 def example_label(kind, prompt, lang):
     """"Bible (KJV) · raw · easy to guess (61%)": the kind, then the share of drafts the embedded model's head
-    kept on this prompt as demo/example_labels.py measured it ("easy" from EASY up), or the kind alone."""
-    from demo.example_labels import EASY, measured
+    kept on this prompt as tools/example_labels.py measured it ("easy" from EASY up), or the kind alone."""
     kept = measured().get(prompt)
     if kept is None:
         return t(kind, lang)

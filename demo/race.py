@@ -13,7 +13,7 @@ The lanes take turns in one thread (take_turns): each turn, at least 50 ms of pl
 speculative decoding, goes to the lane that has spent the least time in the engine so far. They
 never run at the same time, so neither slows the other, yet they stream side by side, and a slow
 moment of a shared machine falls on every lane instead of on whichever ran then (docs/design.md,
-timing a race fairly; `python -m demo.race_bench` compares the schedules). A lane's
+timing a race fairly; `python -m tools.race_bench` compares the schedules). A lane's
 `seconds` count only its own time inside the engine (prefill included), not the other lanes' turns
 nor the time the page spends drawing. Each lane stops at a stop token, at max_new_tokens, or when its
 seconds reach the cap.
@@ -139,7 +139,7 @@ REPEATS_MAX = 15
 # A turn lasts at least this much engine time. Switching lanes costs a lane some of its caches, more
 # for plain decoding, whose short steps would then flatter the speed-up; 50 ms is a few switches per lane,
 # still far shorter than the slow moments of a shared machine they even out
-# (`python -m demo.race_bench --turns-ms 0,5,50` compares them; docs/benchmarks.md, 2026-11-30).
+# (`python -m tools.race_bench --turns-ms 0,5,50` compares them; docs/benchmarks.md, 2026-11-30).
 TURN_SECONDS = 0.05
 # A lane never ends on its time cap before the prompt's pass and this many items more (tokens or rounds): the
 # cost terms are measured from lanes capped at a fraction of a second, and a loaded machine must not leave
@@ -370,7 +370,7 @@ def take_turns(lanes, quantum=TURN_SECONDS):
 
 
 def one_after_another(lanes):
-    """The other schedule (python -m demo.race_bench compares them): each lane to its end in turn."""
+    """The other schedule (python -m tools.race_bench compares them): each lane to its end in turn."""
     for i, lane in enumerate(lanes):
         for run in lane:
             yield i, run

@@ -166,7 +166,7 @@ def test_a_trace_records_each_rounds_choice_and_the_output_stays_plain():
 
 
 def test_the_length_bench_prints_measured_and_predicted_speedups_and_every_run_identical(capsys):
-    from demo import length_bench
+    from tools import length_bench
     threads = torch.get_num_threads()
     try:
         length_bench.main(["--prompts", "1", "--repeats", "1", "--max-k", "2"])

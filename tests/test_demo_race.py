@@ -510,7 +510,7 @@ def test_a_race_while_the_model_compiles_says_its_timings_are_disturbed(store, l
 
 
 def test_the_race_bench_prints_a_row_per_schedule_and_every_race_identical(capsys):
-    from demo import race_bench
+    from tools import race_bench
     threads = torch.get_num_threads()
     try:
         race_bench.main(["--no-compile", "--prompts", "1", "--repeats", "2", "--turns-ms", "0,50"])
@@ -524,7 +524,7 @@ def test_the_race_bench_prints_a_row_per_schedule_and_every_race_identical(capsy
 
 
 def test_the_race_bench_races_a_tree_lane_against_the_chain(capsys):
-    from demo import race_bench
+    from tools import race_bench
     threads = torch.get_num_threads()
     try:
         race_bench.main(["--prompts", "1", "--repeats", "2", "--tree", "2+1"])      # --tree runs every lane eager

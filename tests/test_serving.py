@@ -470,7 +470,7 @@ def test_the_queue_message_says_where_a_visitor_stands():
 
 
 def test_the_load_script_runs_on_loopback_only():
-    from demo import loadtest
+    from tools import loadtest
     assert loadtest.loopback_only("http://127.0.0.1:7860/") and loadtest.loopback_only("http://localhost:1/")
     for url in ("http://10.1.2.3:7860/", "http://8.8.8.8/", "http://[2001:db8::1]:80/", "not a url"):
         with pytest.raises(SystemExit):

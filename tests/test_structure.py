@@ -1,9 +1,11 @@
-"""The engine's shape, checked from its source: compiling lives in qwen/compiled/ alone, the model's
-modules import none of it, and no module of qwen/ imports itself back, function-level imports included."""
+"""The project's shape, checked from its source: compiling lives in qwen/compiled/ alone, the model's
+modules import none of it, no module of qwen/, demo/ or tools/ imports itself back, function-level imports
+included, and neither the engine nor the app imports the measuring tools."""
 import ast
 from pathlib import Path
 
 QWEN = Path(__file__).resolve().parent.parent / "qwen"
+PACKAGES = ("qwen", "demo", "tools")            # the engine, the app, the measuring tools
 MODEL_MODULES = ["attention", "cache", "chunk", "config", "deltanet", "embedding", "layer", "mlp",
                  "model", "mtp", "norm", "rope", "sample", "weights"]
 
@@ -13,20 +15,24 @@ def module_name(path):
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def ours(name):
+    return name.split(".")[0] in PACKAGES
+
+
 def imports(path):
-    """Every qwen module this file imports, at any level (a function's body included)."""
+    """Every module of the project this file imports, at any level (a function's body included)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("qwen")}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("qwen"):
+            found |= {a.name for a in node.names if ours(a.name)}
+        elif isinstance(node, ast.ImportFrom) and node.module and ours(node.module):
             found.add(node.module)
             found |= {f"{node.module}.{a.name}" for a in node.names}     # `from qwen.compiled import host`
     return found
 
 
 def graph():
-    modules = {module_name(p): p for p in QWEN.rglob("*.py")}
+    modules = {module_name(p): p for package in PACKAGES for p in (QWEN.parent / package).rglob("*.py")}
     return {name: {m for m in imports(p) if m in modules and m != name} for name, p in modules.items()}
 
 
@@ -36,7 +42,7 @@ def test_the_model_modules_import_nothing_that_compiles():
         assert not [m for m in edges[f"qwen.{name}"] if m.startswith("qwen.compiled")], name
 
 
-def test_no_module_of_the_engine_imports_itself_back():
+def test_no_module_of_the_project_imports_itself_back():
     edges, cycles = graph(), []
 
     def visit(name, path):
@@ -51,8 +57,14 @@ def test_no_module_of_the_engine_imports_itself_back():
         if name not in done:
             visit(name, [name])
     # a package imports its own modules to re-export them: qwen.compiled -> qwen.compiled.steps is no cycle
-    cycles = [c for c in cycles if not any(b.startswith(a + ".") for a, b in zip(c, c[1:]) if a != "qwen")]
+    cycles = [c for c in cycles if not any(b.startswith(a + ".") for a, b in zip(c, c[1:]) if a not in PACKAGES)]
     assert cycles == []
+
+
+def test_the_engine_and_the_app_import_no_measuring_tool():
+    edges = graph()
+    assert {(name, m) for name in edges if not name.startswith("tools") for m in edges[name]
+            if m.startswith("tools")} == set()
 
 
 def test_the_checker_sees_a_function_level_import(tmp_path):

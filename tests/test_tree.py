@@ -166,7 +166,7 @@ def test_a_tree_refuses_what_it_cannot_do():
 
 
 def test_the_tree_benchmark_compares_trees_with_chains_on_the_embedded_model(capsys):
-    from qwen.tree_bench import main
+    from tools.tree_bench import main
     main(["--ks", "1", "--shapes", "2,2+1", "--repeats", "1", "--new-tokens", "12", "--max-rows", "3"])
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith(("| chain", "| tree"))]

@@ -1,9 +1,9 @@
 """Which draft length pays, prompt by prompt: plain decoding against fixed k = 1..K and k="auto".
 
-    python -m demo.length_bench                              # embedded model, eager, greedy, 5 prompts, 5 repeats
-    python -m demo.length_bench --compile                    # compiled for k = 1..K, as the app runs it
-    python -m demo.length_bench --temperature 0.5 --repeats 7 --max-k 3
-    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 python -m demo.length_bench
+    python -m tools.length_bench                              # embedded model, eager, greedy, 5 prompts, 5 repeats
+    python -m tools.length_bench --compile                    # compiled for k = 1..K, as the app runs it
+    python -m tools.length_bench --temperature 0.5 --repeats 7 --max-k 3
+    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 python -m tools.length_bench
 
 The prompts: the race's first three examples (demo.prompts.EXAMPLES) and two of our own (OWN). For each,
 --repeats turns in which every lane generates the prompt's new tokens once (stop tokens ignored, so every lane

@@ -1,6 +1,6 @@
 """Speculative sampling with shared noise against greedy speculative decoding, the embedded model, one process.
 
-    python docs/measure/coupled_speed.py [--compile] [--k 2] [--temperature 0.7] [--repeats 5]
+    python -m tools.coupled_speed [--compile] [--k 2] [--temperature 0.7] [--repeats 5]
 
 On the app's example prompts, alternating in one process (these hosts are noisy): greedy speculative
 decoding, coupled speculative sampling (seed = repeat), and plain decoding of each. Prints tok/s medians,
@@ -8,19 +8,16 @@ coupled ÷ greedy speculative, drafts kept per draft and the time per round, bes
 """
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from demo.prompts import EXAMPLES                     # noqa: E402
-from qwen.chat import Chat                            # noqa: E402
-from qwen.model import Model                          # noqa: E402
-from qwen.mtp import MTP, generate_mtp                # noqa: E402
-from qwen.sample import generate                      # noqa: E402
-from qwen.weights import find_model                   # noqa: E402
+from demo.prompts import EXAMPLES
+from qwen.chat import Chat
+from qwen.model import Model
+from qwen.mtp import MTP, generate_mtp
+from qwen.sample import generate
+from qwen.weights import find_model
 
 
 def timed(fn):

@@ -1,6 +1,6 @@
 """How repetitive the embedded model's text is, greedy against sampling with shared noise, on the app's examples.
 
-    python docs/measure/repetition.py [--tokens 120] [--seeds 0,1,2] [--temperatures 0.5,0.7,0.9]
+    python -m tools.repetition [--tokens 120] [--seeds 0,1,2] [--temperatures 0.5,0.7,0.9]
 
 For each example prompt (demo.prompts.EXAMPLES, encoded as the app encodes them) and each setting, the share
 of distinct 4-grams among all 4-grams of the continuation (1.0: no 4-gram repeats; a loop such as "and the
@@ -10,18 +10,15 @@ speculative run is checked token-identical to plain decoding with the same seed 
 """
 import argparse
 import statistics
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from demo.prompts import EXAMPLES                     # noqa: E402
-from qwen.chat import Chat                            # noqa: E402
-from qwen.model import Model                          # noqa: E402
-from qwen.mtp import MTP, generate_mtp                # noqa: E402
-from qwen.sample import generate                      # noqa: E402
-from qwen.weights import find_model                   # noqa: E402
+from demo.prompts import EXAMPLES
+from qwen.chat import Chat
+from qwen.model import Model
+from qwen.mtp import MTP, generate_mtp
+from qwen.sample import generate
+from qwen.weights import find_model
 
 
 def distinct_4grams(tokens):

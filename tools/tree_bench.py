@@ -1,7 +1,7 @@
 """Draft trees against chains, measured here (qwen/tree.py; docs/benchmarks.md has the figures).
 
-    python -m qwen.tree_bench                          # the embedded model, greedy, its held-out prompts
-    python -m qwen.tree_bench --shape 0.8b --rates 0.5,0.9 --second 0.3    # the 0.8B shape, scripted drafts
+    python -m tools.tree_bench                          # the embedded model, greedy, its held-out prompts
+    python -m tools.tree_bench --shape 0.8b --rates 0.5,0.9 --second 0.3    # the 0.8B shape, scripted drafts
 
 For each setting (chain k, tree shape): tokens per main-model pass, acceptance, speed-up over plain decoding
 (plain and speculative alternating, the best of --repeats each), identical to plain; then the probability
@@ -114,7 +114,7 @@ def kept_bytes_per_node(model):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m qwen.tree_bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m tools.tree_bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="a checkpoint (default: the embedded model)")
     ap.add_argument("--shape", choices=["0.8b"], default=None, help="random weights of this shape, scripted drafts")

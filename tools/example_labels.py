@@ -1,37 +1,24 @@
 """How well the embedded model's draft head guesses each example prompt, measured: the examples table's labels.
 
-    python -m demo.example_labels            # measures every example, prints a table, writes EXAMPLES_FILE
-    python -m demo.example_labels --check    # measures again and says whether the file still holds
+    python -m tools.example_labels            # measures every example, prints a table, writes EXAMPLES_FILE
+    python -m tools.example_labels --check    # measures again and says whether the file still holds
 
 Each example runs once as the page races it by default (k = 2, sampled at 0.5 with shared noise, seed 0; the
 eager engine, whose tokens are the reference), and the share of drafted tokens the main model kept is stored
-per prompt. The table labels a prompt "easy to guess" only where that share is at least EASY; the labels say
-the share. A test measures the page's two defaults again and compares them with the file.
+per prompt in demo/examples_measured.json, which the app reads (demo.prompts.measured). The table labels a
+prompt "easy to guess" only where that share is at least EASY; the labels say the share. A test measures the page's two defaults again and compares them with the file.
 """
 import argparse
-import functools
 import json
-import os
 
-EXAMPLES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples_measured.json")
-EASY = 0.60                     # share of drafts kept from which an example is labelled "easy to guess"
+from demo.prompts import EASY, EXAMPLES, EXAMPLES_FILE, measured, prepare, sampling
+from demo.validate import race_settings
+
 K, TEMPERATURE, SEED = 2, 0.5, 0
-
-
-@functools.lru_cache(maxsize=1)
-def measured():
-    """{prompt: share of drafts kept} as last written by main(); {} when the file is missing or unreadable."""
-    try:
-        with open(EXAMPLES_FILE, encoding="utf-8") as f:
-            return {row["prompt"]: float(row["kept"]) for row in json.load(f)["examples"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
 
 
 def acceptance(loaded, prompt, raw, max_new):
     """(share of drafts kept, new tokens) of one speculative run of `prompt` with the page's default settings."""
-    from demo.prompts import prepare, sampling
-    from demo.validate import race_settings
     from qwen.mtp import generate_mtp
     settings = race_settings(prompt, max_new_tokens=max_new, k=K, raw=raw, temperature=TEMPERATURE, seed=SEED)
     ids, _ = prepare(loaded, settings)
@@ -41,7 +28,6 @@ def acceptance(loaded, prompt, raw, max_new):
 
 
 def measure_all(loaded):
-    from demo.prompts import EXAMPLES
     rows = []
     for kind, prompt, raw, max_new in EXAMPLES:
         kept, tokens = acceptance(loaded, prompt, raw, max_new)
@@ -66,7 +52,7 @@ def main(argv=None):
         print(f"| {r['kind']} | {r['prompt'][:30]!r} | {r['kept']:.1%} | {r['tokens']} | {label} |")
     if args.check:
         held = measured() == {r["prompt"]: r["kept"] for r in rows}
-        print("the file holds" if held else f"{EXAMPLES_FILE} is out of date: run python -m demo.example_labels")
+        print("the file holds" if held else f"{EXAMPLES_FILE} is out of date: run python -m tools.example_labels")
         return 0 if held else 1
     with open(EXAMPLES_FILE, "w", encoding="utf-8") as f:
         json.dump({"model": "embedded", "k": K, "temperature": TEMPERATURE, "seed": SEED, "examples": rows}, f,

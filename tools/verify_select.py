@@ -2,25 +2,22 @@
 Times a step, a verify pass of 2 and 3 rows keeping step states followed by the select of n rows (select_step_states),
 and the same passes keeping none; then scripted speculative ÷ plain at k = 1, 2 and hit 0.9, 0.5 (48 tokens).
 
-    python docs/measure/verify_select.py
+    python -m tools.verify_select
 
 It calls only select_step_states and keep_step_states, so the same script measures any commit (an A/B: run it in a
 worktree of the other). Compiling takes about 9 minutes on 2 cores.
 """
 import resource
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from qwen.bench import random_head, random_model          # noqa: E402
-from qwen.cache import State, keep_step_states, select_step_states   # noqa: E402
-from qwen.compiled import warm_up                         # noqa: E402
-from scripted_lanes import scripted_speedups             # noqa: E402  (this folder)
+from qwen.bench import random_head, random_model
+from qwen.cache import State, keep_step_states, select_step_states
+from qwen.compiled import warm_up
+from tools.scripted_lanes import scripted_speedups
 
 PASSES = [(1, False), (2, True, 1), (2, True, 2), (2, False), (3, True, 1), (3, True, 3), (3, False)]
 

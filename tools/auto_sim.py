@@ -1,7 +1,7 @@
 """k="auto"'s rule replayed in simulation: how close it comes to the best fixed k, prompt by prompt, in seconds.
 
-    python docs/measure/auto_sim.py                        # the rule as shipped, costs 1, 1.62, 2.19, 2.57 steps
-    python docs/measure/auto_sim.py --costs 1,1.3,1.5,1.7 --sweep
+    python -m tools.auto_sim                        # the rule as shipped, costs 1, 1.62, 2.19, 2.57 steps
+    python -m tools.auto_sim --costs 1,1.3,1.5,1.7 --sweep
 
 First, for every position along plain greedy decoding of each prompt (the length bench's five, then the race's
 other five examples, held out), how many drafts a round of 4 starting there would keep (the eager embedded model;
@@ -13,20 +13,17 @@ are tokens per plain step, ÷ the best fixed k's in hindsight; and a head that i
 """
 import argparse
 import itertools
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from demo.length_bench import OWN                     # noqa: E402
-from demo.models import load_model                    # noqa: E402
-from demo.prompts import EXAMPLES, prepare            # noqa: E402
-from demo.validate import race_settings               # noqa: E402
-from qwen import adaptive                             # noqa: E402
-from qwen.mtp import generate_mtp_stream              # noqa: E402
-from qwen.sample import generate                      # noqa: E402
-from qwen.weights import find_model                   # noqa: E402
+from tools.length_bench import OWN
+from demo.models import load_model
+from demo.prompts import EXAMPLES, prepare
+from demo.validate import race_settings
+from qwen import adaptive
+from qwen.mtp import generate_mtp_stream
+from qwen.sample import generate
+from qwen.weights import find_model
 
 DEPTH = 4
 

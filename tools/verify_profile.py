@@ -1,7 +1,7 @@
 """Where a compiled (frozen) verify pass of 2 rows of the 0.8B shape spends its time against a one-row step: the
 graphs' own kernels timed one by one (inductor's kernel profiling), summed by kind.
 
-    python docs/measure/verify_profile.py        # random bfloat16 weights, k = 1's graphs, 2 threads; minutes
+    python -m tools.verify_profile        # random bfloat16 weights, k = 1's graphs, 2 threads; minutes
 
 In the output, `graph_N_kernel` rows are the matrix products (inductor's C++ GEMM templates) and the
 `graph_N_cpp_fused_...` rows with addcmul, exp, sigmoid or softplus in their names are the DeltaNet layers' memory updates.
@@ -10,17 +10,13 @@ A frozen compile autotunes its GEMMs, so two runs can differ in the GEMM rows; c
 import os
 import re
 import statistics
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
 os.environ["TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"] = "1"        # before inductor reads its config
 
 import torch                                                         # noqa: E402
 from torch.profiler import ProfilerActivity, profile                 # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from qwen.bench import random_head, random_model                     # noqa: E402
 from qwen.cache import State, keep_step_states                       # noqa: E402

@@ -1,6 +1,6 @@
 """The stepper's recorded round against the race's "a round costs" term, on one prompt, as the app runs them.
 
-    python docs/measure/stepper_round_cost.py [--k 2] [--rollback select] [--prompts 3] [--no-compile]
+    python -m tools.stepper_round_cost [--k 2] [--rollback select] [--prompts 3] [--no-compile]
 
 Loads the embedded model compiled for k (the app's way, one thread), then per example prompt records a stepper run
 (demo.stepper.recording.record_run: the trace, then each round again as the race runs it, and the race's cost terms
@@ -10,20 +10,17 @@ the work around them and per token), with the ratios.
 """
 import argparse
 import statistics
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from demo.costs import Costs                          # noqa: E402
-from demo.models import load_model, start_compiling   # noqa: E402
-from demo.prompts import EXAMPLES, prepare            # noqa: E402
-from demo.stepper.figures import run_yield            # noqa: E402
-from demo.stepper.recording import record_run         # noqa: E402
-from demo.stepper.steps import Settings               # noqa: E402
-from demo.validate import race_settings               # noqa: E402
-from qwen.weights import find_model                   # noqa: E402
+from demo.costs import Costs
+from demo.models import load_model, start_compiling
+from demo.prompts import EXAMPLES, prepare
+from demo.stepper.figures import run_yield
+from demo.stepper.recording import record_run
+from demo.stepper.steps import Settings
+from demo.validate import race_settings
+from qwen.weights import find_model
 
 
 def main(argv=None):

@@ -1,8 +1,8 @@
 """A load test on loopback: many gradio_client sessions at once through the race and the stepper.
 
-    python -m demo.loadtest                            # 8 sessions for 60 s, the app served in-process
-    python -m demo.loadtest --sessions 4 --seconds 20 --max-new 24
-    python -m demo.loadtest --url http://127.0.0.1:7860/ --pid 1234     # an app already running here
+    python -m tools.loadtest                            # 8 sessions for 60 s, the app served in-process
+    python -m tools.loadtest --sessions 4 --seconds 20 --max-new 24
+    python -m tools.loadtest --url http://127.0.0.1:7860/ --pid 1234     # an app already running here
 
 Each session has a prompt of its own. Before the load, every prompt is run once alone (the
 reference); under load each session loops race (/race) -> Start (/step_start) -> three Next

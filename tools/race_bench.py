@@ -1,14 +1,14 @@
 """How much the race's speed-up varies from race to race, with the lanes taking turns and run one
 after the other.
 
-    python -m demo.race_bench                          # embedded model, compiled, 3 prompts, 8 races each way
-    python -m demo.race_bench --turns-ms 0,5,50        # turns of several lengths against one after the other
-    python -m demo.race_bench --prompts 2 --repeats 4 --no-compile --model PATH
-    python -m demo.race_bench --reported               # the speed-up the page reports: each a median of repeats
-    python -m demo.race_bench --tree 2+1               # the race's tree lane against its chain lane (all eager)
-    python -m demo.race_bench --predict                # the cost model's prediction against the measured median
-    python -m demo.race_bench --predict --rollback both --temperature 0 --tree 2+1
-    python -m demo.race_bench --predict --k auto       # k="auto" lanes (compiled for k = 1..3)
+    python -m tools.race_bench                          # embedded model, compiled, 3 prompts, 8 races each way
+    python -m tools.race_bench --turns-ms 0,5,50        # turns of several lengths against one after the other
+    python -m tools.race_bench --prompts 2 --repeats 4 --no-compile --model PATH
+    python -m tools.race_bench --reported               # the speed-up the page reports: each a median of repeats
+    python -m tools.race_bench --tree 2+1               # the race's tree lane against its chain lane (all eager)
+    python -m tools.race_bench --predict                # the cost model's prediction against the measured median
+    python -m tools.race_bench --predict --rollback both --temperature 0 --tree 2+1
+    python -m tools.race_bench --predict --k auto       # k="auto" lanes (compiled for k = 1..3)
 
 For each of the race's example prompts (demo.prompts.EXAMPLES, the first --prompts), greedy, with k
 and rollback `select` as the page's defaults: --repeats races with each schedule, alternating

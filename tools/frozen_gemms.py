@@ -1,19 +1,16 @@
 """Frozen graphs of the 0.8B shape (random bfloat16 weights) compiled with a chosen set of GEMM backends: a step,
 a verify pass of 2 and 3 rows keeping step states (in steps), and scripted speculative ÷ plain at hit 0.9 and 0.5.
 
-    python docs/measure/frozen_gemms.py CPP          # what qwen.compiled uses (steps.py)
-    python docs/measure/frozen_gemms.py CPP,ATEN     # oneDNN offered too, as before 2026-12-06
+    python -m tools.frozen_gemms CPP          # what qwen.compiled uses (steps.py)
+    python -m tools.frozen_gemms CPP,ATEN     # oneDNN offered too, as before 2026-12-06
 
 Each run compiles afresh in its own process (minutes); autotuning times candidates, so compile twice to see its spread.
 """
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 BACKENDS = sys.argv[1] if len(sys.argv) > 1 else "CPP"
 _compile = torch.compile
@@ -32,7 +29,7 @@ torch.compile = with_backends
 from qwen.bench import random_head, random_model          # noqa: E402  (after the patch: steps.py calls torch.compile)
 from qwen.cache import State, keep_step_states            # noqa: E402
 from qwen.compiled import warm_up                         # noqa: E402
-from scripted_lanes import scripted_speedups             # noqa: E402  (this folder)
+from tools.scripted_lanes import scripted_speedups       # noqa: E402
 
 
 def main():
