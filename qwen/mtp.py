@@ -40,6 +40,7 @@ from qwen.adaptive import DraftLengths, fixed_length
 from qwen.costs import length_seconds, timed_lane
 from qwen.trace import NOBODY, Watch
 from qwen.tree import Guess, Tree, draft, guess, parse_tree, walk
+from qwen.vocabs import shipped_draft_vocab
 from qwen.weights import find_model, load_weights
 
 ROLLBACKS = ("select", "recompute", "none")   # "none" skips the restore: deliberately wrong, for the demo
@@ -57,12 +58,14 @@ class MTP(nn.Module):
         self.norm = RMSNorm(H, cfg.rms_norm_eps)
         self.draft_vocab = None        # optional (V',) token ids the draft scores (FR-Spec); None = all
         self.draft_proj = None         # with them, h -> their logits (B, V'): the output layer's rows, not trained
+        self.draft_source = None       # where draft_vocab came from (draft_vocab_for), None where set by hand or unset
 
     @classmethod
     def from_pretrained(cls, cfg, path=None, dtype=torch.float32, device=None, lm_head=None):
         """Load the checkpoint's mtp.* tensors, eager (qwen.compiled makes a compiled view from outside).
         lm_head: the main model's output layer; given it, a draft_vocab.json beside the weights makes the
-        draft score only the tokens it lists (FR-Spec, set_draft_vocab)."""
+        draft score only the tokens it lists (FR-Spec, set_draft_vocab), and without one a vocabulary shipped
+        for the checkpoint's tokenizer does (qwen.vocabs: the hub's Qwen3.5 checkpoints)."""
         path = path or find_model()
         weights = load_weights(path, part="mtp.", dtype=dtype)
         if not weights:
@@ -72,7 +75,9 @@ class MTP(nn.Module):
         load_into(head, weights, f"{path} (mtp.*)")
         head = head.to(device=device).eval().requires_grad_(False)
         if lm_head is not None:
-            head.set_draft_vocab(load_draft_vocab(path, cfg.vocab_size), lm_head)
+            ids, source = draft_vocab_for(path, cfg.vocab_size)
+            head.set_draft_vocab(ids, lm_head)
+            head.draft_source = source
         return head
 
     def forward(self, emb_next, hidden, start, cache):
@@ -170,6 +175,16 @@ def load_draft_vocab(path, vocab_size):
     if not ok:
         raise ValueError(f"{file}: token_ids must be a non-empty list of token ids below {vocab_size}")
     return sorted(set(ids))
+
+
+def draft_vocab_for(path, vocab_size):
+    """The draft vocabulary a checkpoint folder gets: its own draft_vocab.json, else the one shipped for its
+    tokenizer (qwen.vocabs), else none (every token scored). -> (sorted ids or None, where they came from or None)"""
+    ids = load_draft_vocab(path, vocab_size)
+    if ids is not None:
+        return ids, DRAFT_VOCAB_FILE
+    ids, record = shipped_draft_vocab(path, vocab_size)
+    return (ids, f"shipped for {record['tokenizer']}") if ids is not None else (None, None)
 
 
 def frequency_ranked_vocab(token_lists, vocab_size, size, always=()):
