@@ -8,7 +8,6 @@
     prompts     what the race and the stepper share: the examples, a prompt made ids, sampling, rollbacks
     tokens      tokens as text and HTML: whole characters, escaped, marked by origin (both views)
     race        plain vs speculative decoding, taking turns on the CPU, as a stream of plain-data updates
-    costs       this machine's cost of a round in plain steps, and the speed-up it predicts
     race_html   the race as HTML: its lanes' text boxes, stats, verdict
     race_ui     the race tab: components and events
     theme       theme, the Okabe-Ito palette, plotly templates (light and dark); which static files style the page
@@ -17,6 +16,7 @@
     stepper/    the step-through view (one speculative round at a time): a sub-package
     serving     many visitors: queue position, per-session memory freed on close / when idle, request size
 
-Everything that does work is a plain function that returns data, so tests need no browser. The tools that
-measure the app (race and length benches, load test, example labels) live in tools/.
+Everything that does work is a plain function that returns data, so tests need no browser. What the page
+predicts comes from the engine's cost model (qwen.costs). The tools that measure the app (race and length
+benches, load test, example labels) live in tools/.
 """

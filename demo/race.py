@@ -30,7 +30,7 @@ from qwen.sample import generate_stream
 from qwen.trace import Trace
 from qwen.tree import parse_tree
 
-from demo import costs
+from qwen import costs
 from demo import settings as app_settings
 from demo.gpu import device_clock
 from demo.prompts import sampling
@@ -101,7 +101,7 @@ class RaceUpdate:
     plain: Run
     lanes: list         # the speculative lanes, in order (the module docstring)
     verdict: "Verdict | None" = None
-    lane_costs: list = field(default_factory=list)  # per lane: this host's cost terms (demo.costs), with the verdict
+    lane_costs: list = field(default_factory=list)  # per lane: this host's cost terms (qwen.costs), with the verdict
     speedups: list = field(default_factory=list)    # per lane: its speed-up in every race run (repeats)
     skipped: str = ""                        # why fewer races ran than the budget allowed: "" | "busy" (others waited)
 
@@ -242,7 +242,7 @@ def lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks, timings=None,
     return lanes
 
 
-# The cost terms (demo.costs) come from lanes run for them, the race's lanes taking turns as in a race but
+# The cost terms (qwen.costs) come from lanes run for them, the race's lanes taking turns as in a race but
 # ignoring stop tokens: CALIBRATE_RACES such races at most, within CALIBRATE_SECONDS of engine time, each lane
 # at most CALIBRATE_TOKENS tokens. On the embedded model that is about 360 plain tokens and 150 rounds a lane,
 # enough for medians that hold still on a shared 2-core machine (docs/design.md); on a big model fewer.
@@ -266,7 +266,7 @@ STALE = 0.15
 
 
 def calibrate(loaded, ids, settings, clock=time.perf_counter, raced=None):
-    """This host's cost terms for each speculative lane of these settings ([demo.costs.Costs], in lane
+    """This host's cost terms for each speculative lane of these settings ([qwen.costs.Costs], in lane
     order), measured once per model, host and settings and kept in the one cost table (qwen.costs.TABLE); the
     prompt's own pass (prefill) measured once for these `ids` and these kept terms (_with_prefill). Lanes run for it take
     turns as the race's do, with the engine's timings on (every model pass, every round's phases).
@@ -509,7 +509,7 @@ def summary(model_key, plain, lanes, settings=None, notices=(), lane_costs=None,
     under its lane_key ("speculative", then "select" or "tree"), with "speedup", the median over every race run
     (speedups: per lane, as RaceUpdate.speedups; None: the shown race alone), "speedup_range", "races" and
     "speedup_shown" (the race the page showed); the first lane's also at the top level. "identical" covers
-    every lane. "costs": a lane's cost terms (lane_costs: demo.costs.Costs per lane, or None) and each ÷ one
+    every lane. "costs": a lane's cost terms (lane_costs: qwen.costs.Costs per lane, or None) and each ÷ one
     plain token; "predicted_speedup": what they predict for the lane's tokens, rounds and rollbacks
     (costs.lane_prediction); "races_skipped": "busy" where the unseen repeats gave way to visitors waiting."""
     speedups = speedups or [[speedup(plain, lane)] for lane in lanes]

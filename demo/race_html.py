@@ -5,7 +5,7 @@
 """
 from html import escape
 
-from demo import costs
+from qwen import costs
 from demo.race import repeating, speedup, spread
 from demo.i18n import is_zh, t
 from demo.tokens import text_html, token_spans
@@ -167,7 +167,7 @@ def headline_html(verdict, spec, ratios, lang="English", skipped=""):
 
 def speed_html(plain, spec, lang="English", measured=None, ratios=None):
     """What explains the speed-up: the race shown in tok/s, tokens per main-model pass (which no machine
-    changes), this host's cost terms (demo.costs: a plain token's pass and the work around it, a round's
+    changes), this host's cost terms (qwen.costs: a plain token's pass and the work around it, a round's
     passes and the work around them) with the speed-up they predict, and "where the time goes" drawn.
     One sentence each where needed: the races' range straddles 1.0× (this machine's noise); the prediction
     misses the measured median by more than 10% (which term differs, by how much); speculative came out slower."""

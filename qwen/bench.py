@@ -38,10 +38,10 @@ import time
 
 import torch
 
-from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_bytes, snapshot_state
+from qwen.cache import AttentionState, State, restore_state, snapshot_bytes, snapshot_state
 from qwen.compiled import warm_up
 from qwen.config import Config
-from qwen.costs import TABLE, measure, predict
+from qwen.costs import TABLE, Pass, measure, predict, time_pass
 from qwen.model import Model, load_into
 from qwen.mtp import MTP, engine_race, generate_mtp, prompt_passes
 from qwen.sample import generate, generate_stream
@@ -222,20 +222,9 @@ def bench_engine(args):
 def verify_costs(model, ks, reps=5):
     """Median seconds of one decode step, and a verify pass of 1+k tokens (keeping step states, as
     `select` does) relative to it."""
-    with torch.inference_mode():
-        state = State(model)
-        model(torch.randint(0, min(1000, model.cfg.vocab_size), (1, 64), device=DEVICE), state, last_only=True)
-
-        def med(T):
-            times = []
-            for _ in range(reps):
-                state.pos = 64
-                keep_step_states(state, T, on=T > 1)
-                times.append(timed(model, torch.arange(1, T + 1, device=DEVICE)[None], state)[1])
-            keep_step_states(state, T, on=False)
-            return statistics.median(times)
-        step = med(1)
-        return {"step_s": step, **{f"verify_{1 + k}_vs_step": med(1 + k) / step for k in ks}}
+    seconds = time_pass(model, [Pass(1)] + [Pass(1 + k, keep=True) for k in ks], repeats=reps)
+    step = seconds[Pass(1)]
+    return {"step_s": step, **{f"verify_{1 + k}_vs_step": seconds[Pass(1 + k, keep=True)] / step for k in ks}}
 
 
 def step_costs(model, head, ks, reps=5):

@@ -127,6 +127,96 @@ def predict(costs, tokens_per_round, rolled_back=0.0, tokens=None, rounds=None):
     return tokens_per_round * costs.plain_token() / max(costs.round_seconds(rolled_back, tokens_per_round), 1e-12)
 
 
+# --- what the terms predict at an acceptance rate (the stepper's what-if) ------------------------------------
+
+def lane_prediction(costs, run):
+    """The speed-up `costs` predict for a finished speculative lane (a demo.race.Run: its tokens, rounds and
+    rolled-back rounds), its prompt's pass included (predict)."""
+    return predict(costs, run.per_round, run.rolled_back_share, len(run.tokens), run.rounds)
+
+
+def tokens_per_round(a, k):
+    """Expected tokens a round yields with k guesses each accepted with probability a (independently):
+    1 + a + a^2 + ... + a^k = (1 − a^(k+1)) / (1 − a)."""
+    return k + 1.0 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
+
+
+def speedup_at(a, k, costs, tokens=None):
+    """Predicted speed-up over plain decoding at acceptance a, by the race's cost model (predict): the tokens a
+    round yields at a, the share of rounds that roll back being 1 − a^k; for a run of `tokens` tokens (each
+    lane's prompt pass included, as the race predicts), else the steady state."""
+    m = tokens_per_round(a, k)
+    return predict(costs, m, 1 - a ** k, tokens=tokens, rounds=(tokens - 1) / m if tokens else None)
+
+
+def break_even(k, costs, steps=1000, tokens=None):
+    """Smallest acceptance rate at which speculative decoding is no slower than plain; None if never."""
+    for i in range(steps + 1):
+        if speedup_at(i / steps, k, costs, tokens) >= 1.0:
+            return i / steps
+    return None
+
+
+# --- one main-model pass, timed on its own (the benches and the measuring tools) ---------------------------
+
+@dataclass(frozen=True)
+class Pass:
+    """A main-model pass as a round's verify runs it: `rows` tokens after the prompt; keep: keeping each row's
+    step states (select's verify: no memory written); tree: a draft tree over the rows (qwen.tree.Tree, run
+    through forward_hidden); select: then apply the first `select` rows' writes (select_step_states), timed
+    with the pass. Pass(1) is one plain decoding step."""
+    rows: int
+    keep: bool = False
+    tree: object = None
+    select: int = None
+
+
+def time_pass(model, passes, repeats=5, warmup=1, prompt=64, state=None):
+    """Median seconds of each main-model pass in `passes` ({name: Pass}, or an iterable of Pass: the names are
+    then the passes), each run at position `prompt` of one state holding a prompt (random ids, made here unless
+    `state` already holds `prompt` tokens). The passes take turns, `warmup` turns untimed and then `repeats`
+    timed, so a slow moment of a shared host falls on all of them; the state's KV length and step-state slots
+    are put back after each pass (its DeltaNet memory is not: the times do not depend on it). A GPU is
+    synchronised around each pass. -> {name: seconds} (0 where repeats is 0)"""
+    from qwen.cache import State, keep_step_states, select_step_states, truncate_kv
+    named = passes if isinstance(passes, dict) else {p: p for p in passes}
+    with torch.inference_mode():
+        if state is None:
+            state = State(model, 2 * prompt)
+            ids = torch.randint(0, min(1000, state.cfg.vocab_size), (1, prompt),
+                                generator=torch.Generator().manual_seed(1)).to(state.device)
+            model(ids, state, last_only=True)
+        gpu = state.device.type == "cuda"
+        rows = torch.arange(1, max(p.rows for p in named.values()) + 1, device=state.device)[None] \
+            % state.cfg.vocab_size
+
+        def one(p):
+            state.pos = prompt
+            truncate_kv(state, prompt)
+            keep_step_states(state, p.rows, on=p.keep)
+            if gpu:
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            if p.tree is not None:
+                model.forward_hidden(rows[:, :p.rows], state, tree=p.tree)
+            else:
+                model(rows[:, :p.rows], state)
+            if p.select is not None:
+                select_step_states(state, prompt, p.select)
+            if gpu:
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - t
+            keep_step_states(state, p.rows, on=False)
+            return seconds
+        times = {name: [] for name in named}
+        for turn in range(warmup + repeats):
+            for name, p in named.items():
+                seconds = one(p)
+                if turn >= warmup:
+                    times[name].append(seconds)
+    return {name: _median(ts) for name, ts in times.items()}
+
+
 # --- the terms, from lanes timed as the race runs them ------------------------------------------------------
 
 def _median(xs, default=0.0):

@@ -65,7 +65,7 @@ def test_compiled_decoding_equals_eager_on_the_embedded_model(app_compiled):
 @pytest.mark.parametrize("rollback", ["select", "recompute"])
 def test_the_stepper_predicts_the_speedup_the_race_predicts(app_compiled, rollback):
     """The stepper and the race tell one story: the speed-up the stepper's what-if marks for "this run" is
-    the one the race predicts for the same prompt, k and rollback (both from demo.costs: this host's costs,
+    the one the race predicts for the same prompt, k and rollback (both from qwen.costs: this host's costs,
     measured once by the race and read by the stepper, and each run's own tokens per round, which must agree)."""
     _, prompt, raw, _ = DEFAULT_EXAMPLE
     settings = RaceSettings(prompt, 48, 2, rollback, 0.0, 0, raw, False, [])

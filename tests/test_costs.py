@@ -1,4 +1,4 @@
-"""The cost model (demo.costs): every term a lane's clock counts, measured on its own, and what the terms predict;
+"""The cost model (qwen.costs): every term a lane's clock counts, measured on its own, and what the terms predict;
 the engine's timings it measures with; how the race's verdict reports the terms and draws where the time goes."""
 import dataclasses
 import re
@@ -6,14 +6,13 @@ import re
 import pytest
 import torch
 
-from demo import costs
 from demo import race as race_module
 from demo.models import ModelStore
 from demo.prompts import prepare
+from qwen import costs
 from demo.race import Run, Verdict, race
 from demo.race_html import speed_html, time_goes_html, verdict_html
 from demo.validate import race_settings
-from qwen import costs as engine_costs
 from qwen.mtp import generate_mtp, generate_mtp_stream
 from qwen.sample import generate, generate_stream
 
@@ -313,7 +312,7 @@ def test_kept_terms_are_measured_again_when_a_race_paid_far_more_than_they_say(l
 
 def lane(items, origins):
     """A finished lane as the timer sees one: items [(seconds, new tokens)], the prompt's first."""
-    out, t = engine_costs.LaneTimes(origins=origins), 0.0
+    out, t = costs.LaneTimes(origins=origins), 0.0
     for seconds, n in items:
         out.passes.append((t, t + seconds, n))
         t += seconds
@@ -335,22 +334,22 @@ def test_the_one_timer_turns_lanes_into_terms_and_leaves_its_warm_up_off_the_rec
     calls = []
     warm, steady = fake_race(9e-3, 9e-3), fake_race(1e-3, 1.5e-3)
     race_once = lambda: (calls.append(1), (warm if len(calls) == 1 else steady)())[1]      # noqa: E731
-    (c,) = engine_costs.measure(race_once, [(1, "select", "")], races=2, warmup=1)
+    (c,) = costs.measure(race_once, [(1, "select", "")], races=2, warmup=1)
     assert len(calls) == 3
     assert c.step == pytest.approx(1e-3) and c.verify == pytest.approx(1.5e-3)            # the warm-up's 9 ms: gone
     assert c.plain_around == pytest.approx(0) and c.round_around == pytest.approx(0)
     assert c.prefill == pytest.approx(5e-3) and c.prefill_spec == pytest.approx(5e-3)
     assert c.samples["per_round"] == 2 and c.samples["rolled_back"] == 0 and c.samples["runs"] == 2
     calls.clear()
-    engine_costs.measure(race_once, [(1, "select", "")], races=5, budget=1e-3)                   # spent past the budget
+    costs.measure(race_once, [(1, "select", "")], races=5, budget=1e-3)                   # spent past the budget
     assert len(calls) == 1
 
 
 def test_the_table_keeps_one_entry_per_model_head_host_sampling_rollback_and_shape(monkeypatch):
     from test_mtp import random_pair
     model, head = random_pair("small", seed=3)
-    table = engine_costs.CostTable()
-    c = engine_costs.Costs(k=2, rollback="select", step=1e-3)
+    table = costs.CostTable()
+    c = costs.Costs(k=2, rollback="select", step=1e-3)
     table.put(model, head, 2, "select", c)
     assert table.get(model, head, 2, "select") is c
     assert table.get(model, head, 2, "select", {"temperature": 0}) is c                   # greedy however spelled
@@ -369,22 +368,22 @@ def test_auto_and_the_race_keep_their_costs_in_one_table_apart_by_the_lanes_that
     length timed together so they compare like with like) sit in the one table; neither overwrites the other, and
     auto measures once."""
     from qwen.mtp import lengths_for
-    engine_costs.TABLE.forget()
+    costs.TABLE.forget()
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
     race_module.calibrate(loaded, ids, settings)
     model, mtp = loaded.engine()
-    raced = engine_costs.TABLE.get(model, mtp, 2, "select", lanes="race")
-    assert raced is not None and engine_costs.TABLE.get(model, mtp, 2, "select") is None
+    raced = costs.TABLE.get(model, mtp, 2, "select", lanes="race")
+    assert raced is not None and costs.TABLE.get(model, mtp, 2, "select") is None
     measured = []
-    real = engine_costs.measure
-    monkeypatch.setattr(engine_costs, "measure", lambda race_once, lanes, *a, **kw: measured.append(
+    real = costs.measure
+    monkeypatch.setattr(costs, "measure", lambda race_once, lanes, *a, **kw: measured.append(
         [k for k, _, _ in lanes]) or real(race_once, lanes, *a, **kw))
     seconds = lengths_for(model, mtp, 2).seconds
     assert measured == [[0, 1, 2]]
-    own = engine_costs.TABLE.get(model, mtp, 2, "select")
+    own = costs.TABLE.get(model, mtp, 2, "select")
     assert seconds[2] == pytest.approx(max(seconds[1], own.round_seconds(own.samples["rolled_back"],
                                                                          own.samples["per_round"])))
-    assert engine_costs.TABLE.get(model, mtp, 2, "select", lanes="race") is raced      # the race's terms stay
+    assert costs.TABLE.get(model, mtp, 2, "select", lanes="race") is raced      # the race's terms stay
     assert lengths_for(model, mtp, 2).seconds == seconds and measured == [[0, 1, 2]]   # kept: measured once
-    engine_costs.TABLE.forget()
+    costs.TABLE.forget()

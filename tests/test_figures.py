@@ -6,11 +6,11 @@ import numpy
 import pytest
 import torch
 
-from demo import costs
 
 from demo.stepper import figures, recording as stepper_run
 from demo.stepper.figures import Look
 from demo.stepper.steps import Settings
+from qwen import costs
 from qwen.chat import Chat
 from qwen.model import Model
 from qwen.mtp import MTP

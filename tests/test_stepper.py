@@ -193,7 +193,7 @@ def test_the_stepper_reads_the_race_s_measurement_of_the_same_settings(rand, mon
     """One cost model for the page: the terms are measured once per engine, k, rollback and way of picking
     (demo.race.calibrate keeps them), and a recording predicts from those very terms, for any prompt; only
     the prompt's own pass is timed per prompt. Another engine or another k is measured anew."""
-    from demo import costs
+    from qwen import costs
     from demo import race as race_module
     model, mtp = rand
     costs.TABLE.forget()

@@ -6,7 +6,6 @@ a verify pass of 2 and 3 rows keeping step states (in steps), and scripted specu
 
 Each run compiles afresh in its own process (minutes); autotuning times candidates, so compile twice to see its spread.
 """
-import statistics
 import sys
 import time
 
@@ -27,8 +26,8 @@ def with_backends(fn=None, **kw):
 torch.compile = with_backends
 
 from qwen.bench import random_head, random_model          # noqa: E402  (after the patch: steps.py calls torch.compile)
-from qwen.cache import State, keep_step_states            # noqa: E402
 from qwen.compiled import warm_up                         # noqa: E402
+from qwen.costs import Pass, time_pass                    # noqa: E402
 from tools.scripted_lanes import scripted_speedups       # noqa: E402
 
 
@@ -42,27 +41,11 @@ def main():
           f"compiled in {time.perf_counter() - t0:.0f} s")
     fast, fast_head = report["model"], report["head"]
     ids = torch.randint(0, 1000, (1, 64), generator=torch.Generator().manual_seed(1))
+    step, two, three = Pass(1), Pass(2, keep=True), Pass(3, keep=True)     # a step; verify passes keeping step states
+    med = time_pass(fast, [step, two, three], repeats=9)
+    print(f"step {1000 * med[step]:.1f} ms; verify of 2 rows {med[two] / med[step]:.2f} steps, "
+          f"of 3 rows {med[three] / med[step]:.2f} steps")
     with torch.inference_mode():
-        state = State(fast, 128)
-        fast(ids, state, last_only=True)
-
-        def one_pass(T, keep):                              # T rows at position 64, as a verify pass
-            state.pos = 64
-            keep_step_states(state, T, on=keep)
-            fast(torch.arange(1, T + 1)[None], state)
-            keep_step_states(state, T, on=False)
-        times = {v: [] for v in [(1, False), (2, True), (3, True)]}
-        for v in times:
-            one_pass(*v)
-        for _ in range(9):
-            for v in times:
-                t = time.perf_counter()
-                one_pass(*v)
-                times[v].append(time.perf_counter() - t)
-        med = {v: statistics.median(ts) for v, ts in times.items()}
-        step = med[(1, False)]
-        print(f"step {1000 * step:.1f} ms; verify of 2 rows {med[(2, True)] / step:.2f} steps, "
-              f"of 3 rows {med[(3, True)] / step:.2f} steps")
         scripted_speedups(fast, fast_head, ids)
 
 

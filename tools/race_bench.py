@@ -24,7 +24,7 @@ one a presenter can trust. With --tree, each race also runs the tree lane (the a
 the table gives, per prompt, the chain's and the tree's median speed-up over plain, how many races the tree
 won, and each lane's tokens per main-model pass. With --predict, every example prompt (or the first --prompts)
 runs --repeats whole page races (demo.race.race, its unseen repeats included) with the page's settings (sampled
-at 0.5 with shared noise unless --temperature), each with its cost terms measured afresh (demo.costs.forget),
+at 0.5 with shared noise unless --temperature), each with its cost terms measured afresh (qwen.costs.TABLE.forget),
 and the table gives per lane the measured median speed-up (the median of the races' medians, with their range),
 the speed-up the cost terms predict (median and range over the independent measurements), and the error.
 """
@@ -38,7 +38,7 @@ from demo.models import load_model, start_compiling
 from demo.prompts import prepare
 from demo.race import TURN_SECONDS, one_after_another, race, speedup, take_turns
 from demo.prompts import EXAMPLES
-from demo import costs
+from qwen import costs
 from demo.validate import AUTO_MAX_K, RACE_ROLLBACKS, TREES, race_settings
 from qwen.weights import find_model
 

@@ -13,7 +13,7 @@ import statistics
 
 import torch
 
-from demo.costs import Costs
+from qwen.costs import Costs
 from demo.models import load_model, start_compiling
 from demo.prompts import EXAMPLES, prepare
 from demo.stepper.figures import run_yield

@@ -18,8 +18,8 @@ import torch
 
 from qwen import tree as trees
 from qwen.trace import Watch
-from qwen.bench import PROMPTS, best_of_pair, print_table, random_head, random_model, timed
-from qwen.cache import State, keep_step_states, restore_state, snapshot_state
+from qwen.bench import PROMPTS, best_of_pair, print_table, random_head, random_model
+from qwen.costs import Pass, time_pass
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
 from qwen.scripted import ScriptedHead
@@ -69,38 +69,15 @@ def summarise(rows):
 
 
 @torch.inference_mode()
-def verify_costs(model, max_rows, reps=7):
+def rows_in_steps(model, max_rows, reps=7):
     """A verify pass of R rows in decode steps: the chain's (R tokens, keeping step states) and the tree's
-    (the root and R-1 guesses at depth 1), each the median of reps, alternating with the step."""
-    state = State(model)
-    model.hidden(torch.randint(0, min(1000, model.cfg.vocab_size), (1, 64)), state)
-    snap = snapshot_state(state)
-
-    def run(fn):
-        restore_state(state, snap)
-        return timed(fn)[1]
-    ids = torch.arange(1, max_rows + 1)[None] % model.cfg.vocab_size
-    step = lambda: model(ids[:, :1], state)                                 # noqa: E731
+    (the root and R-1 guesses at depth 1), each the median of reps, taking turns with the step (time_pass)."""
     out = []
     for R in range(2, max_rows + 1):
-        tree = trees.parse_tree(str(R - 1))
-
-        def chain():
-            keep_step_states(state, R)
-            model(ids[:, :R], state)
-            keep_step_states(state, on=False)
-
-        def tree_pass(rows, tree):
-            keep_step_states(state, R)
-            model.forward_hidden(rows, state, tree=tree)
-            keep_step_states(state, on=False)
-        times = {"step": [], "chain": [], "tree": []}
-        for _ in range(reps):
-            for name, fn in (("step", step), ("chain", chain), ("tree", lambda: tree_pass(ids[:, :R], tree))):
-                times[name].append(run(fn))
-        s = statistics.median(times["step"])
-        out.append({"rows": R, "chain_in_steps": statistics.median(times["chain"]) / s,
-                    "tree_in_steps": statistics.median(times["tree"]) / s})
+        seconds = time_pass(model, {"step": Pass(1), "chain": Pass(R, keep=True),
+                                    "tree": Pass(R, keep=True, tree=trees.parse_tree(str(R - 1)))}, repeats=reps)
+        out.append({"rows": R, "chain_in_steps": seconds["chain"] / seconds["step"],
+                    "tree_in_steps": seconds["tree"] / seconds["step"]})
     return out
 
 
@@ -161,7 +138,7 @@ def main(argv=None):
     print(f"\nthe head's first guess right in {first} of {first + wrong} tree rounds; where it was wrong, the second "
           f"was right in {second} of {wrong} ({second / max(1, wrong):.2f})")
     print(f"\nverify of R rows in decode steps; a tree keeps {kept_bytes_per_node(model) / 2**20:.2f} MiB per node")
-    print_table(verify_costs(model, args.max_rows))
+    print_table(rows_in_steps(model, args.max_rows))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ A frozen compile autotunes its GEMMs, so two runs can differ in the GEMM rows; c
 """
 import os
 import re
-import statistics
 import time
 from collections import defaultdict
 
@@ -19,8 +18,9 @@ import torch                                                         # noqa: E40
 from torch.profiler import ProfilerActivity, profile                 # noqa: E402
 
 from qwen.bench import random_head, random_model                     # noqa: E402
-from qwen.cache import State, keep_step_states                       # noqa: E402
+from qwen.cache import State                                         # noqa: E402
 from qwen.compiled import warm_up                                    # noqa: E402
+from qwen.costs import Pass, time_pass                               # noqa: E402
 
 
 def main():
@@ -36,35 +36,24 @@ def main():
     with torch.inference_mode():
         state = State(fast, 128)
         fast(ids, state, last_only=True)
-
-        def one_pass(rows, keep):                   # rows tokens at position 64, as a verify pass
-            state.pos = 64
-            keep_step_states(state, rows, on=keep)
-            fast(torch.arange(1, rows + 1)[None], state)
-            keep_step_states(state, rows, on=False)
-        for variant in [(1, False), (2, True)] * 3:
-            one_pass(*variant)
-        for variant in [(1, False), (2, True)]:
-            times = []
-            for _ in range(7):
-                t = time.perf_counter()
-                one_pass(*variant)
-                times.append(time.perf_counter() - t)
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                for _ in range(5):
-                    one_pass(*variant)
-            rows = sorted(((e.key, e.self_cpu_time_total / 5000, e.count // 5) for e in prof.key_averages()),
-                          key=lambda r: -r[1])
-            kinds = defaultdict(float)
-            for name, ms, _ in rows:
-                kind = "gemm" if re.search(r"graph_\d+_kernel", name) else \
-                    "deltanet" if re.search(r"cpp_fused.*(addcmul|exp|sigmoid|softplus)", name) else "other"
-                kinds[kind] += ms
-            print(f"\n{variant[0]} row(s), step states kept: {variant[1]}; wall median "
-                  f"{1000 * statistics.median(times):.1f} ms; by kind (ms): "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
-            for name, ms, n in rows[:12]:
-                print(f"  {ms:7.2f} ms  x{n:<4} {name[:100]}")
+    passes = [Pass(1), Pass(2, keep=True)]                  # a step; a verify pass of 2 rows keeping step states
+    time_pass(fast, passes, repeats=0, warmup=3, state=state)
+    for p in passes:
+        wall = time_pass(fast, [p], repeats=7, warmup=0, state=state)[p]
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            time_pass(fast, [p], repeats=5, warmup=0, state=state)
+        rows = sorted(((e.key, e.self_cpu_time_total / 5000, e.count // 5) for e in prof.key_averages()),
+                      key=lambda r: -r[1])
+        kinds = defaultdict(float)
+        for name, ms, _ in rows:
+            kind = "gemm" if re.search(r"graph_\d+_kernel", name) else \
+                "deltanet" if re.search(r"cpp_fused.*(addcmul|exp|sigmoid|softplus)", name) else "other"
+            kinds[kind] += ms
+        print(f"\n{p.rows} row(s), step states kept: {p.keep}; wall median "
+              f"{1000 * wall:.1f} ms; by kind (ms): "
+              + ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
+        for name, ms, n in rows[:12]:
+            print(f"  {ms:7.2f} ms  x{n:<4} {name[:100]}")
 
 
 if __name__ == "__main__":

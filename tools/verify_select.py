@@ -8,18 +8,18 @@ It calls only select_step_states and keep_step_states, so the same script measur
 worktree of the other). Compiling takes about 9 minutes on 2 cores.
 """
 import resource
-import statistics
 import time
 
 import torch
 
-
 from qwen.bench import random_head, random_model
-from qwen.cache import State, keep_step_states, select_step_states
 from qwen.compiled import warm_up
+from qwen.costs import Pass, time_pass
 from tools.scripted_lanes import scripted_speedups
 
-PASSES = [(1, False), (2, True, 1), (2, True, 2), (2, False), (3, True, 1), (3, True, 3), (3, False)]
+# a step; verify passes of T rows keeping step states, then the select of n rows; and keeping none
+PASSES = [Pass(1), Pass(2, True, select=1), Pass(2, True, select=2), Pass(2), Pass(3, True, select=1),
+          Pass(3, True, select=3), Pass(3)]
 
 
 def main():
@@ -32,32 +32,13 @@ def main():
           f"compiled in {time.perf_counter() - t0:.0f} s", flush=True)
     fast, fast_head = report["model"], report["head"]
     ids = torch.randint(0, 1000, (1, 64), generator=torch.Generator().manual_seed(1))
+    med = time_pass(fast, PASSES, repeats=11)
+    step = med[PASSES[0]]
+    print(f"step {1000 * step:.1f} ms", flush=True)
+    for v in PASSES[1:]:
+        what = f"keeping step states, then the select of {v.select}" if v.keep else "keeping none"
+        print(f"  verify of {v.rows} rows, {what}: {med[v] / step:.2f} steps ({1000 * med[v]:.1f} ms)", flush=True)
     with torch.inference_mode():
-        state = State(fast, 128)
-        fast(ids, state, last_only=True)
-
-        def one_pass(T, keep, n=None):                    # T rows at position 64, as a verify pass, then its select
-            state.pos = 64
-            for s in state.attention_layers():
-                s.n = 64
-            keep_step_states(state, T, on=keep)
-            fast(torch.arange(1, T + 1)[None], state)
-            if keep:
-                select_step_states(state, 64, n)
-        times = {v: [] for v in PASSES}
-        for v in PASSES:
-            one_pass(*v)
-        for _ in range(11):
-            for v in PASSES:
-                t = time.perf_counter()
-                one_pass(*v)
-                times[v].append(time.perf_counter() - t)
-        med = {v: statistics.median(ts) for v, ts in times.items()}
-        step = med[(1, False)]
-        print(f"step {1000 * step:.1f} ms", flush=True)
-        for v in PASSES[1:]:
-            what = f"keeping step states, then the select of {v[2]}" if v[1] else "keeping none"
-            print(f"  verify of {v[0]} rows, {what}: {med[v] / step:.2f} steps ({1000 * med[v]:.1f} ms)", flush=True)
         scripted_speedups(fast, fast_head, ids)
     print(f"peak resident {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB")
 

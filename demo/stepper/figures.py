@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly import colors
 from plotly.colors import make_colorscale
 
-from demo.costs import Costs, break_even, from_records, predict, speedup_at
+from qwen.costs import Costs, break_even, from_records, predict, speedup_at
 from demo.stepper import steps
 from demo.i18n import t
 from demo.theme import OKABE_ITO, plotly_template
@@ -688,9 +688,9 @@ def run_yield(records):
 
 
 def run_costs(run):
-    """The costs the what-if uses, a demo.costs.Costs: the race's measurement of this host (run.costs,
+    """The costs the what-if uses, a qwen.costs.Costs: the race's measurement of this host (run.costs,
     taken right after the recording, the way the race takes it), or for a trace without one, the
-    recording's own times (demo.costs.from_records), which are slower than the race's path."""
+    recording's own times (qwen.costs.from_records), which are slower than the race's path."""
     if run.costs:
         return Costs(**run.costs)
     rounds = _rounds(run.records)

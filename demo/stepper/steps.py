@@ -73,7 +73,7 @@ class Run:
     records: list                     # qwen.trace records; records[0] is the prefill
     stop_ids: list = field(default_factory=list)
     plain_step_seconds: float = None  # one plain decoding step, timed when the run was recorded
-    costs: dict = None                # the race's measurement of this host (demo.costs.Costs.as_dict()), taken
+    costs: dict = None                # the race's measurement of this host (qwen.costs.Costs.as_dict()), taken
                                       # right after the recording: what the what-if predicts from
     ended: str = ""                   # "stop" | "length" | "time" | "rounds"
     replay: bool = False              # loaded from a file: no model behind it

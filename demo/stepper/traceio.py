@@ -358,11 +358,11 @@ def _record(r, i, tree=None, auto=False):
 
 
 COSTS = ("step", "draft", "verify", "snapshot", "back", "keep", "catch_up", "whole", "plain_around", "round_around",
-         "per_token", "prefill", "prefill_spec")   # demo.costs.Costs' seconds; older files lack catch_up and the last five
+         "per_token", "prefill", "prefill_spec")   # qwen.costs.Costs' seconds; older files lack catch_up and the last five
 
 
 def _costs(x, settings):
-    """The race's measurement of the recording host (demo.costs.Costs as a dict), or None when absent."""
+    """The race's measurement of the recording host (qwen.costs.Costs as a dict), or None when absent."""
     if x is None:
         return None
     _dict(x, "costs", ("k", "rollback", "step", "draft", "verify"))
