@@ -227,7 +227,7 @@ def step_exact(out, dry_run):
                     spec = generate_mtp(model, head, ids, tokens, k=k, rollback=rollback, **sampling)[0]
                     plain = plains[key]
                     parted = next((j for j, (a, b) in enumerate(zip(spec, plain)) if a != b), None)
-                    step.figure(f"{label} {'sampled' if sampling else 'greedy'} k={k} {rollback}: identical",
+                    step.figure(f"{label} {dtype_name(dtype)} {'sampled' if sampling else 'greedy'} k={k} {rollback}: identical",
                                 spec == plain, dtype, ok=spec == plain, prompt=prompt,
                                 **({"parted_at": parted} if parted is not None else {}))
 
@@ -493,11 +493,15 @@ def summarise(out):
         print(f"[{name}] {data['device']} · torch {data['torch']} · {data['shape']} · "
               f"{'finished' if data['finished'] else 'CUT OFF'} after {data['seconds']:.0f} s, "
               f"{len(data['figures'])} figures, {data.get('failed', '?')} failed, {len(data['skipped'])} skipped")
+        checks = [f for fig, f in data["figures"].items() if fig.endswith(": identical")]
+        if checks:                                           # the exactness checks: a count, and failures one by one
+            print(f"    speculative == plain: {sum(bool(f['value']) for f in checks)} of {len(checks)} checks")
         for fig, f in data["figures"].items():
             if fig.endswith(": identical") and f["value"]:
-                continue                                     # the exactness checks: only failures, one by one
+                continue
             v = f["value"]
-            print(f"    {fig}: {f'{v:.4g}' if isinstance(v, float) else v} {f['unit']} ({f['dtype']})"
+            shown = f"{v:.4g}" if isinstance(v, float) else "null" if v is None else v
+            print(f"    {fig}: {shown} {f['unit']} ({f['dtype']})"
                   + (f", predicted {f['predicted']:.3g}" if isinstance(f.get("predicted"), float) else ""))
         for err in data["errors"]:
             print(f"    ERROR {err}")
