@@ -193,10 +193,10 @@ def step_exact(out, dry_run):
     from qwen.model import Model
     from qwen.mtp import MTP, generate_mtp
     from qwen.sample import generate
-    from qwen.weights import find_model
+    from qwen.weights import EMBEDDED, find_model
     step = Step("exact", out, dry_run, "embedded")
     tokens = 24 if dry_run else 32
-    path, dev = find_model(None if dry_run else os.environ.get("GPU_CHECK_MODEL")), device()
+    path, dev = find_model(EMBEDDED), device()
     step.note("model", str(path))
     step.note("new_tokens", tokens)
     try:
@@ -446,7 +446,7 @@ def step_page(out, dry_run):
     import types
     os.environ.setdefault("QWEN_COMPILE", "0")             # eager, as ZeroGPU serves by default
     os.environ.setdefault("QWEN_RACE_REPEAT_SECONDS", "1" if dry_run else "3")
-    os.environ.setdefault("QWEN_MODEL", str(Path(__file__).resolve().parents[1] / "assets"))
+    os.environ["QWEN_MODEL"] = str(Path(__file__).resolve().parents[1] / "assets")     # the embedded model
     try:
         import gradio  # noqa: F401
     except ImportError:                  # a GPU image without Gradio: demo.prompts needs it only for UI helpers
@@ -454,7 +454,11 @@ def step_page(out, dry_run):
     from demo.models import ModelStore
     from demo.prompts import prepare
     from demo.race import race, summary
-    from demo.validate import LIMITS, RaceSettings
+    from demo.validate import RaceSettings
+    try:
+        from demo.choices import LIMITS
+    except ImportError:                  # before the visitor's choices had a module of their own
+        from demo.validate import LIMITS
     t = time.perf_counter()
     loaded = ModelStore().get()
     dtype = loaded.model.embed_tokens.weight.dtype
