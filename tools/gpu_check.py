@@ -8,9 +8,10 @@ torch's version and the dtype. `bash tools/gpu-check.sh` runs every step in its 
 
 The steps, in the order the shell script runs them:
     exact    the embedded model: logits against transformers (float32); speculative == plain for k = 1-4, both
-             rollbacks, greedy and sampled (shared noise), float32 and bfloat16, eagerly; then compiled with
-             CUDA graphs and built ahead of time (AOTInductor packages, ZeroGPU's way) for k = 2, float32 (the
-             dtype a small model runs in on a GPU) before bfloat16
+             rollbacks, greedy and sampled (shared noise), eagerly; then for k = 2 (the app's first k; k = 1-4
+             compiled would not fit the time), compiled with CUDA graphs and built ahead of time (AOTInductor
+             packages, ZeroGPU's way); float32 all through first (the dtype a small model runs in on a GPU),
+             then bfloat16. Compiled k = 1-3 at the 0.8B shape is checked by the race step (identical).
     decode   the 0.8B shape in bfloat16 (random weights, qwen.bench.random_model): decode tok/s eagerly, with CUDA
              graphs and ahead of time, each beside the floor: the weights' bytes ÷ the card's memory bandwidth
              (from its memory clock and bus width; and as a device-to-device copy measures it), and the matmuls alone
@@ -26,9 +27,12 @@ The steps, in the order the shell script runs them:
              clock, the costs it predicts from), sampled at 0.5 and greedy, eager as ZeroGPU serves by default
 
 --dry-run hides any GPU and runs the same steps on CPU: the 0.8B shape becomes a small one (DRY_SHAPE), fewer
-tokens, one torch thread, and of the compiled engines only the decode step's one graph is compiled (the host's strategy: streamed
-graphs on CPU, about 30 s on 2 cores); every other compiled lane (CUDA graphs, ahead of time) is skipped and its
-step file says so under "skipped". GPU memory is null there.
+tokens, one torch thread, and of the compiled engines only the decode step's one graph is compiled (the host's
+strategy: streamed graphs on CPU, about 30 s on 2 cores); every other compiled lane (CUDA graphs, ahead of time) is
+skipped, and its step file says so under "skipped". GPU memory is null there. About 1.5 minutes on 2 cores.
+
+Not yet run on a GPU: the limits in gpu-check.sh are reckoned from the 2026-12-04 H200 run (docs/benchmarks.md);
+where a step runs past its own, its file holds what it finished and the summary says CUT OFF.
 
 Each step file: {"step", "device" (the GPU's name; "cpu"), "torch", "dry_run", "shape", "dtype" (the step's; each
 figure has its own too), "figures": {name: {"value", "dtype", "unit", ...}}, "skipped": {what: why}, "errors",
@@ -37,7 +41,6 @@ figure has its own too), "figures": {name: {"value", "dtype", "unit", ...}}, "sk
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -227,18 +230,16 @@ def step_exact(out, dry_run):
                     spec = generate_mtp(model, head, ids, tokens, k=k, rollback=rollback, **sampling)[0]
                     plain = plains[key]
                     parted = next((j for j, (a, b) in enumerate(zip(spec, plain)) if a != b), None)
-                    step.figure(f"{label} {dtype_name(dtype)} {'sampled' if sampling else 'greedy'} k={k} {rollback}: identical",
-                                spec == plain, dtype, ok=spec == plain, prompt=prompt,
+                    how = "sampled" if sampling else "greedy"
+                    step.figure(f"{label} {dtype_name(dtype)} {how} k={k} {rollback}: identical", spec == plain,
+                                dtype, ok=spec == plain, prompt=prompt,
                                 **({"parted_at": parted} if parted is not None else {}))
 
-    loaded = {}
+    # float32 first, compiled lanes included: the dtype a small model runs in on a GPU (a cut-off loses bfloat16)
     for dtype in (torch.float32, torch.bfloat16):
         model = Model.from_pretrained(path, dtype=dtype, device=dev)
         head = MTP.from_pretrained(model.cfg, path, dtype=dtype, device=dev, lm_head=model.lm_head)
-        loaded[dtype] = model, head
         matrix("eager", dtype, model, head, (1, 2, 3, 4), ("select", "recompute"))
-    for dtype in (torch.float32, torch.bfloat16):
-        model, head = loaded[dtype]
         for label, ahead, rollbacks in (("CUDA graphs", False, ("select", "recompute")),
                                         ("ahead of time", True, ("select",))):
             what = f"{label} {dtype_name(dtype)}"
