@@ -5,7 +5,7 @@
 
 Importing this module builds the page (`demo`, where Gradio looks for it) and nothing more: torch's
 threads and the default model are set up by `python app.py` (demo.page.serve). The environment
-settings it reads are listed, with their defaults, in demo/settings.py.
+variables it reads are listed, with their defaults, in demo/environment.py.
 """
 import sys
 

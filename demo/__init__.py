@@ -2,9 +2,10 @@
 
     page        the whole page (frame + tabs) as one gr.Blocks, and serving it (app.py, the load test, tests)
     frame       header, language switch, presenter mode, model menu, deep links; what the tabs share
-    settings    every environment setting the demo reads, in one list, read in one place
+    environment every environment variable the demo reads, in one list, read in one place
     models      which models the page offers; loading one (+ MTP head + tokenizer) once per process
-    validate    untrusted input made safe: prompts, numbers, choices, deep links; the limits and rollbacks offered
+    choices     what a visitor may choose: every number's range, the rollbacks, rules, k=auto, tree shapes
+    validate    untrusted input made safe: prompts, numbers, choices, deep links
     prompts     what the race and the stepper share: the examples, a prompt made ids, sampling, rollbacks
     tokens      tokens as text and HTML: whole characters, escaped, marked by origin (both views)
     race        plain vs speculative decoding, taking turns on the CPU, as a stream of plain-data updates

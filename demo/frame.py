@@ -11,12 +11,16 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from demo import i18n, models, settings, validate
+from demo import environment, i18n, models, validate
 from demo.i18n import t
 from demo.prompts import EXAMPLES, default_example, default_prompt_for, example_samples
 from demo.theme import LANG_JS, PRESENTER_JS
 from qwen.compiled import Phase, Why
 from qwen.weights import ModelNotFound
+
+
+class Components:
+    """A tab's components by name, set as the tab builds them (ui.prompt, ui.run, ...): what its events wire."""
 
 
 @dataclass
@@ -49,7 +53,7 @@ def model_status(loaded, lang=i18n.DEFAULT_LANG):
     if loaded is None:
         return ""
     plan = plan_text(loaded.plan, lang) if loaded.plan is not None else str(loaded.dtype).replace("torch.", "")
-    plan = ("ZeroGPU · " + plan) if settings.zero_gpu() else plan
+    plan = ("ZeroGPU · " + plan) if environment.zero_gpu() else plan
     return t("model_ready", lang, model=model_label(loaded.key, lang), plan=plan, context=loaded.context,
              mtp="" if loaded.mtp is not None else t("model_no_mtp", lang)) + compile_note(loaded, lang)
 
@@ -134,7 +138,7 @@ def build_header(store):
         status = gr.Markdown(model_status(store.peek(store.default), lang0), elem_id="model-status")
     return Shared(store=store, model=model, lang=lang, presenter=presenter, model_status=status, title=title,
                   current_model=gr.State(store.default),
-                  compute={"concurrency_id": "compute", "concurrency_limit": settings.concurrency()})
+                  compute={"concurrency_id": "compute", "concurrency_limit": environment.concurrency()})
 
 
 def _title(lang):

@@ -7,7 +7,7 @@ The page offers three kinds of model, by key (the model dropdown's value):
     "Qwen/Qwen3.5-0.8B", -2B, -4B   downloaded from the Hugging Face hub on first use, then cached
     "local: <folder name>"          folders named on the command line (`python app.py --model-dir PATH`,
                                     repeatable) or in $QWEN_MODEL_DIRS (os.pathsep-separated); $QWEN_MODEL
-                                    names the default model (a folder or a hub id); demo.settings reads them
+                                    names the default model (a folder or a hub id); demo.environment reads them
 
 The web page only ever sends a key; a key maps to a folder the server's owner allowed, so a visitor
 cannot make the server read an arbitrary path.
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from demo import gpu, settings
-from demo.settings import compile_wanted
+from demo import environment, gpu
+from demo.environment import compile_wanted
 from qwen.chat import Chat
 from qwen.compiled import Phase, Status, Why, compile_head, compile_model, default_dtype, warm_up
 from qwen.compiled.host import FUSE_HIDDEN
@@ -133,16 +133,16 @@ class ModelStore:
     @classmethod
     def from_environment(cls, model_dirs=(), environ=None):
         """Offered models from the command line's folders, $QWEN_MODEL_DIRS and $QWEN_MODEL; as many kept
-        in memory as $QWEN_KEEP_MODELS says (demo.settings; `environ`: a mapping to read them from instead).
+        in memory as $QWEN_KEEP_MODELS says (demo.environment; `environ`: a mapping to read them from instead).
         Without $QWEN_MODEL the page opens with PRELOADED where the hub cache already holds it (no network
         asked), else with the embedded checkpoint."""
-        dirs = list(model_dirs) + settings.model_dirs(environ)
-        default = settings.default_model(environ)
-        if default is None and cached_hub_folder(PRELOADED, settings.hub_cache(environ)):
+        dirs = list(model_dirs) + environment.model_dirs(environ)
+        default = environment.default_model(environ)
+        if default is None and cached_hub_folder(PRELOADED, environment.hub_cache(environ)):
             default = PRELOADED
         if default and (os.path.isdir(os.path.expanduser(default)) or default.startswith((".", "/", "~"))):
             dirs.append(default)
-        store = cls(dirs, None, settings.keep_models(environ))
+        store = cls(dirs, None, environment.keep_models(environ))
         if default:
             try:
                 store.default = store._key_of(default)
@@ -182,7 +182,7 @@ class ModelStore:
         call, a process forked from this one, find it loaded. A default that fails to load is reported and
         replaced by the embedded checkpoint."""
         source = self.sources[self.default]
-        if not os.path.isdir(source) and not cached_hub_folder(source, settings.hub_cache()):
+        if not os.path.isdir(source) and not cached_hub_folder(source, environment.hub_cache()):
             return None
         try:
             return self.get(self.default)
@@ -251,7 +251,7 @@ def checkpoint_dtype(path, environ=None, device="cpu"):
     """-> (dtype, reason). $QWEN_DTYPE ("float32" / "bfloat16") decides when set; else bfloat16 on a GPU,
     or where this CPU multiplies it natively and the model is not small (qwen.compiled.default_dtype), or
     for a checkpoint too big to hold in float32; float32 otherwise."""
-    name = settings.dtype_name(environ)
+    name = environment.dtype_name(environ)
     if name:
         return getattr(torch, name), "QWEN_DTYPE"
     dtype, reason = default_dtype(device, read_config(path).hidden_size)
@@ -294,14 +294,14 @@ def load_model(key, source, progress=None, compile=None):
     if progress is not None and not os.path.isdir(source):
         progress(0, desc=f"Downloading {key} from the Hugging Face hub…")
     try:                                                    # a hub model already cached needs no network
-        path = (not os.path.isdir(source) and cached_hub_folder(source, settings.hub_cache())) or find_model(source)
+        path = (not os.path.isdir(source) and cached_hub_folder(source, environment.hub_cache())) or find_model(source)
     except ModelNotFound as e:                              # its message names the folder or hub id
         raise ModelError(str(e) if key == source else f"{key}: {e}") from e
     if progress is not None:
         progress(0.95, desc=f"Loading {key}…")
     folder = os.path.basename(path.rstrip("/"))
     try:
-        device = settings.device()
+        device = environment.device()
         dtype, reason = checkpoint_dtype(path, device=device)
         log.info("%s: %s on %s (%s)", key, str(dtype).replace("torch.", ""), device, reason)
         model = Model.from_pretrained(path, dtype=dtype, device=device)
@@ -320,7 +320,7 @@ def load_model(key, source, progress=None, compile=None):
     if mtp is None:
         log.warning("%s: the checkpoint has no mtp.* tensors (no draft head)", key)
     wanted = compile_wanted() if compile is None else compile
-    ahead = settings.zero_gpu()                             # there compiling means building ahead of time
+    ahead = environment.zero_gpu()                          # there compiling means building ahead of time
     plan = host_plan(model, f"{str(dtype).replace('torch.', '')}: {reason}", wanted, ahead=ahead,
                      eager_why="ZeroGPU has no torch.compile (QWEN_COMPILE=1: passes built ahead of time)"
                      if ahead else "QWEN_COMPILE=0")
@@ -375,11 +375,11 @@ def _file_of(path, name):
 
 def configure_threads(environ=None):
     """torch.set_num_threads(): $CPU_CORES when it is set, else one thread fewer than the machine's cores
-    (demo.settings.torch_threads). Changes the whole process: called when the app is served
+    (demo.environment.torch_threads). Changes the whole process: called when the app is served
     (demo.page.serve), never on import.
 
     subtle: the web server's own threads (queue, rendering every streamed update) need a core too. With
     torch on every core they compete with its worker threads, and the many small operations of a
     speculative round suffer most (docs/benchmarks.md, 2026-11-29, many visitors)."""
-    torch.set_num_threads(settings.torch_threads(environ))
+    torch.set_num_threads(environment.torch_threads(environ))
     return torch.get_num_threads()

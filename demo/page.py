@@ -9,7 +9,7 @@ the tests (tests/conftest.py) serve the same page.
 """
 import gradio as gr
 
-from demo import models, serving, settings, theme
+from demo import environment, models, serving, theme
 from demo.frame import build_header, wire_header
 from demo.i18n import DEFAULT_LANG, t
 from demo.race_ui import build_race_tab
@@ -34,7 +34,7 @@ def build_app(store):
                 build_stepper_tab(shared)
         wire_header(demo, shared, labelled)
         serving.attach(demo)            # closing the page frees the session's memory
-    demo.queue(max_size=settings.queue_size(), default_concurrency_limit=1)
+    demo.queue(max_size=environment.queue_size(), default_concurrency_limit=1)
     return demo
 
 

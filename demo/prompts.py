@@ -13,7 +13,8 @@ import gradio as gr
 import torch
 
 from demo.i18n import LANGS, is_zh, t
-from demo.validate import ROLLBACKS, Notice, fit_prompt
+from demo.choices import ROLLBACKS
+from demo.validate import Notice, fit_prompt
 
 # The embedded model continues text of its corpus kinds well (KJV, Python's reST docs, classical Chinese
 # poems) and chats badly, so raw continuations lead and the chat prompts follow. How well its head guesses
@@ -130,12 +131,12 @@ def prepare(loaded, settings, max_prompt_tokens=2048):
 
 
 def sampling(settings):
-    """Engine keyword arguments for sampling (settings: .temperature, .seed, and .rule where it has one).
+    """Engine keyword arguments for sampling (settings: .temperature, .seed, .rule; a race's or the stepper's).
     Shared noise (the default) samples from the seed alone, so plain and speculative runs write the same
     text; "rejection" gives every run a fresh generator with the same seed, so runs of the same settings
     still sample alike (the stepper's too)."""
     if not settings.temperature:
         return {"temperature": 0}
-    if getattr(settings, "rule", "shared") == "rejection":
+    if settings.rule == "rejection":
         return {"temperature": settings.temperature, "generator": torch.Generator().manual_seed(settings.seed)}
     return {"temperature": settings.temperature, "seed": settings.seed}

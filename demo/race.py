@@ -31,10 +31,10 @@ from qwen.trace import Trace
 from qwen.tree import parse_tree
 
 from qwen import costs
-from demo import settings as app_settings
+from demo import environment
 from demo.gpu import device_clock
 from demo.prompts import sampling
-from demo.validate import lane_rollbacks
+from demo.choices import lane_rollbacks
 
 
 @dataclass
@@ -131,7 +131,7 @@ class Verdict:
 # After the race shown, the same race runs again unseen while the engine time of all its races stays under
 # this budget (at most REPEATS_MAX races in all): the speed-up reported is their median (with the range), which
 # one race on a shared machine could not give (identical races measured 1.01-1.27x). They run while the page
-# replays the race shown (about 8 s), so nobody waits for them. None: $QWEN_RACE_REPEAT_SECONDS (demo.settings,
+# replays the race shown (about 8 s), so nobody waits for them. None: $QWEN_RACE_REPEAT_SECONDS (demo.environment,
 # 5 s; the fast tests shorten it).
 REPEAT_SECONDS = None
 REPEATS_MAX = 15
@@ -190,31 +190,28 @@ def engine_for(loaded, settings):
     return (loaded.model, loaded.mtp) if settings.tree else loaded.engine()
 
 
-def run_plain(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter, timings=None, stop=None):
-    """Plain decoding, streamed: yields the Run after each token. timings: a list that receives each model
-    pass's seconds (qwen.sample.generate_stream); stop: the stop tokens (default: the chat's)."""
+def run_plain(model, ids, settings, decode, stop, max_seconds=120.0, clock=time.perf_counter, timings=None):
+    """Plain decoding with `model`, streamed: yields the Run after each token. decode: ids -> text (the chat's;
+    the cost terms' lanes show none); stop: the stop tokens; timings: a list that receives each model pass's
+    seconds (qwen.sample.generate_stream)."""
     run = Run("plain")
-    stop = loaded.chat.stop if stop is None else stop
-    model = engine_for(loaded, settings)[0]
     stream = generate_stream(model, ids, settings.max_new_tokens, stop=stop, timings=timings, **sampling(settings))
     add = lambda r, tok, detok: _add_token(r, tok, detok, "main", stop)
-    yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
+    yield from _drive(run, stream, stop, decode, settings.max_new_tokens, max_seconds, clock, add)
 
 
-def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_counter, rollback=None, tree="",
-                    timings=None, stop=None):
-    """MTP speculative decoding, streamed: yields the Run after prefill and after each round.
-    rollback: the engine's rollback (default: the settings' one; for "both", its first lane's);
+def run_speculative(model, mtp, ids, settings, decode, stop, max_seconds=120.0, clock=time.perf_counter,
+                    rollback=None, tree="", timings=None):
+    """MTP speculative decoding with `model` and its head `mtp`, streamed: yields the Run after prefill and after
+    each round. rollback: the engine's rollback (default: the settings' one; for "both", its first lane's);
     tree: a draft tree's shape (the tree lane) instead of the settings' chain of k; timings: a list that
-    receives each round's seconds per phase (qwen.mtp.generate_mtp_stream); stop: as run_plain's."""
+    receives each round's seconds per phase (qwen.mtp.generate_mtp_stream); decode, stop: as run_plain's."""
     rollback = rollback or lane_rollbacks(settings.rollback)[0]
     k = parse_tree(tree).depth if tree else settings.k
     run = Run("speculative", k=k, rollback=rollback, tree=tree)
-    stop = loaded.chat.stop if stop is None else stop
-    model, mtp = engine_for(loaded, settings)
     how, chosen = sampling(settings), {}
-    # k="auto" (the stepper's settings have no such switch): its counts of rounds by length fill run.kept
-    if getattr(settings, "auto", False) and not tree:
+    # k="auto": its counts of rounds by length fill run.kept
+    if settings.auto and not tree:
         chosen = dict(k="auto", lengths=lengths_for(model, mtp, k, bool(how.get("temperature"))))
         run.kept = chosen["lengths"].counts
     stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop=stop,
@@ -226,19 +223,20 @@ def run_speculative(loaded, ids, settings, max_seconds=120.0, clock=time.perf_co
             _add_token(r, tok, detok, origin, stop)
         r.rolled_back += any(origin == "correction" for _, origin in emitted)
 
-    yield from _drive(run, stream, stop, loaded.chat.decode, settings.max_new_tokens, max_seconds, clock, add)
+    yield from _drive(run, stream, stop, decode, settings.max_new_tokens, max_seconds, clock, add)
 
 
-def lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks, timings=None, stop=None):
-    """The race's lane generators: plain, a chain lane per rollback, and the tree lane when settings.tree.
-    timings: one list per lane, in that order, for the engine's timings of each (run_plain, run_speculative)."""
+def lanes_of(model, mtp, ids, settings, decode, stop, max_seconds, clock, rollbacks, timings=None):
+    """The race's lane generators, decoding with `model` and `mtp` (engine_for): plain, a chain lane per rollback,
+    and the tree lane when settings.tree. timings: one list per lane, in that order, for the engine's timings of
+    each (run_plain, run_speculative)."""
     timings = timings or [None] * (1 + len(rollbacks) + bool(settings.tree))
-    lanes = [run_plain(loaded, ids, settings, max_seconds, clock, timings[0], stop)] + \
-        [run_speculative(loaded, ids, settings, max_seconds, clock, r, timings=t, stop=stop)
+    lanes = [run_plain(model, ids, settings, decode, stop, max_seconds, clock, timings[0])] + \
+        [run_speculative(model, mtp, ids, settings, decode, stop, max_seconds, clock, r, timings=t)
          for r, t in zip(rollbacks, timings[1:])]
     if settings.tree:
-        lanes.append(run_speculative(loaded, ids, settings, max_seconds, clock, rollbacks[0], settings.tree,
-                                     timings[-1], stop))
+        lanes.append(run_speculative(model, mtp, ids, settings, decode, stop, max_seconds, clock, rollbacks[0],
+                                     settings.tree, timings[-1]))
     return lanes
 
 
@@ -246,7 +244,7 @@ def lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks, timings=None,
 # ignoring stop tokens: CALIBRATE_RACES such races at most, within CALIBRATE_SECONDS of engine time, each lane
 # at most CALIBRATE_TOKENS tokens. On the embedded model that is about 360 plain tokens and 150 rounds a lane,
 # enough for medians that hold still on a shared 2-core machine (docs/design.md); on a big model fewer.
-# CALIBRATE_SECONDS None: $QWEN_CALIBRATE_SECONDS (demo.settings, 1.5 s; the fast tests shorten it: their
+# CALIBRATE_SECONDS None: $QWEN_CALIBRATE_SECONDS (demo.environment, 1.5 s; the fast tests shorten it: their
 # assertions need no stable terms).
 CALIBRATE_RACES = 3
 CALIBRATE_SECONDS = None
@@ -265,26 +263,27 @@ def lane_specs(settings):
 STALE = 0.15
 
 
-def calibrate(loaded, ids, settings, clock=time.perf_counter, raced=None):
+def calibrate(model, mtp, ids, settings, context=None, clock=time.perf_counter, raced=None):
     """This host's cost terms for each speculative lane of these settings ([qwen.costs.Costs], in lane
-    order), measured once per model, host and settings and kept in the one cost table (qwen.costs.TABLE); the
+    order) when `model` and its head `mtp` decode them (the race's: engine_for), within a context of `context`
+    positions (default: the model's), measured once per model, host and settings and kept in the one cost table (qwen.costs.TABLE); the
     prompt's own pass (prefill) measured once for these `ids` and these kept terms (_with_prefill). Lanes run for it take
     turns as the race's do, with the engine's timings on (every model pass, every round's phases).
     raced: a finished race's Runs [plain, speculative...]; where one paid over STALE more or less per plain
     token or per round than the kept terms say, the terms are measured again (never fitted to that race)."""
-    model, mtp = engine_for(loaded, settings)
+    context = context or model.cfg.max_position_embeddings
     specs, how = lane_specs(settings), sampling(settings)
     k_of = lambda tree: parse_tree(tree).depth if tree else settings.k       # noqa: E731
-    kept_as = lambda tree: "auto" if getattr(settings, "auto", False) and not tree else k_of(tree)     # noqa: E731
+    kept_as = lambda tree: "auto" if settings.auto and not tree else k_of(tree)     # noqa: E731
     found = [costs.TABLE.get(model, mtp, kept_as(tree), r, how, tree, lanes="race") for r, tree in specs]
     if all(c is not None for c in found):
-        found = [_with_prefill(loaded, ids, settings, c) for c in found]
+        found = [_with_prefill(model, mtp, ids, settings, c) for c in found]
         if raced is None or not any(stale(c, raced[0], run) for c, run in zip(found, raced[1:])):
             return found
-    found = _measure_terms(loaded, ids, settings, clock, specs, k_of)
+    found = measure_terms(model, mtp, context, ids, settings, clock, specs, k_of)
     for (r, tree), c in zip(specs, found):
         costs.TABLE.put(model, mtp, kept_as(tree), r, c, how, tree, lanes="race")
-    return [_with_prefill(loaded, ids, settings, c) for c in found]
+    return [_with_prefill(model, mtp, ids, settings, c) for c in found]
 
 
 def stale(c, plain, spec):
@@ -297,33 +296,38 @@ def stale(c, plain, spec):
     return abs(token / max(c.plain_token(), 1e-12) - 1) > STALE or abs(round_ / max(model_round, 1e-12) - 1) > STALE
 
 
-def _measure_terms(loaded, ids, settings, clock, specs, k_of):
+def _no_text(ids):
+    """The cost terms' lanes show no text."""
+    return ""
+
+
+def measure_terms(model, mtp, context, ids, settings, clock, specs, k_of):
     """The terms of each speculative lane in `specs` [(rollback, tree)], by the one timer (qwen.costs.measure): the
     race's lanes run for it, taking turns, stop tokens ignored (CALIBRATE_RACES races within CALIBRATE_SECONDS),
     the engine's timings on. -> [Costs], in lane order."""
-    room = loaded.context - ids.shape[1] - 2 * max(parse_tree(settings.tree).size if settings.tree else 0,
+    room = context - ids.shape[1] - 2 * max(parse_tree(settings.tree).size if settings.tree else 0,
                                                    settings.k + 1)
     timed = replace(settings, max_new_tokens=max(2, min(CALIBRATE_TOKENS, room)))
-    lanes_n, budget = 1 + len(specs), CALIBRATE_SECONDS or app_settings.calibrate_seconds()
+    lanes_n, budget = 1 + len(specs), CALIBRATE_SECONDS or environment.calibrate_seconds()
 
     def race_once():
         timings = [[] for _ in range(lanes_n)]                 # each lane's engine timings, filled as it runs
         last = [None] * lanes_n
-        for i, run in take_turns(lanes_of(loaded, ids, timed, budget / lanes_n, clock,
-                                          lane_rollbacks(settings.rollback), timings, stop=())):
+        for i, run in take_turns(lanes_of(model, mtp, ids, timed, _no_text, (), budget / lanes_n, clock,
+                                          lane_rollbacks(settings.rollback), timings)):
             last[i] = run
         return last, timings
 
     found = costs.measure(race_once, [(k_of(tree), rollback, tree) for rollback, tree in specs], CALIBRATE_RACES,
                           budget)
-    return [_taken_apart(loaded, ids, timed, c) if c.whole else c for c in found]
+    return [_taken_apart(model, mtp, ids, timed, c) if c.whole else c for c in found]
 
 
-def _taken_apart(loaded, ids, settings, c):
+def _taken_apart(model, mtp, ids, settings, c):
     """Costs whose round is one call, with that call's parts (head passes, verify) from STEP_BY_STEP_ROUNDS rounds
     traced step by step (a trace makes every round run so)."""
     trace = Trace(max_rounds=STEP_BY_STEP_ROUNDS + 2)
-    stream = generate_mtp_stream(*engine_for(loaded, settings), ids, settings.max_new_tokens, (), c.k, c.rollback,
+    stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, (), c.k, c.rollback,
                                  trace=trace, **sampling(settings))
     try:
         for _ in stream:
@@ -334,11 +338,10 @@ def _taken_apart(loaded, ids, settings, c):
     return costs.take_apart(c, list(trace))
 
 
-def _with_prefill(loaded, ids, settings, c):
+def _with_prefill(model, mtp, ids, settings, c):
     """A copy of `c` with the prompt's pass in each lane timed for these ids: once per prompt and kept terms
     (qwen.costs.TABLE.with_prompt_pass), so the race and the stepper, and identical races, predict from the same
     prompt pass (a few ms that a busy machine can double)."""
-    model, mtp = engine_for(loaded, settings)
     return costs.TABLE.with_prompt_pass(c, ids, prompt_passes(model, mtp, ids, c.k, c.rollback, sampling(settings),
                                                               c.tree or None))
 
@@ -393,7 +396,10 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     def update(phase, **more):
         return RaceUpdate(phase, runs[0], runs[1:], **more)
 
-    lanes = lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks)
+    # the engine is asked for at each race (its compiled views may start serving meanwhile), as calibrate is
+    new_lanes = lambda: lanes_of(*engine_for(loaded, settings), ids, settings, loaded.chat.decode,  # noqa: E731
+                                 loaded.chat.stop, max_seconds, clock, rollbacks)
+    lanes = new_lanes()
     yield update("racing")
     last = clock()
     for i, run in schedule(lanes):
@@ -404,11 +410,12 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     plain, spec_lanes = runs[0], runs[1:]
     speedups = [[speedup(plain, lane)] for lane in spec_lanes]
     yield update("measuring", speedups=speedups)
-    measured = calibrate(loaded, ids, settings, clock, None if busy() else [plain] + spec_lanes) \
+    measured = calibrate(*engine_for(loaded, settings), ids, settings, loaded.context, clock,
+                         None if busy() else [plain] + spec_lanes) \
         if measure_costs and all(lane.rounds for lane in spec_lanes) else [None] * len(spec_lanes)
     skipped = "busy" if repeat and busy() else ""      # visitors wait for the engine: their turn comes first
     if repeat and not skipped:
-        for again in repeats(loaded, ids, settings, max_seconds, clock, rollbacks, [plain] + spec_lanes, schedule):
+        for again in repeats(new_lanes, [plain] + spec_lanes, schedule):
             for ratios, lane in zip(speedups, again[1:]):
                 ratios.append(speedup(again[0], lane))
             if busy():
@@ -418,17 +425,17 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
                  lane_costs=list(measured), speedups=speedups, skipped=skipped)
 
 
-def repeats(loaded, ids, settings, max_seconds, clock, rollbacks, first, schedule=take_turns):
-    """The race again, unseen, lanes taking turns as in the first: yields each repeat's finished Runs
+def repeats(new_lanes, first, schedule=take_turns):
+    """The race again, unseen, its lanes (new_lanes(): lanes_of's) taking turns as in the first: yields each repeat's finished Runs
     ([plain, speculative...]) while the engine time of every race so far, `first` included, leaves room
     for one more under REPEAT_SECONDS, up to REPEATS_MAX races in all. None when a lane of `first` hit
     the time cap (a long race is reported as it ran)."""
     spent, races = sum(run.seconds for run in first), 1
     if any(run.ended == "time" for run in first):
         return
-    budget = REPEAT_SECONDS or app_settings.race_repeat_seconds()
+    budget = REPEAT_SECONDS or environment.race_repeat_seconds()
     while races < REPEATS_MAX and spent + spent / races <= budget:    # one more race of the mean length fits
-        lanes = lanes_of(loaded, ids, settings, max_seconds, clock, rollbacks)
+        lanes = new_lanes()
         runs = [None] * len(lanes)
         for i, run in schedule(lanes):
             runs[i] = run

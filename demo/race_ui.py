@@ -5,10 +5,10 @@
 API: `/race` (prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model, lang, rule, tree) streams
 (status, plain stats, plain text, speculative stats, speculative text, verdict, third lane's stats,
 third lane's text, timeline, summary JSON); only the first two inputs are needed (rule: "shared" noise, the
-default, or "rejection" sampling; demo.validate.RULES), and the last output of the
+default, or "rejection" sampling; demo.choices.RULES), and the last output of the
 last update is the full summary (demo.race.summary), or {"error": message} when the race could not
 run. rollback "both" runs three lanes: plain, speculative with recompute, speculative with select
-(the third lane); tree "2+1" (demo.validate.TREES) makes the third lane draft a tree of that shape each
+(the third lane); tree "2+1" (demo.choices.TREES) makes the third lane draft a tree of that shape each
 round, beside the chain of k, every lane eager; without either the third lane says it did not run, and
 the page hides it. Values of
 the wrong type, NaN or out of range are replaced (demo.validate) and the summary's "notices" say so;
@@ -16,13 +16,12 @@ an unknown model key is refused with the list of offered ones. When every comput
 status says where the visitor stands in the queue (demo.serving).
 """
 import logging
-from types import SimpleNamespace
 
 import gradio as gr
 from gradio.context import Context
 
-from demo import models, serving, settings
-from demo.frame import examples_table, model_error_text, words
+from demo import environment, models, serving
+from demo.frame import Components, examples_table, model_error_text, words
 from demo.gpu import on_gpu, race_seconds
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.prompts import DEFAULT_EXAMPLE, pick_example, prepare, rollback_choices
@@ -31,8 +30,8 @@ from demo.race_html import (lane_off_html, plain_text_html, spec_text_html, stat
                             waiting_html)
 from demo.theme import FULL_MARKS_JS
 from demo.tokens import legend_html
-from demo.validate import (BOTH, LIMITS, PAGE_TEMPERATURE, RACE_ROLLBACKS, RULES, TREES, InputError, Notice,
-                           lane_rollbacks, race_settings, AUTO, as_bool)
+from demo.choices import AUTO, BOTH, LIMITS, PAGE_TEMPERATURE, RACE_ROLLBACKS, RULES, TREES, lane_rollbacks
+from demo.validate import InputError, Notice, as_bool, race_settings
 from qwen.compiled import Phase
 
 log = logging.getLogger(__name__)
@@ -62,7 +61,7 @@ def _phase_status(phase, chosen, lang, notices):
 
 
 def rule_choices(lang):
-    """Speculative sampling's rules a visitor may choose (demo.validate.RULES)."""
+    """Speculative sampling's rules a visitor may choose (demo.choices.RULES)."""
     return [(t(f"rule_{rule}", lang), rule) for rule in RULES]
 
 
@@ -100,13 +99,13 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
     """The race event: validate, load, run, and stream the nine outputs. Never raises: every
     problem ends as a message in the status line (and {"error": ...} as the summary)."""
     lang = lang if lang in LANGS else DEFAULT_LANG
-    max_seconds = max_seconds or settings.max_seconds()
+    max_seconds = max_seconds or environment.max_seconds()
     try:
         chosen = race_settings(prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, rule, tree)
         loaded = store.get(model or store.default, progress)
         if loaded.mtp is None:
             raise models.ModelError(t("no_mtp", lang, model=loaded.key))
-        ids, more = prepare(loaded, chosen, settings.max_prompt_tokens())
+        ids, more = prepare(loaded, chosen, environment.max_prompt_tokens())
         notices = list(chosen.notices) + list(more)
         # the compiler shares the CPU: say the timings suffer
         if chosen.tree and loaded.engine()[0] is not loaded.model:
@@ -157,7 +156,7 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
 
 def build_race_tab(shared):
     """The race's components and events, inside the caller's gr.Tab. Sets shared's prompt, raw, k, max_new
-    and examples (demo.frame.Shared); returns the components by name (a SimpleNamespace)."""
+    and examples (demo.frame.Shared); returns the components by name (demo.frame.Components)."""
     say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
     ui = _build_race_inputs(shared, say)
     _build_lanes(ui, say)
@@ -170,7 +169,7 @@ def build_race_tab(shared):
 
 def _build_race_inputs(shared, say):
     """First screen: the prompt (filled in) with Run under it, the examples beside it; settings folded away."""
-    L, ui = DEFAULT_LANG, SimpleNamespace()
+    L, ui = DEFAULT_LANG, Components()
     described = shared.store.describe(shared.store.default) or {}
     _, prompt0, raw0, max0 = DEFAULT_EXAMPLE
     with gr.Row(equal_height=False, elem_id="race-top"):
@@ -373,7 +372,7 @@ def replay_choices(lang):
 
 
 def tree_choices(lang):
-    """The tree lane's shapes (demo.validate.TREES), "" = off."""
+    """The tree lane's shapes (demo.choices.TREES), "" = off."""
     return [(t("tree_off", lang) if not shape else shape, shape) for shape in TREES]
 
 

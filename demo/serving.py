@@ -5,7 +5,7 @@
     serving.queue_message(demo, "English")     # "busy, you are number 3 in line", "full", or None
 
 Compute (the race, Start in the stepper, the skip-the-restore proof) shares one Gradio concurrency
-group, "compute", sized by $QWEN_CONCURRENCY (read by demo.settings, like every setting named here);
+group, "compute", sized by $QWEN_CONCURRENCY (read by demo.environment, like every setting named here);
 everything else is cheap. The queue holds at most $QWEN_QUEUE_SIZE waiting events; a newcomer is told
 where they stand.
 
@@ -40,7 +40,7 @@ import time
 
 import gradio as gr
 
-from demo import settings
+from demo import environment
 from demo.i18n import t
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ async def lifespan(app):
             try:
                 holder = getattr(app, "state_holder", None)
                 if holder is not None:
-                    dropped = sweep(holder, settings.session_ttl())
+                    dropped = sweep(holder, environment.session_ttl())
                     if dropped:
                         log.info("dropped %d idle session(s)", dropped)
             except Exception:                   # never let the sweep die
@@ -188,9 +188,9 @@ def launch_options(max_file_size):
     max_file_size: the largest upload, in bytes."""
     from fastapi.middleware import Middleware
 
-    return {"state_session_capacity": settings.max_sessions(), "max_file_size": max_file_size,
+    return {"state_session_capacity": environment.max_sessions(), "max_file_size": max_file_size,
             "app_kwargs": {"lifespan": lifespan,
-                           "middleware": [Middleware(BodyLimit, limit=settings.max_request_bytes())]}}
+                           "middleware": [Middleware(BodyLimit, limit=environment.max_request_bytes())]}}
 
 
 def wait_until(predicate, seconds=5.0, every=0.05):

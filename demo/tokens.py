@@ -21,7 +21,7 @@ from html import escape
 from qwen.chat import Detokenizer
 
 from demo.i18n import t
-from demo.validate import ORIGINS
+from demo.choices import ORIGINS
 
 
 def token_pieces(decode, ids):

@@ -14,15 +14,14 @@ text left is refused (InputError). Notices are (key, params) pairs that demo.i18
 Special-token strings such as "<|im_end|>" are left in the text on purpose: the engine's Chat
 tokenises user text with special tokens off, so they stay plain characters (no prompt injection).
 
-What a visitor may choose lives here too, once for both views: LIMITS (every number's range and
-default), ROLLBACKS (the engine's, less its deliberately wrong SKIP_RESTORE), ORIGINS (of a token).
+What a visitor may choose (every number's range, the rollbacks, rules, tree shapes) is demo.choices.
 """
 import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from qwen.mtp import ROLLBACKS as ENGINE_ROLLBACKS     # every rollback the engine knows, "none" included
+from demo.choices import AUTO, AUTO_MAX_K, BOTH, LIMITS, RACE_ROLLBACKS, RULES, TREES
 
 MAX_PROMPT_CHARS = 100_000      # cut (keeping the end) before tokenising; the token budget cuts further
 KEEP_CONTROLS = {"\n", "\t"}
@@ -133,41 +132,6 @@ class RaceSettings:
     auto: bool = False          # k="auto": each round drafts 0..k (k = AUTO_MAX_K), as far as it pays
 
 
-# every number a visitor may set: (lowest, highest, default); the stepper's own max_new_tokens is
-# demo.stepper.ui.LIMITS (its runs are recorded whole, so they are shorter)
-LIMITS = {
-    "max_new_tokens": (1, 512, 120),
-    "k": (1, 4, 2),
-    "temperature": (0.0, 2.0, 0.0),
-    "seed": (0, 2**31 - 1, 0),
-    "watch_layer": (-1, 255, -1),       # the stepper's watched DeltaNet layer and head (-1: the one whose
-    "watch_head": (-1, 255, -1),        # memory changes most in the recorded run)
-}
-SKIP_RESTORE = "none"                   # the engine's deliberately wrong rollback (the stepper's proof only)
-# how the engine may roll a DeltaNet memory back after a rejected draft, as a visitor chooses it
-ROLLBACKS = tuple(r for r in ENGINE_ROLLBACKS if r != SKIP_RESTORE)
-BOTH = "both"                           # the race only: run each of ROLLBACKS as its own speculative lane
-RACE_ROLLBACKS = ROLLBACKS + (BOTH,)
-ORIGINS = ("main", "draft", "correction", "bonus")
-# how speculative sampling decides (temperature > 0): "shared" noise (the text of plain sampling with the
-# seed; qwen.sample.coupled_pick), or "rejection" sampling (the same distribution, other text)
-RULES = ("shared", "rejection")
-# the race page's starting temperature: sampling at 0.5 with shared noise (and the seed's default) reads far
-# better than greedy decoding, which loops on the embedded model ("and the LORD, and the LORD, ..."), still
-# writes plain sampling's text, and, compiled, races faster than plain sampling (docs/benchmarks.md, 2026-12-03)
-PAGE_TEMPERATURE = 0.5
-
-
-# k="auto" (qwen.adaptive): the race's chain lanes choose each round's draft length, from none up to this
-AUTO = "auto"
-AUTO_MAX_K = 3
-
-
-# the race's draft-tree lane: a third speculative lane drafting a tree of this shape (qwen.tree.parse_tree) each
-# round, beside the chain of k; "" = no tree lane. The stepper's tree mode offers the same shapes
-TREES = ("", "2+1", "2+1+1", "2x2")
-
-
 def clamp_all(values, limits=LIMITS):
     """Each named value clamped by clamp_number to its limits (temperature stays a float, the rest are
     whole numbers). values: {name: value as sent}. -> ({name: number}, [Notice])"""
@@ -177,12 +141,6 @@ def clamp_all(values, limits=LIMITS):
         numbers[name], more = clamp_number(value, lo, hi, default, name, integer=name != "temperature")
         notices += more
     return numbers, notices
-
-
-def lane_rollbacks(rollback):
-    """The rollback of each speculative lane of a race, in running order: ("recompute", "select") for
-    "both" (recompute first, so the lane without re-runs comes last, beside it), else (rollback,)."""
-    return ("recompute", "select") if rollback == BOTH else (rollback,)
 
 
 def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,

@@ -28,7 +28,7 @@ from qwen.sample import generate_stream
 from qwen.tree import parse_tree
 from qwen.weights import find_model
 
-TEMPERATURE = 0.5           # the page's (demo.validate.PAGE_TEMPERATURE): reads far better than greedy here
+TEMPERATURE = 0.5           # the page's (demo.choices.PAGE_TEMPERATURE): reads far better than greedy here
 
 
 def draft_length(text):

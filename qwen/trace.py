@@ -27,6 +27,7 @@ from qwen.cache import AttentionState, written_through
 from qwen.sample import filtered_logits, gumbel_noise
 
 TOP = 5           # alternatives recorded per draft position
+PHASES = ("prefill", "before", "after_verify", "after")     # when Trace.view is taken: the prompt's pass, a round's three
 GRID = 24         # memory matrices and conv windows are averaged down to at most GRID rows / columns
 
 
@@ -101,15 +102,17 @@ class Trace(Watch, list):
         if self.max_rounds is None or len(self) <= self.max_rounds:
             self.append(record)
 
-    def view(self, state, head_cache):
-        """The live state, as a record shows it (state_view), watching this trace's layer and head."""
+    def view(self, state, head_cache, phase):
+        """The live state, as a record shows it (state_view), watching this trace's layer and head. phase: when it
+        is taken, one of PHASES ("prefill": after the prompt's pass; a round's "before", "after_verify", "after");
+        a subclass may keep more per phase."""
         return state_view(state, head_cache, (self.watch_layer, self.watch_head))
 
     def prefilled(self, ids, tok, first, seconds, state, head_cache, sampling):
-        self.add(prefill_record(ids, tok, first, seconds, self.view(state, head_cache), sampling))
+        self.add(prefill_record(ids, tok, first, seconds, self.view(state, head_cache, "prefill"), sampling))
 
     def round_began(self, state, head_cache):
-        self.views = {"before": self.view(state, head_cache)}
+        self.views = {"before": self.view(state, head_cache, "before")}
 
     def drafted(self, state, tree, tokens, guesses):
         self.tree = tree
@@ -117,10 +120,10 @@ class Trace(Watch, list):
     def verified(self, state, head_cache, logits, picks, path):
         # the memory every row wrote, up to the last row: what a pass that writes as it goes leaves
         self.views["after_verify"] = self.view(written_through(state, self.tree.ancestors(self.tree.size - 1)),
-                                               head_cache)
+                                               head_cache, "after_verify")
 
     def round_ended(self, number, r, emitted, rollback, state, head_cache, sampling):
-        self.views["after"] = self.view(state, head_cache)
+        self.views["after"] = self.view(state, head_cache, "after")
         self.add(round_record(number, r, emitted, rollback, self.views, sampling))
 
 

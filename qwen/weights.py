@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from qwen import settings
+from qwen import environment
 
 EMBEDDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
 ENV_VAR = "QWEN_MODEL"   # names the default model when find_model() is called without one
@@ -28,7 +28,7 @@ class ModelNotFound(FileNotFoundError):
 def find_model(name=None):
     """Folder of a model: `name` may be a local folder, a hub id such as "Qwen/Qwen3.5-0.8B", or None
     for $QWEN_MODEL, falling back to the demo checkpoint embedded under assets/."""
-    name = name or settings.read(ENV_VAR) or EMBEDDED
+    name = name or environment.read(ENV_VAR) or EMBEDDED
     if os.path.isdir(name):
         if not os.path.isfile(os.path.join(name, "config.json")):
             raise ModelNotFound(f"{name}: folder has no config.json")

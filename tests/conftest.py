@@ -21,7 +21,7 @@ os.environ.setdefault("QWEN_CALIBRATE_SECONDS", "0.15")
 
 @pytest.fixture(autouse=True)
 def full_race_budgets(request, monkeypatch):
-    """A quiet test times races as the page does: the page's repeat and calibration budgets (demo.settings)."""
+    """A quiet test times races as the page does: the page's repeat and calibration budgets (demo.environment)."""
     if request.node.get_closest_marker("quiet"):
         monkeypatch.delenv("QWEN_RACE_REPEAT_SECONDS", raising=False)
         monkeypatch.delenv("QWEN_CALIBRATE_SECONDS", raising=False)
@@ -51,8 +51,8 @@ def app_url():
     """The whole app (app.py's `demo`) launched once per test session on a free loopback port, with the
     launch options a real deployment uses (demo.page.serve, less its torch threads: one here); heartbeats
     every 0.5 s so a closed client is noticed at once."""
-    from demo import page, serving, settings
-    settings.notice_closed_pages_within(0.5)
+    from demo import environment, page, serving
+    environment.notice_closed_pages_within(0.5)
     import app
     serving.SWEEP_SECONDS = 0.5             # the idle-session sweep (its TTL stays at an hour unless a test lowers it)
     app.store.preload()

@@ -132,7 +132,7 @@ def test_identical_races_report_a_speedup_that_holds_still(client):
     """The speed-up /race reports is the median of the races that fit a few seconds of engine time: five
     identical default races agree within ±10% of their common median (one race alone ranged 1.01-1.27x)."""
     from demo.prompts import DEFAULT_EXAMPLE
-    from demo.validate import PAGE_TEMPERATURE
+    from demo.choices import PAGE_TEMPERATURE
     _, prompt, raw, max_new = DEFAULT_EXAMPLE
     run = lambda: race(client, prompt, max_new, 2, "select", PAGE_TEMPERATURE, 0, raw)["summary"]   # noqa: E731
     run()                                                                      # warm: the first race of a process
@@ -152,7 +152,7 @@ def test_the_cost_model_predicts_the_default_race_and_holds_still(client, lang):
     ±10% of each other (the terms are measured once and kept), and their median lands within 10% of the measured
     median, or each summary's verdict names the term that differs (docs/design.md, a cost model with every term)."""
     from demo.prompts import default_example
-    from demo.validate import PAGE_TEMPERATURE
+    from demo.choices import PAGE_TEMPERATURE
     _, prompt, raw, max_new = default_example(lang)
     run = lambda: race(client, prompt, max_new, 2, "select", PAGE_TEMPERATURE, 0, raw, False, None, lang)  # noqa: E731
     run()                                                                      # warm: the first race of a process

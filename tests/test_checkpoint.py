@@ -103,7 +103,7 @@ def test_the_command_line_prints_the_host_plan_and_the_text_plain_decoding_write
 def test_the_command_line_samples_as_the_page_races_by_default(embedded, capsys):
     """Without --temperature, `python -m qwen` samples at the page's temperature with seed 0 and shared
     noise: plain sampling's text, with --mtp too, and not the greedy loop."""
-    from demo.validate import PAGE_TEMPERATURE
+    from demo.choices import PAGE_TEMPERATURE
     from qwen.__main__ import TEMPERATURE, main
     model, _, chat = embedded
     prompt = "The LORD is my shepherd;"

@@ -7,7 +7,7 @@ import torch
 
 from demo import models, race
 from demo.prompts import DEFAULT_EXAMPLE, prepare
-from demo.settings import max_prompt_tokens
+from demo.environment import max_prompt_tokens
 from demo.stepper import figures, recording, ui
 from demo.validate import RaceSettings
 from qwen.bench import as_checkpoint

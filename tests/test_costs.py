@@ -9,12 +9,17 @@ import torch
 from demo import race as race_module
 from demo.models import ModelStore
 from demo.prompts import prepare
-from qwen import costs
 from demo.race import Run, Verdict, race
 from demo.race_html import speed_html, time_goes_html, verdict_html
 from demo.validate import race_settings
+from qwen import costs
 from qwen.mtp import generate_mtp, generate_mtp_stream
 from qwen.sample import generate, generate_stream
+
+
+def calibrate(loaded, ids, settings, **kw):
+    """demo.race.calibrate as the race calls it: the engine its lanes decode with, the loaded model's context."""
+    return race_module.calibrate(*race_module.engine_for(loaded, settings), ids, settings, loaded.context, **kw)
 
 
 # --- the arithmetic, against hand-worked numbers ---
@@ -161,20 +166,20 @@ def test_calibrate_measures_every_term_once_per_settings_and_the_prompt_pass_per
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
     calls = []
-    real = race_module._measure_terms
-    monkeypatch.setattr(race_module, "_measure_terms", lambda *a: calls.append(1) or real(*a))
-    first = race_module.calibrate(loaded, ids, settings)[0]
+    real = race_module.measure_terms
+    monkeypatch.setattr(race_module, "measure_terms", lambda *a: calls.append(1) or real(*a))
+    first = calibrate(loaded, ids, settings)[0]
     assert first.step > 0 and first.plain_around > 0 and first.passes() > 0 and first.round_around >= 0
     assert first.prefill > 0 and first.prefill_spec > 0
     assert first.samples["tokens"] >= 20 and first.samples["rounds"] >= 8
     other, _ = prepare(loaded, race_settings("The LORD is my shepherd; I shall not want.", max_new_tokens=24, k=2))
-    again = race_module.calibrate(loaded, other, settings)[0]
+    again = calibrate(loaded, other, settings)[0]
     assert len(calls) == 1                                 # the terms are kept...
-    assert race_module.calibrate(loaded, ids, settings)[0].prefill == first.prefill    # and a prompt's pass with them
+    assert calibrate(loaded, ids, settings)[0].prefill == first.prefill    # and a prompt's pass with them
     assert (again.step, again.round_around, again.passes()) == (first.step, first.round_around, first.passes())
-    race_module.calibrate(loaded, ids, race_settings("x", k=1))
+    calibrate(loaded, ids, race_settings("x", k=1))
     assert len(calls) == 2                                 # ...per settings
-    sampled = race_module.calibrate(loaded, ids, race_settings("x", k=2, temperature=0.5))[0]
+    sampled = calibrate(loaded, ids, race_settings("x", k=2, temperature=0.5))[0]
     assert len(calls) == 3 and sampled.plain_around > 0    # a sampled pick is another term
 
 
@@ -185,7 +190,7 @@ def test_a_calibration_budget_spent_by_the_prompts_pass_still_measures_every_ter
     monkeypatch.setattr(race_module, "CALIBRATE_SECONDS", 1e-9)
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
-    c = race_module.calibrate(loaded, ids, settings)[0]
+    c = calibrate(loaded, ids, settings)[0]
     assert c.step > 0 and c.plain_token() > 0 and c.passes() > 0 and c.round_seconds(0.0, 2.0) > 0
     assert c.samples["tokens"] >= race_module.MIN_ITEMS and c.samples["rounds"] >= race_module.MIN_ITEMS
     costs.TABLE.forget()
@@ -293,18 +298,18 @@ def test_kept_terms_are_measured_again_when_a_race_paid_far_more_than_they_say(l
     costs.TABLE.forget()
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
-    c = race_module.calibrate(loaded, ids, settings)[0]
+    c = calibrate(loaded, ids, settings)[0]
     calls = []
-    real = race_module._measure_terms
-    monkeypatch.setattr(race_module, "_measure_terms", lambda *a: calls.append(1) or real(*a))
+    real = race_module.measure_terms
+    monkeypatch.setattr(race_module, "measure_terms", lambda *a: calls.append(1) or real(*a))
     # long lanes, so that the prompt's pass weighs little
     plain = Run("plain", tokens=list(range(401)), seconds=c.prefill + 400 * c.plain_token())
     spec = Run("speculative", k=2, rollback="select", tokens=list(range(401)), rounds=200)
     spec.seconds = c.prefill_spec + 200 * c.round_seconds(0.0, 2.0)
-    race_module.calibrate(loaded, ids, settings, raced=[plain, spec])
+    calibrate(loaded, ids, settings, raced=[plain, spec])
     assert calls == []                                        # as the terms say: kept
     plain.seconds = c.prefill + 400 * 1.5 * c.plain_token()   # a plain token 50% dearer: the load changed
-    race_module.calibrate(loaded, ids, settings, raced=[plain, spec])
+    calibrate(loaded, ids, settings, raced=[plain, spec])
     assert calls == [1]
 
 
@@ -371,7 +376,7 @@ def test_auto_and_the_race_keep_their_costs_in_one_table_apart_by_the_lanes_that
     costs.TABLE.forget()
     settings = race_settings("In the beginning", max_new_tokens=24, k=2)
     ids, _ = prepare(loaded, settings)
-    race_module.calibrate(loaded, ids, settings)
+    calibrate(loaded, ids, settings)
     model, mtp = loaded.engine()
     raced = costs.TABLE.get(model, mtp, 2, "select", lanes="race")
     assert raced is not None and costs.TABLE.get(model, mtp, 2, "select") is None

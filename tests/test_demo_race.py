@@ -11,15 +11,15 @@ import time
 import pytest
 import torch
 
-from demo import frame, models, settings
+from demo import environment, frame, models
 from demo import race as race_module
 from demo.i18n import LANGS, STRINGS, notice_text, t
 from demo.prompts import encode_prompt, prepare
 from demo.race import Detokenizer, Run, race, summary, take_turns, verdict
 from demo.race_html import plain_text_html, spec_text_html, stats_html, verdict_html
 from demo.tokens import legend_html, token_pieces
-from demo.validate import (RACE_ROLLBACKS, ROLLBACKS, InputError, Notice, clamp_number, clean_prompt, deep_link,
-                           fit_prompt, lane_rollbacks, race_settings)
+from demo.choices import RACE_ROLLBACKS, ROLLBACKS, lane_rollbacks
+from demo.validate import InputError, Notice, clamp_number, clean_prompt, deep_link, fit_prompt, race_settings
 
 
 @pytest.fixture(scope="module")
@@ -454,22 +454,22 @@ def test_an_unreachable_hub_is_one_plain_sentence_without_the_exception():
 @pytest.mark.parametrize("env, expected", [({}, 1), ({"CPU_CORES": "16"}, 2), ({"CPU_CORES": "x"}, 1),
                                            ({"QWEN_CONCURRENCY": "3", "CPU_CORES": "2"}, 3)])
 def test_compute_concurrency_follows_the_environment(env, expected):
-    assert settings.concurrency(env) == expected
+    assert environment.concurrency(env) == expected
 
 
 @pytest.mark.parametrize("read, env, value", [
-    (settings.max_seconds, {}, 120.0), (settings.max_seconds, {"QWEN_MAX_SECONDS": "30"}, 30.0),
-    (settings.max_seconds, {"QWEN_MAX_SECONDS": "nan"}, 120.0),
-    (settings.max_seconds, {"QWEN_MAX_SECONDS": "-1"}, 120.0),
-    (settings.max_prompt_tokens, {}, 2048), (settings.max_prompt_tokens, {"QWEN_MAX_PROMPT_TOKENS": "4"}, 16),
-    (settings.keep_models, {}, 2), (settings.keep_models, {"QWEN_KEEP_MODELS": "x"}, 2),
-    (settings.keep_models, {"QWEN_KEEP_MODELS": "1"}, 1), (settings.queue_size, {}, 16),
-    (settings.session_ttl, {"QWEN_SESSION_TTL": "60"}, 60.0), (settings.max_sessions, {}, 100),
-    (settings.max_request_bytes, {}, 16 * 2**20), (settings.max_request_bytes, {"QWEN_MAX_REQUEST_MB": "0.5"}, 2**19),
-    (settings.dtype_name, {}, None), (settings.dtype_name, {"QWEN_DTYPE": " BFloat16 "}, "bfloat16"),
-    (settings.dtype_name, {"QWEN_DTYPE": "fp8"}, None), (settings.compile_wanted, {}, True),
-    (settings.compile_wanted, {"QWEN_COMPILE": "off"}, False), (settings.default_model, {"QWEN_MODEL": " "}, None),
-    (settings.model_dirs, {"QWEN_MODEL_DIRS": os.pathsep.join(["a", " ", "b"])}, ["a", "b"]),
+    (environment.max_seconds, {}, 120.0), (environment.max_seconds, {"QWEN_MAX_SECONDS": "30"}, 30.0),
+    (environment.max_seconds, {"QWEN_MAX_SECONDS": "nan"}, 120.0),
+    (environment.max_seconds, {"QWEN_MAX_SECONDS": "-1"}, 120.0),
+    (environment.max_prompt_tokens, {}, 2048), (environment.max_prompt_tokens, {"QWEN_MAX_PROMPT_TOKENS": "4"}, 16),
+    (environment.keep_models, {}, 2), (environment.keep_models, {"QWEN_KEEP_MODELS": "x"}, 2),
+    (environment.keep_models, {"QWEN_KEEP_MODELS": "1"}, 1), (environment.queue_size, {}, 16),
+    (environment.session_ttl, {"QWEN_SESSION_TTL": "60"}, 60.0), (environment.max_sessions, {}, 100),
+    (environment.max_request_bytes, {}, 16 * 2**20), (environment.max_request_bytes, {"QWEN_MAX_REQUEST_MB": "0.5"}, 2**19),
+    (environment.dtype_name, {}, None), (environment.dtype_name, {"QWEN_DTYPE": " BFloat16 "}, "bfloat16"),
+    (environment.dtype_name, {"QWEN_DTYPE": "fp8"}, None), (environment.compile_wanted, {}, True),
+    (environment.compile_wanted, {"QWEN_COMPILE": "off"}, False), (environment.default_model, {"QWEN_MODEL": " "}, None),
+    (environment.model_dirs, {"QWEN_MODEL_DIRS": os.pathsep.join(["a", " ", "b"])}, ["a", "b"]),
 ])
 def test_each_setting_has_its_default_and_ignores_what_it_cannot_read(read, env, value):
     assert read(env) == value
@@ -485,7 +485,7 @@ def test_notices_read_as_sentences_whatever_params_they_carry():
 @pytest.mark.parametrize("env, machine, threads", [({"CPU_CORES": "3"}, 16, 3), ({}, 16, 15), ({}, 2, 1), ({}, 1, 1),
                                                    ({"CPU_CORES": "0"}, 8, 7), ({"CPU_CORES": "x"}, 4, 3)])
 def test_torch_threads_follow_cpu_cores_else_leave_a_core_to_the_server(env, machine, threads):
-    assert settings.torch_threads(env, machine_cores=machine) == threads
+    assert environment.torch_threads(env, machine_cores=machine) == threads
 
 
 def test_configure_threads_sets_torch_from_cpu_cores():
@@ -624,11 +624,13 @@ def test_repeats_stop_at_the_budget_of_engine_time(loaded, monkeypatch):
     ids, _ = prepare(loaded, s)
     first = [Run("plain", seconds=0.4), Run("speculative", seconds=0.4)]          # 0.8 s of a 3 s budget
     monkeypatch.setattr(race_module, "REPEAT_SECONDS", 3.0)
-    again = list(race_module.repeats(loaded, ids, s, 60.0, time.perf_counter, ["select"], first))
+    lanes = lambda: race_module.lanes_of(loaded.model, loaded.mtp, ids, s, loaded.chat.decode,  # noqa: E731
+                                         loaded.chat.stop, 60.0, time.perf_counter, ["select"])
+    again = list(race_module.repeats(lanes, first))
     spent = 0.8 + sum(r.seconds for runs in again for r in runs)
     assert 1 <= len(again) and spent - sum(r.seconds for r in again[-1]) <= 3.0     # each began under budget
     first[0].ended = "time"                                                          # a capped race: reported as run
-    assert list(race_module.repeats(loaded, ids, s, 60.0, time.perf_counter, ["select"], first)) == []
+    assert list(race_module.repeats(lanes, first)) == []
 
 
 def test_a_looping_text_is_named():

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from demo import gpu, settings
+from demo import environment, gpu
 from qwen.compiled.plan import host_plan
 from test_mtp import random_pair
 
@@ -35,13 +35,13 @@ def test_a_cpu_models_clock_is_the_clock_itself():
     ({}, "cuda" if torch.cuda.is_available() else "cpu"), ({"QWEN_DEVICE": "tpu"}, "cuda" if torch.cuda.is_available() else "cpu"),
 ])
 def test_qwen_device_chooses_where_models_run(environ, want):
-    assert settings.device(environ) == want
+    assert environment.device(environ) == want
 
 
 def test_zerogpu_compiles_nothing_by_default_and_says_so():
-    assert settings.zero_gpu({"SPACES_ZERO_GPU": "true"}) and not settings.zero_gpu({})
-    assert settings.compile_wanted({}) and not settings.compile_wanted({"SPACES_ZERO_GPU": "1"})
-    assert settings.compile_wanted({"SPACES_ZERO_GPU": "1", "QWEN_COMPILE": "1"})      # asked for: tried
+    assert environment.zero_gpu({"SPACES_ZERO_GPU": "true"}) and not environment.zero_gpu({})
+    assert environment.compile_wanted({}) and not environment.compile_wanted({"SPACES_ZERO_GPU": "1"})
+    assert environment.compile_wanted({"SPACES_ZERO_GPU": "1", "QWEN_COMPILE": "1"})      # asked for: tried
     model, _ = random_pair("small", seed=2)
     plan = host_plan(model, compile=False, eager_why="ZeroGPU has no torch.compile")
     assert plan.strategy is None and plan.why == "ZeroGPU has no torch.compile"

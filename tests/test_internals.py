@@ -185,15 +185,15 @@ def test_vector_isa_probes_that_passed_here_are_trusted_at_a_later_start(monkeyp
     def probe(isa, code):                       # stands in for the build-and-load inductor does
         runs.append(code)
         return "good" in code
-    monkeypatch.setattr(internals, "_run_probe", probe)
-    monkeypatch.setattr(internals, "_probes", {"compiler": None, "trusted": set(), "passed": set()})
+    monkeypatch.setattr(internals, "run_probe", probe)
+    monkeypatch.setattr(internals, "isa_probes", {"compiler": None, "trusted": set(), "passed": set()})
     isa = cpu_vec_isa.VecAVX2()
     internals.skip_proven_isa_probes(tmp_path, "/usr/bin/g++")           # a first start: nothing recorded
     assert isa.check_build("good code") and not isa.check_build("bad code") and runs == ["good code", "bad code"]
     internals.record_isa_probes(tmp_path, "/usr/bin/g++")
     for compiler, expected in [("/usr/bin/g++", ["bad code"]), ("/opt/other/g++", ["good code", "bad code"])]:
         runs.clear()                            # a later start, with this compiler
-        monkeypatch.setattr(internals, "_probes", {"compiler": None, "trusted": set(), "passed": set()})
+        monkeypatch.setattr(internals, "isa_probes", {"compiler": None, "trusted": set(), "passed": set()})
         internals.skip_proven_isa_probes(tmp_path, compiler)
         assert isa.check_build("good code") and not isa.check_build("bad code")
         assert runs == expected, compiler

@@ -9,7 +9,7 @@ from demo import theme
 from demo.i18n import LANGS, STRINGS, t
 from demo.prompts import DEFAULT_EXAMPLE, EXAMPLES, default_example, default_prompt_for
 from demo.tokens import legend_html, token_spans
-from demo.validate import ORIGINS
+from demo.choices import ORIGINS
 from qwen.compiled.plan import Strategy
 
 CSS = (theme.STATIC / "app.css").read_text(encoding="utf-8")

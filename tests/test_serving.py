@@ -14,7 +14,7 @@ import pytest
 
 gradio_client = pytest.importorskip("gradio_client")
 
-from demo import frame, models, serving, settings  # noqa: E402
+from demo import environment, frame, models, serving  # noqa: E402
 from demo.stepper import traceio  # noqa: E402
 from demo.stepper.ui import Session  # noqa: E402
 
@@ -171,7 +171,7 @@ def test_a_huge_prompt_is_cut_with_a_notice_and_never_exhausts_memory(app, clien
     *_, summary = client.predict(*race_args(prompt=huge, max_new=4), api_name="/race")
     assert summary["identical"] is True and "only the last" in " ".join(summary["notices"])
     assert "Recorded" in step_start(client, huge, max_new=4)[0]
-    assert len(stepper_run_of(app, client).prompt_ids) <= settings.max_prompt_tokens()
+    assert len(stepper_run_of(app, client).prompt_ids) <= environment.max_prompt_tokens()
     assert time.perf_counter() - t0 < 30
 
 
@@ -182,7 +182,7 @@ def test_a_request_body_over_the_limit_is_refused_before_it_is_read(app_url, cli
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     conn.putrequest("POST", "/gradio_api/call/race")
     conn.putheader("Content-Type", "application/json")
-    conn.putheader("Content-Length", str(settings.max_request_bytes() + 1))      # announced, never sent
+    conn.putheader("Content-Length", str(environment.max_request_bytes() + 1))      # announced, never sent
     conn.endheaders(b'{"data": ["xxxx')
     response = conn.getresponse()
     assert response.status == 413 and "too large" in response.read().decode()
@@ -443,8 +443,8 @@ def test_sessions_are_capped_and_the_queue_is_bounded(app):
     options = serving.launch_options(8 * 2**20)
     assert options["state_session_capacity"] == app.demo.state_session_capacity == 100
     assert app.demo._queue.max_size == 16
-    assert settings.max_sessions({"QWEN_MAX_SESSIONS": "7"}) == 7
-    assert settings.max_sessions({"QWEN_MAX_SESSIONS": "x"}) == 100
+    assert environment.max_sessions({"QWEN_MAX_SESSIONS": "7"}) == 7
+    assert environment.max_sessions({"QWEN_MAX_SESSIONS": "x"}) == 100
 
 
 def test_the_queue_message_says_where_a_visitor_stands():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from demo import settings, theme
+from demo import environment, theme
 from demo.stepper import ui
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -140,26 +140,26 @@ def source_files(*folders):
     return [p for folder in folders for p in sorted((ROOT_DIR / folder).rglob("*.py"))]
 
 
-def test_only_demo_settings_reads_the_environment():
+def test_only_demo_environment_reads_the_environment():
     readers = [p.relative_to(ROOT_DIR).as_posix() for p in source_files("demo") + [ROOT_DIR / "app.py"]
                if re.search(r"os\.environ|getenv\(", p.read_text(encoding="utf-8"))]
-    assert readers == ["demo/settings.py"]
+    assert readers == ["demo/environment.py"]
 
 
 def test_the_engine_reads_the_environment_in_one_place_too():
-    """qwen/settings.py, plus bench.py, which only copies the environment for a child process."""
+    """qwen/environment.py, plus bench.py, which only copies the environment for a child process."""
     readers = [p.relative_to(ROOT_DIR).as_posix() for p in source_files("qwen")
                if re.search(r"os\.environ|getenv\(", p.read_text(encoding="utf-8"))]
-    assert readers == ["qwen/bench.py", "qwen/settings.py"]
+    assert readers == ["qwen/bench.py", "qwen/environment.py"]
 
 
-def test_the_readme_lists_every_setting_the_demo_reads():
+def test_the_readme_lists_every_variable_the_demo_reads():
     readme = (ROOT_DIR / "README.md").read_text(encoding="utf-8")
-    paragraph = readme[readme.index("Settings (environment)"):]
+    paragraph = readme[readme.index("## Environment variables"):]
     paragraph = paragraph[:paragraph.index("\n\n")]
-    assert [s.name for s in settings.SETTINGS if f"`{s.name}`" not in paragraph] == []
-    read = set(re.findall(r'"((?:QWEN|CPU)_[A-Z_]+)"', (ROOT_DIR / "demo" / "settings.py").read_text(encoding="utf-8")))
-    assert read <= {s.name for s in settings.SETTINGS}                  # nothing read that the list leaves out
+    assert [s.name for s in environment.VARIABLES if f"`{s.name}`" not in paragraph] == []
+    read = set(re.findall(r'"((?:QWEN|CPU)_[A-Z_]+)"', (ROOT_DIR / "demo" / "environment.py").read_text(encoding="utf-8")))
+    assert read <= {s.name for s in environment.VARIABLES}                  # nothing read that the list leaves out
 
 
 def test_no_module_outside_the_tests_imports_app():

@@ -12,7 +12,7 @@ from demo.stepper import recording, steps, traceio
 from demo.stepper import ui as stepper_ui
 from demo.stepper.steps import Settings
 from demo.i18n import t
-from demo.validate import AUTO_MAX_K
+from demo.choices import AUTO_MAX_K
 from qwen.adaptive import DraftLengths, decision
 from qwen.sample import generate
 from stepper_models import FakeChat, random_model

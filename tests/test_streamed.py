@@ -161,7 +161,7 @@ def test_the_first_k_serves_first_and_the_other_lengths_compile_after(tmp_path, 
     """warm_up's phases for ks = (2, 1, 3) (the app's, demo.models.compiled_ks): the decode step and k = 2's
     round graphs first (then the app serves), every other pass after; nothing compiles to say so."""
     from demo.models import compiled_ks
-    from qwen.compiled.warmup import _phases
+    from qwen.compiled.warmup import warm_up_phases
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     model, head = random_pair("small")
     assert compiled_ks(model) == (2, 1, 3) and compiled_ks(model, ahead=True) == (2,)
@@ -169,7 +169,7 @@ def test_the_first_k_serves_first_and_the_other_lengths_compile_after(tmp_path, 
     fast_head = steps.compile_head(head, ks=(2, 1, 3), model=fast)
     steps.compile_round(fast, fast_head, ks=(2, 1, 3))
     steps.compile_round(fast, fast_head, ks=(2, 1, 3), sampled=True)
-    first, later = _phases(fast, fast_head, 2)
+    first, later = warm_up_phases(fast, fast_head, 2)
     rounds = {(part.kind, v) for part, v in first if part.kind.endswith("round")}
     assert rounds == {("round", (3, True)), ("sampled_round", (3, True))} and (fast.steps, (1, False)) in first
     assert {(part.kind, v[0]) for part, v in later if part.kind == "round"} == {("round", 2), ("round", 4)}

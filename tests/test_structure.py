@@ -118,4 +118,40 @@ def test_one_timer_turns_lanes_into_costs_and_one_table_keeps_them():
     roots = [QWEN, QWEN.parent / "demo"]
     assert callers_of({"from_lanes"}, roots) == {("costs.py", "measure")}
     assert callers_of({"prefill_seconds"}, roots) == {("costs.py", "with_prompt_pass")}
-    assert {fn for _, fn in callers_of({"measure"}, roots)} == {"length_seconds", "_measure_terms", "lane_terms"}
+    assert {fn for _, fn in callers_of({"measure"}, roots)} == {"length_seconds", "measure_terms", "lane_terms"}
+
+
+def private_uses(path):
+    """[(line, name)] where this file takes a `_name` from another module of the project: imports it, reads it off
+    the module (`module._name`) or patches it (setattr(module, "_name", ...))."""
+    tree, found, modules = ast.parse(path.read_text()), [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and ours(node.module):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("_")]
+            modules |= {a.asname or a.name for a in node.names}            # `from demo import race`: a module
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name.split(".")[0] for a in node.names if ours(a.name)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
+                and node.attr.startswith("_") and not node.attr.startswith("__"):
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "setattr" \
+                and len(node.args) > 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in modules \
+                and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_"):
+            found.append((node.lineno, node.args[1].value))
+    return found
+
+
+def test_no_private_name_is_taken_from_another_module():
+    """The app, the tools and the tests use what a module makes public: where one needs an internal, it gets a name."""
+    root = QWEN.parent
+    found = {(p.relative_to(root).as_posix(), line, name) for folder in ("demo", "tools", "tests")
+             for p in (root / folder).rglob("*.py") for line, name in private_uses(p)}
+    assert found == set()
+
+
+def test_the_private_checker_sees_imports_reads_and_patches(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from demo.x import _a, b\nfrom demo import race as r\nimport qwen.costs\n"
+                 "r._b\nqwen._c\nmonkeypatch.setattr(r, '_d', 1)\nr.__doc__\nother._e\n")
+    assert sorted(private_uses(f)) == [(1, "_a"), (4, "_b"), (5, "_c"), (6, "_d")]

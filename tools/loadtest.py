@@ -158,8 +158,8 @@ def session(url, prompt, reference, settings, deadline, stats, counts):
 def launch_in_process():
     """Build and serve the app's page (demo.page, as app.py does) on 127.0.0.1, a free port, in this
     process. -> (url, demo)"""
-    from demo import models, page, settings
-    settings.notice_closed_pages_within(2)                          # seconds
+    from demo import environment, models, page
+    environment.notice_closed_pages_within(2)                          # seconds
     store = models.ModelStore.from_environment()
     demo = page.build_app(store)
     with socket.socket() as s:

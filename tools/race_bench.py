@@ -39,7 +39,8 @@ from demo.prompts import prepare
 from demo.race import TURN_SECONDS, one_after_another, race, speedup, take_turns
 from demo.prompts import EXAMPLES
 from qwen import costs
-from demo.validate import AUTO_MAX_K, RACE_ROLLBACKS, TREES, race_settings
+from demo.choices import AUTO_MAX_K, RACE_ROLLBACKS, TREES
+from demo.validate import race_settings
 from qwen.weights import find_model
 
 

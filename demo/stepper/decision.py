@@ -11,13 +11,13 @@ the position the round stopped before, what it would have cost and returned.
     text = decision_caption(run.records[3], "English")
 """
 from demo.i18n import t
-from demo.stepper.figures import Look, _figure, _frame
+from demo.stepper.figures import Look, framed, new_figure
 from demo.theme import OKABE_ITO
 
 
 def is_auto_run(run):
     """Did this run choose each round's length (k="auto")?"""
-    return bool(getattr(run.settings, "auto", False))
+    return bool(run.settings.auto)
 
 
 def _added(d, j):
@@ -30,14 +30,14 @@ def decision_figure(record, look=Look()):
     coloured where drafted, grey where not) against the chance above which drafting it pays (a mark), and the
     position's own chance lately (a dot). A plain step in a rest says so in words."""
     d = record.get("decision") if record else None
-    fig = _figure()
+    fig = new_figure()
     title = t("fig_decision", look.lang)
     if not d or not d.get("chance"):
         text = t("decision_rest_short" if d and d.get("rested") else "decision_none", look.lang)
         fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
-        return _frame(fig, look, title, 380)
+        return framed(fig, look, title, 380)
     n, kept = len(d["chance"]), d["kept"]
     x = [t("decision_guess", look.lang, j=j) for j in range(1, n + 1)]
     grey = "#BBBBBB"
@@ -57,7 +57,7 @@ def decision_figure(record, look=Look()):
                       legend={"orientation": "h", "yanchor": "top", "y": -0.15, "xanchor": "left", "x": 0.0},
                       xaxis={"type": "category", "categoryorder": "array", "categoryarray": x},
                       yaxis={"range": [0, 1.05], "tickformat": ".0%", "title": {"text": t("decision_axis", look.lang)}})
-    return _frame(fig, look, title, 380)
+    return framed(fig, look, title, 380)
 
 
 def decision_sentence(record, lang="English"):

@@ -58,7 +58,7 @@ CLIP = 0.99             # the memory figure's colour scales end at this quantile
 FAINT = 0.05            # a memory panel whose largest |value| is under this share of its colour scale is said in words
 
 
-def _figure(data=(), layout=None):
+def new_figure(data=(), layout=None):
     """A plotly figure from plain dicts, without plotly's per-property checks (they cost 20-100 ms a
     figure, most of a step's time); the dicts are written here, not taken from visitors."""
     return go.Figure({"data": list(data), "layout": layout or {}}, _validate=False)
@@ -142,7 +142,7 @@ def _legend_entries(data, layout):
 AXIS = re.compile(r"[xy]axis\d*$")
 
 
-def _frame(fig, look, title, height, fixed=False, half=False, room_for=None):
+def framed(fig, look, title, height, fixed=False, half=False, room_for=None):
     """Template, title (wrapped to fit a phone or presenter screen, hung from the top), font and size.
     A legend the figure did not place goes just above the plot: in one row, right-aligned, or on a phone
     one entry a row, left-aligned; the margin above the plot holds the title and that legend.
@@ -174,7 +174,7 @@ def _frame(fig, look, title, height, fixed=False, half=False, room_for=None):
             layout[name] = {**layout.get(name, {}), "automargin": True}
     for note in layout.get("annotations", ()):
         note.setdefault("font", {}).setdefault("size", look.font)
-    return _figure(data, layout)
+    return new_figure(data, layout)
 
 
 def _symmetric(grids):
@@ -212,7 +212,7 @@ def layer_map(record, phase, look=Look()):
     sizes = [la["bytes"] for la in state["layers"]] + [steps.head_bytes(state)]
     labels = [f"{name}<br><span style='color:{STATUS_COLOURS[key]}'>■</span> {t(f'status_{key}', look.lang)}"
               for name, key in zip(names, status)]
-    fig = _figure()
+    fig = new_figure()
     for key in steps.STATUSES:                    # one trace per status: hover and tests name them
         rows = [i for i, s in enumerate(status) if s == key]
         if not rows:
@@ -225,7 +225,7 @@ def layer_map(record, phase, look=Look()):
                      tickfont={"size": look.font})
     fig.update_xaxes(title=t("bytes", look.lang).replace("bytes", "KB").replace("字节", "KB"))
     fig.update_layout(barmode="stack", bargap=0.3, showlegend=False)
-    return _frame(fig, look, t("fig_layers", look.lang), 120 + 48 * len(names))
+    return framed(fig, look, t("fig_layers", look.lang), 120 + 48 * len(names))
 
 
 # --- the recurrent memory and the conv window -----------------------------------------------------------
@@ -358,7 +358,7 @@ def heatmap_panel(name, z, ref, visible, hovertemplate, coloraxis="coloraxis"):
 
 def panel_title(text, axes, ref, font, yshift=4):
     """The words over a panel (an annotation named "panel-title"), centred over its axes' domain."""
-    x_domain, y_domain = axes[_axis_key("x", ref[0])]["domain"], axes[_axis_key("y", ref[1])]["domain"]
+    x_domain, y_domain = axes[axis_key("x", ref[0])]["domain"], axes[axis_key("y", ref[1])]["domain"]
     return {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": sum(x_domain) / 2,
             "y": y_domain[1], "yanchor": "bottom", "yshift": yshift, "xanchor": "center", "name": "panel-title",
             "font": font}
@@ -411,9 +411,9 @@ def memory_heatmaps(record, phase, look=Look(), scales=None, mode=None):
             title_of += f"<br><span style='font-size:0.85em'>{t('max_change', look.lang, d=_max_abs(grid))}</span>"
         data.append(heatmap_panel(name, z, ref, drawn, f"{t('key_dim', look.lang)} %{{y}}, "
                                   f"{t('value_dim', look.lang)} %{{x}}: %{{z:.4f}}<extra>{name}</extra>", scale))
-        axes[_axis_key("x", ref[0])].update(showticklabels=drawn, tickvals=[0, len(z[0]) - 1],
+        axes[axis_key("x", ref[0])].update(showticklabels=drawn, tickvals=[0, len(z[0]) - 1],
                                             title=axis_title("value_dim"), **BARE)
-        axes[_axis_key("y", ref[1])].update(showticklabels=drawn, tickvals=[0, len(z) - 1], autorange="reversed",
+        axes[axis_key("y", ref[1])].update(showticklabels=drawn, tickvals=[0, len(z) - 1], autorange="reversed",
                                             title=axis_title("key_dim"), **BARE)
         notes.append(panel_title(title_of, axes, ref, {"size": look.font - 1}))
         if grid is None:
@@ -431,7 +431,7 @@ def memory_heatmaps(record, phase, look=Look(), scales=None, mode=None):
     bar = lambda name, top, y: diverging(top, thickness=12, len=0.4, x=1.01, y=y, title={  # noqa: E731
         "text": _bar_title(name, top, scales, look), "side": "top", "font": {"size": look.font - 3}})
     layout = {**axes, "annotations": notes, "coloraxis": bar("S", s_top, 0.78), "coloraxis2": bar("Δ", d_top, 0.22)}
-    return _frame(_figure(data, layout), look, title, height, fixed=True)
+    return framed(new_figure(data, layout), look, title, height, fixed=True)
 
 
 def _bar_title(name, top, scales, look):
@@ -441,7 +441,7 @@ def _bar_title(name, top, scales, look):
     return f"{name}<br>{t('clipped', look.lang, q=round(CLIP * 100), x=top)}"
 
 
-def _axis_key(letter, ref):
+def axis_key(letter, ref):
     """"x3" -> "xaxis3", "y" -> "yaxis"."""
     return f"{letter}axis{ref[1:]}"
 
@@ -500,15 +500,15 @@ def conv_strip(record, phase, labels=None, look=Look(), scale=None):
         data.append(heatmap_panel(s, z or [[0.0] * columns], ref, z is not None,
                                   "%{y}, %{x}: %{z:.3f}<extra></extra>"))
         ticks = (labels or {}).get(s) or [str(c) for c in range(columns)]
-        axes[_axis_key("x", ref[0])].update(tickvals=list(range(columns)), ticktext=ticks, tickangle=0,
+        axes[axis_key("x", ref[0])].update(tickvals=list(range(columns)), ticktext=ticks, tickangle=0,
                                             showticklabels=z is not None, tickfont={"size": look.font - 3}, **BARE)
-        axes[_axis_key("y", ref[1])].update(showticklabels=False, **BARE)
+        axes[axis_key("y", ref[1])].update(showticklabels=False, **BARE)
         notes.append(panel_title(title_of, axes, ref, {"size": look.font - 1}))
         if z is None:
             notes.append(panel_note(t("not_yet", look.lang), ref, opacity=0.6))
     layout = {**axes, "annotations": notes,
               "coloraxis": diverging(scale or _symmetric(grids.values()), thickness=12, x=1.01)}
-    return _frame(_figure(data, layout), look, title, height, fixed=True)
+    return framed(new_figure(data, layout), look, title, height, fixed=True)
 
 
 def memory_change(record, phase, look=Look()):
@@ -522,7 +522,7 @@ def memory_change(record, phase, look=Look()):
     deltanet = [la["index"] for la in any_state["layers"] if la["kind"] == "deltanet"]
     watched = any_state.get("watch", {}).get("layer")
     names = [f"{'▶ ' if i == watched else ''}L{i}" for i in deltanet]
-    fig = _figure()
+    fig = new_figure()
     writes = "_writes" if record.get("rollback") == "select" else ""    # select: writes kept aside, not taken back
     series = (("after_verify", "change_verify" + writes, OKABE_ITO["orange"]),
               ("after", "change_removed" + writes, OKABE_ITO["blue"]))
@@ -547,7 +547,7 @@ def memory_change(record, phase, look=Look()):
             if back > written] if "after" in shown else []
     note = lambda layers: f"<br><sub>{t('change_more_back', look.lang, layers=', '.join(layers))}</sub>"  # noqa: E731
     longest = title + note([f"L{i}" for i in deltanet])        # room for it in every phase: no jump at accept
-    return _frame(fig, look, title + (note(more) if more else ""), 330, half=True, room_for=longest)
+    return framed(fig, look, title + (note(more) if more else ""), 330, half=True, room_for=longest)
 
 
 # --- KV caches -------------------------------------------------------------------------------------------
@@ -559,7 +559,7 @@ def kv_lengths(record, phase, look=Look()):
     any_state = states.get("after") or states["before"]
     names = [f"L{la['index']}" for la in any_state["layers"] if la["kind"] == "attention"] + \
         [t("mtp_head", look.lang)]
-    fig = _figure()
+    fig = new_figure()
     colours = {"before": "#999999", "after_verify": OKABE_ITO["orange"], "after": OKABE_ITO["blue"]}
     for s in STATE_ORDER:
         if s not in states:
@@ -573,7 +573,7 @@ def kv_lengths(record, phase, look=Look()):
     bottom = max(0, low - 6)
     fig.update_yaxes(title=t("positions", look.lang), range=[bottom, high + 0.2 * (high - bottom) + 1])
     fig.update_layout(barmode="group")
-    return _frame(fig, look, t("fig_kv", look.lang), 330, half=True)
+    return framed(fig, look, t("fig_kv", look.lang), 330, half=True)
 
 
 # --- the whole run ---------------------------------------------------------------------------------------
@@ -618,7 +618,7 @@ def cost_stack(run, current=None, look=Look()):
     rounds = _rounds(records)
     key = raced(rounds)
     x = [r["round"] for r in rounds]
-    fig = _figure()
+    fig = new_figure()
     for phase, name in cost_segments(run.settings.rollback) + [("fused", "cost_fused")]:
         ys = [r[key].get(phase, 0.0) * 1000 for r in rounds]
         if (phase in ("fused", "catch_up") or key == "race_seconds") and not any(ys):   # work this path never did
@@ -633,11 +633,11 @@ def cost_stack(run, current=None, look=Look()):
     title = f"{t('fig_cost', look.lang)} <sub>{t('prefill_ms', look.lang, ms=prefill)}</sub>" \
         f"<br><sub>{t('cost_raced' if key == 'race_seconds' else 'cost_recording', look.lang)}</sub>"
     # a legend even for one segment (plotly hides a lone trace's): it says what the bars are; below the plot, clear of
-    # the axis title, except on a phone, where _frame puts it above (one entry a row: below, it covered "round")
+    # the axis title, except on a phone, where framed puts it above (one entry a row: below, it covered "round")
     fig.update_layout(showlegend=True)
     if not look.narrow:
         fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.42, "xanchor": "left", "x": 0.0})
-    return _frame(fig, look, title, 420, half=True)
+    return framed(fig, look, title, 420, half=True)
 
 
 def recording_vs_race(run, lang="English"):
@@ -661,7 +661,7 @@ def acceptance_over_run(records, current=None, look=Look()):
     """Per round, how many guesses were accepted (bars), and the acceptance rate so far (line)."""
     rounds = _rounds(records)
     x = [r["round"] for r in rounds]
-    fig = _figure()
+    fig = new_figure()
     fig.add_bar(x=x, y=[r["accepted"] for r in rounds], name=t("accepted_per_round", look.lang),
                 marker_color=OKABE_ITO["sky_blue"])
     rate = [steps.acceptance(rounds[:i + 1])[0] for i in range(len(rounds))]
@@ -673,7 +673,7 @@ def acceptance_over_run(records, current=None, look=Look()):
                       yaxis2={"range": [0, 1.1], "tickformat": ".0%", "overlaying": "y", "side": "right",
                               "showgrid": False},
                       xaxis={"title": {"text": t("round", look.lang)}})
-    return _frame(fig, look, t("fig_acceptance", look.lang), 330, half=True)
+    return framed(fig, look, t("fig_acceptance", look.lang), 330, half=True)
 
 
 def run_yield(records):
@@ -725,11 +725,11 @@ def what_if(run, look=Look()):
     acceptance, at the speed-up the race predicts for its tokens per round."""
     records = run.records
     rounds = _rounds(records)
-    fig = _figure()
+    fig = new_figure()
     costs = run_costs(run)
     if not rounds or costs is None:                      # a one-token run: nothing was speculated
         fig.add_annotation(text="—", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-        return _frame(fig, look, t("fig_whatif", look.lang), 380)
+        return framed(fig, look, t("fig_whatif", look.lang), 380)
     k = rounds[0]["k"]
     tokens = 1 + sum(len(r["emitted"]) for r in rounds)               # a run of this length, as the race predicts
     xs = [i / 100 for i in range(101)]
@@ -753,7 +753,7 @@ def what_if(run, look=Look()):
     if even is None:
         fig.add_annotation(text=t("no_break_even", look.lang), showarrow=False, xref="paper", yref="paper",
                            x=0.02, y=0.95, xanchor="left")
-    return _frame(fig, look, title, 380)
+    return framed(fig, look, title, 380)
 
 
 def costs_line(run, lang="English"):
@@ -784,11 +784,11 @@ def whatif_caption(run, lang="English"):
 def drift(proof_drift, first_diff_round=None, look=Look()):
     """Per round of the restore-skipped run: how far its watched memory is from the correct run's."""
     x = list(range(1, len(proof_drift) + 1))
-    fig = _figure()
+    fig = new_figure()
     fig.add_scatter(x=x, y=proof_drift, mode="lines+markers", name=t("max_abs_diff", look.lang),
                     line={"color": OKABE_ITO["reddish_purple"], "width": 3}, connectgaps=False)
     if first_diff_round:
         fig.add_vline(x=first_diff_round, line_dash="dash", line_color=OKABE_ITO["vermillion"])
     fig.update_xaxes(title=t("round", look.lang))
     fig.update_yaxes(title=t("max_abs_diff", look.lang))
-    return _frame(fig, look, t("fig_drift", look.lang), 300)
+    return framed(fig, look, t("fig_drift", look.lang), 300)

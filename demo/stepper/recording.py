@@ -9,7 +9,6 @@ runs plain greedy decoding and, once more, rollback="none" (KV truncated, DeltaN
 import statistics
 import time
 from dataclasses import dataclass, field, replace
-from types import SimpleNamespace
 
 import torch
 
@@ -18,7 +17,7 @@ from demo.prompts import sampling
 from demo.tokens import token_pieces
 from demo.stepper.steps import MAX_ROUNDS, Run, deltanet_layers, nearest_deltanet
 from demo.stepper.treerec import TreeNotes
-from demo.validate import SKIP_RESTORE
+from demo.choices import SKIP_RESTORE
 from qwen.mtp import generate_mtp_stream, lengths_for
 from qwen.sample import generate_stream
 from qwen.tree import parse_tree
@@ -116,21 +115,19 @@ class WatchingTrace(Trace):
         super().__init__(watch_layer, watch_head, max_rounds)
         self.kept, self.bytes, self.overflow = [], 0, False
         self.rounds = []                    # per round: (states (3, L, H), verify, removed, kept (L, H))
-        self._last, self._round, self._calls = None, [], 0
+        self._last, self._round = None, []
 
-    def view(self, state, head_cache):
-        v = super().view(state, head_cache)
+    def view(self, state, head_cache, phase):
+        v = super().view(state, head_cache, phase)
         memories = [s for s in state.layers if not isinstance(s, AttentionState)]
         if not memories:
             return v
         S = torch.stack([s.S[0] for s in memories]).float()                    # (layers, heads, Dk, Dv)
-        phase = "after" if self._calls == 0 else ("before", "after_verify", "after")[(self._calls - 1) % 3]
-        self._calls += 1
-        if phase != "before" and self._last is not None:
+        if phase in ("after_verify", "after") and self._last is not None:
             v["change"] = [round(float(x), 5) for x in (S - self._last).flatten(1).norm(dim=-1)]
         self._last = S
         grids = pooled(S.flatten(0, 1)).view(S.shape[0], S.shape[1], -1, min(GRID, S.shape[-1]))
-        if self._calls > 1:                 # a round's view (the first is the prefill's)
+        if phase != "prefill":              # a round's view
             self._round = [grids] if phase == "before" else self._round + [grids]
             if phase == "after":
                 before, verified, after = self._round
@@ -263,9 +260,7 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         as_raced(model, mtp, ids, records, settings, stop, auto)
     costs, step = None, None
     if len(records) > 1 and not notes:      # chain rounds: the race's cost terms for them (measured once, kept)
-        engine = SimpleNamespace(model=model, mtp=mtp, chat=chat, context=model.cfg.max_position_embeddings,
-                                 engine=lambda: (model, mtp))
-        found = calibrate(engine, ids, settings)[0]
+        found = calibrate(model, mtp, ids, settings)[0]
         costs, step = found.terms(), found.step
     step = step if step is not None else _plain_step(model, ids)
     return Run(settings=replace(settings, k=parse_tree(settings.tree).depth) if notes else settings,

@@ -57,8 +57,12 @@ class Settings:
                                       # nearest DeltaNet layer); -1: the one whose memory figure is clearest
     watch_head: int = -1              # value head; -1: the one whose memory figure is clearest
     raw: bool = False                 # True: the prompt as raw text, no chat template
-    tree: str = ""                    # a draft tree's shape (demo.validate.TREES): the tree mode; "": a chain of k
+    tree: str = ""                    # a draft tree's shape (demo.choices.TREES): the tree mode; "": a chain of k
     auto: bool = False                # k="auto": each round drafts 0..k tokens, as far as it pays (qwen.adaptive)
+    # what a race's settings (demo.validate.RaceSettings) carry besides, fixed for the stepper (class attributes,
+    # not fields: a trace file does not keep them): it samples with shared noise and never asks a model to think
+    rule = "shared"
+    thinking = False
 
 
 @dataclass

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 
 from demo.stepper.steps import MAX_NEW_TOKENS, MAX_ROUNDS, Run, Settings
-from demo.validate import ENGINE_ROLLBACKS, ORIGINS, TREES
+from demo.choices import ENGINE_ROLLBACKS, ORIGINS, TREES
 from qwen.tree import parse_tree
 
 FORMAT, VERSION = "qwen-mtp-trace", 1

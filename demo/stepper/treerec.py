@@ -92,5 +92,5 @@ class TreeNotes(Watch):
 
 def is_tree_run(run):
     """Was this run recorded with a draft tree (the stepper's tree mode)?"""
-    return bool(getattr(run.settings, "tree", ""))
+    return bool(run.settings.tree)
 

@@ -19,8 +19,8 @@ Figures (plotly, the chain view's look: demo.stepper.figures) and HTML for a "tr
 from html import escape
 
 from demo.i18n import t
-from demo.stepper.figures import (BARE, MARGIN, Look, _axis_key, _frame, _figure, clipped_scale, diverging,
-                                  heatmap_panel, panel_grid, panel_note, panel_title, title_margin, wrap_title)
+from demo.stepper.figures import (BARE, MARGIN, Look, axis_key, clipped_scale, diverging, framed, heatmap_panel,
+                                  new_figure, panel_grid, panel_note, panel_title, title_margin, wrap_title)
 from demo.stepper.panels import chip, table
 from demo.stepper.steps import token_at, token_text
 from demo.theme import OKABE_ITO
@@ -122,7 +122,7 @@ def tree_figure(run, rec, phase, look=Look()):
         sub += f"<br><span style='color:{colour}'>◯ {escape(next_words)}</span>"
     title = t("fig_tree", look.lang, shape=run.settings.tree, rows=len(rec["tokens"])) + f"<br><sub>{sub}</sub>"
     longest = title if phase == "accept" else title + "<br>" + "xxxx " * 14    # the same height in every phase
-    return _frame(_figure(data, layout), look, title, 150 + 90 * leaves, half=True, room_for=longest)
+    return framed(new_figure(data, layout), look, title, 150 + 90 * leaves, half=True, room_for=longest)
 
 
 def _categories(name, z, x, y, colours, gap, **more):
@@ -171,7 +171,7 @@ def mask_figure(run, rec, phase, look=Look()):
              panel_note(t("mask_tree", look.lang), ("x2", "y2"), **under)]
     title = t("fig_mask", look.lang) + f"<br><sub>{t('fig_mask_sub', look.lang)}</sub>"
     height = (200 + 44 * n) * (2 if narrow else 1) + 40 * (side < n)
-    return _frame(_figure(data, {**axes, "annotations": notes}), look, title, height)
+    return framed(new_figure(data, {**axes, "annotations": notes}), look, title, height)
 
 
 def _tree_layout(rec, top, title_px, panel_px=120, gap_px=10, group_px=34):
@@ -226,7 +226,7 @@ def node_memories(run, rec, phase, look=Look(), scale=None):
     if mem is None:
         note = {"text": t("tree_no_memory", look.lang), "showarrow": False, "xref": "paper", "yref": "paper",
                 "x": 0.5, "y": 0.5}
-        return _frame(_figure([], {"annotations": [note]}), look, title, 200)
+        return framed(new_figure([], {"annotations": [note]}), look, title, 200)
     shown = phase in ("verify", "accept")
     marks = verdicts(rec, phase)
     winner = rec["path"][-1] if phase == "accept" else None
@@ -259,8 +259,8 @@ def node_memories(run, rec, phase, look=Look(), scale=None):
     data, notes = [], []
     for (name, words, grid), ref in zip(panels, refs):
         data.append(heatmap_panel(name, grid or [[0.0]], ref, grid is not None, "%{y}, %{x}: %{z:.4f}<extra></extra>"))
-        axes[_axis_key("x", ref[0])].update(showticklabels=False, **BARE)
-        axes[_axis_key("y", ref[1])].update(showticklabels=False, **BARE, autorange="reversed")
+        axes[axis_key("x", ref[0])].update(showticklabels=False, **BARE)
+        axes[axis_key("y", ref[1])].update(showticklabels=False, **BARE, autorange="reversed")
         bad = name.startswith("row") and not words.endswith(same)
         notes.append(panel_title(wrap_title(words, 18 if look.narrow else max(12, 90 // cols)), axes, ref,
                                  {"size": look.font - 2, **({"color": OKABE_ITO["vermillion"]} if bad else {})}, 2))
@@ -271,12 +271,12 @@ def node_memories(run, rec, phase, look=Look(), scale=None):
     row_title = {"text": f"<b>{t('nodes_row_order' + short, look.lang)}</b>", "name": "group-title",
                  "font": {"color": OKABE_ITO["vermillion"]}}
     if look.narrow:                                      # column headings over the first pair
-        x_left, x_right = (sum(axes[_axis_key("x", refs[i][0])]["domain"]) / 2 for i in (0, 1))
+        x_left, x_right = (sum(axes[axis_key("x", refs[i][0])]["domain"]) / 2 for i in (0, 1))
         first_y = axes["yaxis"]["domain"][1]
         notes += [{**tree_title, "x": x_left, "xanchor": "center", "y": first_y},
                   {**row_title, "x": x_right, "xanchor": "center", "y": first_y}]
     else:                                                # over the tree, and over row order's row
-        row_y = axes[_axis_key("y", refs[n][1])]["domain"][1]
+        row_y = axes[axis_key("y", refs[n][1])]["domain"][1]
         notes += [{**tree_title, "x": 0, "xanchor": "left", "y": 1.0, "yshift": 0, "yanchor": "top"},
                   {**row_title, "x": 0, "xanchor": "left", "y": row_y}]
     for note in notes[-2:]:
@@ -286,7 +286,7 @@ def node_memories(run, rec, phase, look=Look(), scale=None):
     bound = scale or clipped_scale(mem["tree"])
     layout = {**axes, "annotations": notes, "shapes": links,
               "coloraxis": diverging(bound, thickness=12, len=0.5, x=1.01, title={"text": "ΔS", "side": "top"})}
-    return _frame(_figure(data, layout), look, title, height, fixed=True)
+    return framed(new_figure(data, layout), look, title, height, fixed=True)
 
 
 def _window_sources(rec, row, chain=False):
@@ -336,7 +336,7 @@ def window_figure(run, rec, phase, look=Look()):
                         hovertemplate="%{y} · %{x}: %{customdata}<extra></extra>")]
     layout = {"xaxis": {"showgrid": False}, "yaxis": {"autorange": "reversed", "showgrid": False}}
     title = t("fig_windows", look.lang, k=K) + f"<br><sub>{t('fig_windows_sub', look.lang)}</sub>"
-    return _frame(_figure(data, layout), look, title, 140 + 56 * n)
+    return framed(new_figure(data, layout), look, title, 140 + 56 * n)
 
 
 def slots_figure(run, rec, phase, look=Look()):
@@ -360,7 +360,7 @@ def slots_figure(run, rec, phase, look=Look()):
     layout = {"xaxis": {"title": t("slot_position", look.lang), "type": "category", "showgrid": False},
               "yaxis": {"autorange": "reversed", "showgrid": False}}
     title = t("fig_slots", look.lang) + f"<br><sub>{t('fig_slots_sub', look.lang)}</sub>"
-    return _frame(_figure(data, layout), look, title, 220 + 50 * len(rows), half=True)
+    return framed(new_figure(data, layout), look, title, 220 + 50 * len(rows), half=True)
 
 
 # --- words ---------------------------------------------------------------------------------------------------

@@ -16,13 +16,12 @@ settings), step_language, step_presenter, step_example, step_{prompt,raw,k}_from
 import itertools
 import logging
 from dataclasses import dataclass, field, replace
-from types import SimpleNamespace
 
 import gradio as gr
 from gradio.context import Context
 from plotly.basedatatypes import BaseFigure
 
-from demo import models, serving, validate
+from demo import choices, models, serving
 from demo.stepper import figures, recording, steps, traceio
 from demo.stepper import panels as H
 from demo.stepper import treeview as TV
@@ -30,15 +29,15 @@ from demo.stepper.treerec import is_tree_run
 from demo.stepper.decision import decision_caption, decision_figure, is_auto_run
 from demo.stepper.drawn import box_value, figure_html
 from demo.stepper.figures import Look
-from demo.frame import examples_table, model_error_text, model_label, words
+from demo.frame import Components, examples_table, model_error_text, model_label, words
 from demo.gpu import generation_seconds, on_gpu
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.prompts import pick_example, prepare, rollback_choices
 from demo.tokens import legend_html
-from demo.settings import max_prompt_tokens, max_seconds, session_ttl
+from demo.environment import max_prompt_tokens, max_seconds, session_ttl
 from demo.theme import static_text
-from demo.validate import (ROLLBACKS, TREES, InputError, RaceSettings, as_bool, choose, clamp_all, clamp_number,
-                           clean_prompt, deep_link)
+from demo.choices import ROLLBACKS, TREES
+from demo.validate import InputError, as_bool, choose, clamp_all, clamp_number, clean_prompt, deep_link
 from qwen.tree import parse_tree
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ log = logging.getLogger(__name__)
 LOOK_JS = static_text("look.js")
 
 # the race's limits, but a recorded run is kept whole: at most steps.MAX_NEW_TOKENS new tokens, 48 unless asked
-LIMITS = {**validate.LIMITS, "max_new_tokens": (1, steps.MAX_NEW_TOKENS, 48)}
+LIMITS = {**choices.LIMITS, "max_new_tokens": (1, steps.MAX_NEW_TOKENS, 48)}
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ class Session:
 
 def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, raw, tree="", auto=False):
     """Visitor input -> (steps.Settings, [Notice]); raises InputError for an empty prompt. A tree (one of
-    demo.validate.TREES) sets k to its depth; auto (k="auto", chains only) sets k to AUTO_MAX_K, the longest draft."""
+    demo.choices.TREES) sets k to its depth; auto (k="auto", chains only) sets k to AUTO_MAX_K, the longest draft."""
     text, notices = clean_prompt(prompt)
     values, more = clamp_all({"k": k, "max_new_tokens": max_new, "temperature": temperature, "seed": seed,
                               "watch_layer": layer, "watch_head": head}, LIMITS)
@@ -79,18 +78,15 @@ def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, 
     if tree:
         values["k"] = parse_tree(tree).depth
     elif auto:
-        values["k"] = validate.AUTO_MAX_K
+        values["k"] = choices.AUTO_MAX_K
     return steps.Settings(prompt=text, rollback=rollback, raw=as_bool(raw), tree=tree, auto=auto, **values), \
         notices + more
 
 
 def encode(loaded, settings):
-    """The prompt's ids for this model (chat template unless raw), cut to fit. -> (ids, notices)"""
-    race = RaceSettings(settings.prompt, settings.max_new_tokens, settings.k, settings.rollback,
-                        settings.temperature, settings.seed, settings.raw, False, [])
-    ids, notices = prepare(loaded, race, max_prompt_tokens())
-    settings.max_new_tokens = race.max_new_tokens
-    return ids, notices
+    """The prompt's ids for this model (chat template unless raw), cut to fit, as the race's (demo.prompts.prepare;
+    settings.max_new_tokens may shrink). -> (ids, notices)"""
+    return prepare(loaded, settings, max_prompt_tokens())
 
 
 VIEW = ("heading", "text", "panel", "explain", "layers", "memory", "change", "conv", "kv", "cost", "acceptance",
@@ -256,7 +252,7 @@ def apply_deep_link(request):
     out = {key: value for key, value in deep_link(params).items() if key in ("prompt", "raw")}   # as the race's
     names = {"k": "k", "max_new": "max_new_tokens", "max_new_tokens": "max_new_tokens", "temperature": "temperature",
              "seed": "seed", "layer": "watch_layer", "head": "watch_head"}      # the link's name -> the setting's
-    if str(params.get("k", "")).strip().lower() == validate.AUTO:       # k=auto: each round chooses its length
+    if str(params.get("k", "")).strip().lower() == choices.AUTO:       # k=auto: each round chooses its length
         out["auto"], params = True, {key: value for key, value in params.items() if key != "k"}
     out.update(clamp_all({names[key]: value for key, value in params.items() if key in names}, LIMITS)[0])
     if params.get("rollback") in ROLLBACKS:
@@ -272,7 +268,7 @@ def apply_deep_link(request):
 
 def build_stepper_tab(shared):
     """The stepper's components and events, inside the caller's gr.Tab. Returns the components by name
-    (a SimpleNamespace: the controls, the buttons, `view` {VIEW name: component}, session, timer, ...)."""
+    (demo.frame.Components: the controls, the buttons, `view` {VIEW name: component}, session, timer, ...)."""
     say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
     with gr.Column(elem_id="stepper-panel"):
         ui = _build_inputs(shared, say)
@@ -294,9 +290,9 @@ def build_stepper_tab(shared):
 
 
 def _build_inputs(shared, say):
-    """The prompt, Start, the examples and the settings. -> a SimpleNamespace of them"""
+    """The prompt, Start, the examples and the settings. -> demo.frame.Components of them"""
     L, race_prompt, race_raw, race_k = DEFAULT_LANG, shared.prompt, shared.raw, shared.k
-    ui = SimpleNamespace()
+    ui = Components()
     say(gr.Markdown(t("summary", L), elem_id="stepper-summary"), value="summary")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
@@ -564,7 +560,7 @@ def _wire_inputs(shared, ui):
 
 
 def step_tree_choices(lang):
-    """The stepper's drafts: a chain of k (""), or a tree of one of demo.validate.TREES."""
+    """The stepper's drafts: a chain of k (""), or a tree of one of demo.choices.TREES."""
     return [(t("tree_chain", lang) if not shape else shape, shape) for shape in TREES]
 
 

@@ -7,7 +7,7 @@ import shutil
 
 import torch
 
-from qwen import settings
+from qwen import environment
 from qwen.compiled.internals import cpu_has_native_bf16
 
 
@@ -15,7 +15,7 @@ def cache_dir():
     """Where compiled artefacts live between runs: a folder per CPU vector capability (inductor's cache is
     not keyed by it, and AVX-512 kernels loaded at AVX2 compute garbage) under $QWEN_COMPILE_CACHE, else
     under ~/.cache/qwen-mtp/inductor."""
-    root = settings.read("QWEN_COMPILE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen-mtp",
+    root = environment.read("QWEN_COMPILE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen-mtp",
                                                                  "inductor")
     return os.path.join(root, "cpu-" + torch.backends.cpu.get_cpu_capability().lower())
 
@@ -41,7 +41,7 @@ def default_dtype(device="cpu", hidden_size=None):
 
 def cpp_compiler():
     """The C++ compiler inductor will use on CPU ($CXX, else g++, c++ or clang++ on PATH), or None."""
-    return settings.read("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    return environment.read("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 
 
 def compiler_missing(device="cpu"):

@@ -20,7 +20,7 @@ import threading
 
 import torch
 
-from qwen import settings
+from qwen import environment
 
 TESTED_TORCH = "2.11."                       # the release these touchpoints were written against
 
@@ -102,11 +102,11 @@ def use_cache_dir(folder):
         library_default = default_cache_dir()
     except (ImportError, AttributeError):
         library_default = None
-    settings.default_for_others("TORCHINDUCTOR_CACHE_DIR", folder, library_default=library_default)
+    environment.default_for_others("TORCHINDUCTOR_CACHE_DIR", folder, library_default=library_default)
 
 
 ISA_PROBES_PASSED = "vector-isa-probes-passed.json"    # in the cache folder: see skip_proven_isa_probes
-_probes = {"compiler": None, "trusted": set(), "passed": set()}   # this process's view of the probes
+isa_probes = {"compiler": None, "trusted": set(), "passed": set()}   # this process's view of the probes
 
 
 def _probe_key(compiler, isa, code):
@@ -114,10 +114,10 @@ def _probe_key(compiler, isa, code):
     return hashlib.sha256(f"{compiler}\0{isa.build_arch_flags()}\0{code}".encode()).hexdigest()[:32]
 
 
-def _run_probe(isa, code):
+def run_probe(isa, code):
     """Inductor's own probe (cpu_vec_isa.VecISA.check_build as shipped): build `code`, load it in a new
     Python process. Replaced in tests."""
-    return _run_probe.shipped(isa, code)
+    return run_probe.shipped(isa, code)
 
 
 def _trust_passed_probes():
@@ -133,15 +133,15 @@ def _trust_passed_probes():
 
     @functools.wraps(shipped)
     def check_build(self, code):
-        key = _probe_key(_probes["compiler"], self, code)
-        if key in _probes["trusted"]:
+        key = _probe_key(isa_probes["compiler"], self, code)
+        if key in isa_probes["trusted"]:
             return True
-        passed = _run_probe(self, code)
+        passed = run_probe(self, code)
         if passed:
-            _probes["passed"].add(key)
+            isa_probes["passed"].add(key)
         return passed
 
-    _run_probe.shipped, check_build.trusts_passed_probes = shipped, True
+    run_probe.shipped, check_build.trusts_passed_probes = shipped, True
     isa.VecISA.check_build = check_build
     return True
 
@@ -153,19 +153,19 @@ def skip_proven_isa_probes(folder, compiler):
     own flags and AMX's kernel permission inductor still checks itself."""
     if not applies() or not _trust_passed_probes():
         return
-    _probes["compiler"] = compiler
+    isa_probes["compiler"] = compiler
     try:
         record = json.load(open(os.path.join(folder, ISA_PROBES_PASSED)))
     except (OSError, ValueError):
         return
     if isinstance(record, dict) and record.get("compiler") == compiler:
-        _probes["trusted"] |= set(record.get("probes", []))
+        isa_probes["trusted"] |= set(record.get("probes", []))
 
 
 def record_isa_probes(folder, compiler):
     """After compiling: note in the cache folder the probes that passed here with this compiler."""
-    passed = _probes["passed"] | _probes["trusted"]
-    if not applies() or _probes["compiler"] != compiler or not _probes["passed"] - _probes["trusted"]:
+    passed = isa_probes["passed"] | isa_probes["trusted"]
+    if not applies() or isa_probes["compiler"] != compiler or not isa_probes["passed"] - isa_probes["trusted"]:
         return
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, ISA_PROBES_PASSED), "w") as f:

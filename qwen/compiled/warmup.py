@@ -76,7 +76,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
         compiled.status, compiled.warming_thread = Status(Phase.COMPILING), threading.get_ident()
     t0 = time.perf_counter()
     try:
-        phases, skipped = _phases(model, head, next(iter(ks), None)), []
+        phases, skipped = warm_up_phases(model, head, next(iter(ks), None)), []
         if only_greedy:                         # the first phase's greedy passes only
             greedy = [p for p in phases[0] if p[0].kind != "sampled_round"]
             skipped = [p for phase in phases for p in phase if p not in greedy]
@@ -109,7 +109,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     return report
 
 
-def _phases(model, head, k_first):
+def warm_up_phases(model, head, k_first):
     """The passes to warm up, in phases, as lists of (CompiledSteps, (T, keep)): with round graphs, the
     decode step and the rounds of k_first (greedy, then sampled) first; the other k's rounds, then the step
     graphs they stand in for, after."""

@@ -21,7 +21,7 @@ import tempfile
 
 import torch
 
-from qwen import settings
+from qwen import environment
 from qwen.compiled import host
 from qwen.compiled.host import AUTOTUNE_HIDDEN
 from qwen.compiled.saved import SavedGraphs
@@ -36,7 +36,7 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath
 def worker_count():
     """How many processes may compile at once, this one included (QWEN_COMPILE_WORKERS, else the cores
     this process may run on)."""
-    value = settings.read("QWEN_COMPILE_WORKERS")
+    value = environment.read("QWEN_COMPILE_WORKERS")
     if value:
         try:
             return max(1, int(value))

@@ -1,4 +1,4 @@
-"""Every environment variable the engine reads, in one list (the app's own are in demo/settings.py).
+"""Every environment variable the engine reads, in one list (the app's own are in demo/environment.py).
 
     QWEN_MODEL          the model find_model() loads when given none (default: the embedded demo, assets/)
     QWEN_COMPILE_CACHE  where compiled artefacts live (default ~/.cache/qwen-mtp/inductor), one folder

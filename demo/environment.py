@@ -1,10 +1,11 @@
-"""Every environment setting the demo reads, read here and nowhere else (the engine, qwen/, has its own
-reader). Each is read when it is needed, never at import, so a test may set one and see it take effect.
+"""Every environment variable the demo reads, read here and nowhere else (the engine, qwen/, has its own
+reader: qwen/environment.py). Each is read when it is needed, never at import, so a test may set one and see it
+take effect.
 
-    settings.max_seconds()                       # from os.environ
-    settings.max_seconds({"QWEN_MAX_SECONDS": "30"})     # from a given mapping (tests)
+    environment.max_seconds()                       # from os.environ
+    environment.max_seconds({"QWEN_MAX_SECONDS": "30"})     # from a given mapping (tests)
 
-SETTINGS is the one list of them: name, default, meaning. A value that cannot be read (not a number,
+VARIABLES is the one list of them: name, default, meaning. A value that cannot be read (not a number,
 out of range) counts as unset: the default applies.
 """
 import os
@@ -12,45 +13,45 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Setting:
+class Variable:
     name: str
     default: str
     meaning: str
 
 
-SETTINGS = (
-    Setting("QWEN_MODEL", "Qwen/Qwen3.5-0.8B where the hub cache holds it (a Space preloads it), else the embedded "
+VARIABLES = (
+    Variable("QWEN_MODEL", "Qwen/Qwen3.5-0.8B where the hub cache holds it (a Space preloads it), else the embedded "
                           "checkpoint", "the model the page opens with: a folder or a hub id"),
-    Setting("HF_HUB_CACHE", "huggingface_hub's (~/.cache/huggingface/hub)", "the hub cache: hub models are looked up "
+    Variable("HF_HUB_CACHE", "huggingface_hub's (~/.cache/huggingface/hub)", "the hub cache: hub models are looked up "
                                                                             "there before any download"),
-    Setting("QWEN_MODEL_DIRS", "none", "more local model folders to offer (os.pathsep-separated); the page "
+    Variable("QWEN_MODEL_DIRS", "none", "more local model folders to offer (os.pathsep-separated); the page "
                                        "itself can never name a server path"),
-    Setting("QWEN_KEEP_MODELS", "2", "hub and local models kept in memory at once (the embedded one always is)"),
-    Setting("QWEN_DTYPE", "bfloat16 on a GPU or where the CPU multiplies it natively, if the model is not "
+    Variable("QWEN_KEEP_MODELS", "2", "hub and local models kept in memory at once (the embedded one always is)"),
+    Variable("QWEN_DTYPE", "bfloat16 on a GPU or where the CPU multiplies it natively, if the model is not "
                           "small (hidden size >= 1024), else float32",
             "float32 or bfloat16 for every model loaded"),
-    Setting("QWEN_COMPILE", "1 (0 on ZeroGPU)", "compile the decoding steps in the background after loading (0: stay "
+    Variable("QWEN_COMPILE", "1 (0 on ZeroGPU)", "compile the decoding steps in the background after loading (0: stay "
                                                 "eager)"),
-    Setting("QWEN_DEVICE", "cuda where torch sees a GPU, else cpu", "where models run: cpu or cuda"),
-    Setting("SPACES_ZERO_GPU", "set by Hugging Face on ZeroGPU hardware", "ZeroGPU: a GPU only inside spaces.GPU "
+    Variable("QWEN_DEVICE", "cuda where torch sees a GPU, else cpu", "where models run: cpu or cuda"),
+    Variable("SPACES_ZERO_GPU", "set by Hugging Face on ZeroGPU hardware", "ZeroGPU: a GPU only inside spaces.GPU "
                                                                           "functions, and no torch.compile"),
-    Setting("CPU_CORES", "the machine's cores less one", "torch threads (one core is left to the web server)"),
-    Setting("QWEN_CONCURRENCY", "one per 8 of CPU_CORES, at least 1", "generations that may run at once"),
-    Setting("QWEN_QUEUE_SIZE", "16", "visitors waiting in the queue; more are told to come back"),
-    Setting("QWEN_MAX_SECONDS", "120", "cap of one generation, in seconds: a race lane's own time in "
+    Variable("CPU_CORES", "the machine's cores less one", "torch threads (one core is left to the web server)"),
+    Variable("QWEN_CONCURRENCY", "one per 8 of CPU_CORES, at least 1", "generations that may run at once"),
+    Variable("QWEN_QUEUE_SIZE", "16", "visitors waiting in the queue; more are told to come back"),
+    Variable("QWEN_MAX_SECONDS", "120", "cap of one generation, in seconds: a race lane's own time in "
             "the engine, a stepper recording's wall-clock time"),
-    Setting("QWEN_RACE_REPEAT_SECONDS", "5", "engine seconds a race spends on unseen repeats of itself, while "
+    Variable("QWEN_RACE_REPEAT_SECONDS", "5", "engine seconds a race spends on unseen repeats of itself, while "
                                              "nobody waits (its speed-up is their median)"),
-    Setting("QWEN_CALIBRATE_SECONDS", "1.5", "engine seconds spent measuring the cost terms, once per model and "
+    Variable("QWEN_CALIBRATE_SECONDS", "1.5", "engine seconds spent measuring the cost terms, once per model and "
                                             "settings"),
-    Setting("QWEN_MAX_PROMPT_TOKENS", "2048", "longest prompt fed to a model; a longer one is cut to its end"),
-    Setting("QWEN_SESSION_TTL", "3600", "seconds a visitor's session may stay unused before its memory is freed"),
-    Setting("QWEN_MAX_SESSIONS", "100", "sessions kept in memory at once (the least recently used goes)"),
-    Setting("QWEN_MAX_REQUEST_MB", "16", "largest request body accepted, in MB (larger: HTTP 413)"),
-    Setting("QWEN_COMPILE_CACHE", "~/.cache/qwen-mtp/inductor", "compiled artefacts (read by the engine, "
+    Variable("QWEN_MAX_PROMPT_TOKENS", "2048", "longest prompt fed to a model; a longer one is cut to its end"),
+    Variable("QWEN_SESSION_TTL", "3600", "seconds a visitor's session may stay unused before its memory is freed"),
+    Variable("QWEN_MAX_SESSIONS", "100", "sessions kept in memory at once (the least recently used goes)"),
+    Variable("QWEN_MAX_REQUEST_MB", "16", "largest request body accepted, in MB (larger: HTTP 413)"),
+    Variable("QWEN_COMPILE_CACHE", "~/.cache/qwen-mtp/inductor", "compiled artefacts (read by the engine, "
                                                                 "qwen/compiled/)"),
-    Setting("GRADIO_SERVER_PORT", "7860", "where the page listens (read by Gradio)"),
-    Setting("GRADIO_SERVER_NAME", "127.0.0.1", "the address it listens on (read by Gradio)"),
+    Variable("GRADIO_SERVER_PORT", "7860", "where the page listens (read by Gradio)"),
+    Variable("GRADIO_SERVER_NAME", "127.0.0.1", "the address it listens on (read by Gradio)"),
 )
 
 
