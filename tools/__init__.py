@@ -21,6 +21,10 @@ The engine, measured (A/B scripts: run them in two worktrees to compare commits)
     ab_rollbacks.sh     recompute and select k=2 ÷ plain, an old commit ($OLD) against this one
     ab_warmup_spec.sh   warm-up time and `qwen.bench spec`, an old commit ($OLD) against this one
 
+On a GPU:
+    gpu-check.sh        the GPU check in one command (`bash tools/gpu-check.sh`; --dry-run: on a CPU)
+    gpu_check           its steps, a JSON file each: exactness, decode, verify, race, memory, page
+
 The engine's bench stays beside it (`python -m qwen.bench`: engine against reference, speed-ups, compile times);
 the tree bench borrows its helpers.
 """
