@@ -36,8 +36,7 @@ from demo import environment, gpu
 from demo.environment import compile_wanted
 from qwen.chat import Chat
 from qwen.compiled import Phase, Status, Why, compile_head, compile_model, default_dtype, warm_up
-from qwen.compiled.host import FUSE_HIDDEN
-from qwen.compiled.plan import HostPlan, host_plan
+from qwen.compiled.plan import HostPlan, Strategy, choose_strategy, host_plan, variants_for
 from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP
@@ -332,10 +331,15 @@ def load_model(key, source, progress=None, compile=None):
 
 
 def compiled_ks(model, ahead=False):
-    """The draft lengths whose passes the app compiles: k = 2 (the race's default) first, then, for a small model
-    whose round is one graph, 1 and 3 too, which k="auto" drafts (compiled after k = 2's serve). A wide model and
-    ZeroGPU's ahead-of-time packages keep to k = 2: each more length costs minutes and gigabytes there."""
-    return (2, 1, 3) if model.cfg.hidden_size < FUSE_HIDDEN and not ahead else (2,)
+    """The draft lengths whose passes the app compiles: k = 2 (the race's default) first, then 1 and 3, which
+    k="auto" drafts (compiled after k = 2's serve), wherever every graph shares one copy of the weights (streamed CPU
+    graphs: a small model's, and a wide model's bfloat16 checkpoint loaded in float32, the host plan on CPU).
+    ZeroGPU's ahead-of-time packages, CUDA and frozen graphs keep to k = 2: each more length costs minutes and
+    gigabytes there."""
+    if ahead:
+        return (2,)
+    strategy, _ = choose_strategy([model], None, len(variants_for((2, 1, 3))[0]))
+    return (2, 1, 3) if strategy is Strategy.STREAMED else (2,)
 
 
 def check_finite(path, model, mtp=None, chunk=1 << 22):

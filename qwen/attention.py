@@ -73,7 +73,12 @@ class Attention(nn.Module):
         # subtle: passed as an additive float mask (0 or -inf). With the boolean mask, torch 2.13's
         # compiled flash-attention path for grouped queries corrupted memory (head_dim 64, CPU).
         bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
-                                           enable_gqa=self.n_heads != self.n_kv)     # (B, nh, T, D)
+        y = self.weigh(q, k, v, bias)                                                 # (B, nh, T, D)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)
         return self.o_proj(y * torch.sigmoid(gate.reshape(B, T, -1)))
+
+    def weigh(self, q, k, v, bias):
+        """Each query's softmax-weighted sum of the values: q (B, nh, T, D), k and v (B, nkv, S, D), bias (B or 1,
+        1, T, S) additive -> (B, nh, T, D). The method compiled CPU graphs override (qwen.compiled.streamed
+        .RowwiseAttention), to compute every row as a one-row pass computes it."""
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=self.n_heads != self.n_kv)

