@@ -233,6 +233,11 @@ STRINGS = {
                    "around them; it yields {per_round:.2f} tokens, {per_token:.3f} ms each.",
                    "一轮耗时 {total:.3f} 毫秒：模型前向 {passes:.3f} 毫秒（{what}{one_call}），前向之外 {around:.3f} "
                    "毫秒；一轮产出 {per_round:.2f} 个词元，每个 {per_token:.3f} 毫秒。"),
+    "cost_draft_vocab": ("A head pass scores its guess over {scored:,} of the {vocab:,} tokens (a draft vocabulary), "
+                         "which hold {cover:.0%} of this lane's tokens.",
+                         "草稿头每次前向只给 {vocab:,} 个词元中的 {scored:,} 个打分（草稿词表），它们占本道词元的 {cover:.0%}。"),
+    "cost_draft_outside": (" {n} correction(s) fell outside it: tokens the head could not have guessed.",
+                           "其中 {n} 次纠正落在词表之外：草稿头不可能猜中的词元。"),
     "round_passes": ("{k} head passes, the verify of {n} tokens", "{k} 次草稿头前向、一次验证 {n} 个词元"),
     "round_passes_auto": ("its head passes and the verify of the round's token with its drafts (0 to {k}; "
                           "{mean:.2f} on average)", "草稿头前向与一次验证（本轮词元加其草稿：0 到 {k} 个，平均 {mean:.2f} 个）"),
@@ -427,6 +432,16 @@ STRINGS = {
         "changed yet.",
         "草稿头看着主模型最后一层的输出和刚选出的词元，猜出接下来的 {k} 个词元。它只有一层，猜得很便宜。"
         "主模型的状态还没有任何变化。"),
+    "explain_guess_vocab": (
+        " The head scores {scored:,} of the {vocab:,} tokens (a draft vocabulary, {source}), which cover {cover:.0%} "
+        "of this text: reading only their rows of the output layer ({share:.0%} of it) makes a guess cheaper still, "
+        "and a token outside them can never be guessed.",
+        "草稿头只给 {vocab:,} 个词元中的 {scored:,} 个打分（草稿词表，{source}），它们覆盖这段文字的 {cover:.0%}："
+        "只读输出层中这些行（占 {share:.0%}），猜测更便宜；词表之外的词元永远猜不中。"),
+    "shipped_for": ("shipped for", "随引擎附带，用于"),
+    "miss_outside": (
+        "The head could not have guessed {token}: it lies outside the {scored:,} tokens its drafts score.",
+        "草稿头不可能猜中 {token}：它不在草稿打分的 {scored:,} 个词元之内。"),
     "explain_guess_none": (
         "k = auto: this round drafts nothing (the figure below says why). It is a plain step: the main model "
         "alone picks the next token.",

@@ -55,6 +55,7 @@ class Run:
     started: bool = False
     passes: list = field(default_factory=list)  # per main-model pass: (start s, end s, new tokens), engine time
     kept: dict = None                           # k="auto": rounds by the drafts they kept {0: n, 1: n, ...}
+    draft: tuple = None                         # (ids the head's guesses score, the vocabulary's size); None: all
 
     @property
     def text(self):
@@ -63,6 +64,17 @@ class Run:
     @property
     def tok_s(self):
         return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def draft_reach(self):
+        """Where the head scores a draft vocabulary: {"scored", "vocab", "cover": the share of this lane's tokens
+        it holds, "outside": corrections of tokens outside it (the head could not have guessed them)}, else None."""
+        if self.draft is None or not self.tokens:
+            return None
+        ids, vocab = self.draft
+        outside = sum(1 for tok, o in zip(self.tokens, self.origins) if o == "correction" and tok not in ids)
+        return {"scored": len(ids), "vocab": vocab, "cover": sum(tok in ids for tok in self.tokens) / len(self.tokens),
+                "outside": outside}
 
     @property
     def drafted(self):
@@ -209,6 +221,8 @@ def run_speculative(model, mtp, ids, settings, decode, stop, max_seconds=120.0, 
     rollback = rollback or lane_rollbacks(settings.rollback)[0]
     k = parse_tree(tree).depth if tree else settings.k
     run = Run("speculative", k=k, rollback=rollback, tree=tree)
+    if getattr(mtp, "draft_vocab", None) is not None:            # FR-Spec: the guesses score only these tokens
+        run.draft = frozenset(mtp.draft_vocab.tolist()), model.cfg.vocab_size
     how, chosen = sampling(settings), {}
     # k="auto": its counts of rounds by length fill run.kept
     if settings.auto and not tree:

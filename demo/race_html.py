@@ -210,6 +210,10 @@ def cost_lines(c, plain, spec, predicted, measured, lang="English"):
                around=ms(c.round_around + c.per_token * m), per_round=m, per_token=ms(c.round_seconds(b, m) / m)),
              t("cost_predict", lang, prefill=ms(c.prefill), prefill_spec=ms(c.prefill_spec), predicted=predicted,
                measured=measured)]
+    reach = spec.draft_reach
+    if reach:                                   # what a head pass scores: a draft vocabulary, and what it misses
+        lines.insert(2, t("cost_draft_vocab", lang, **reach) +
+                     (t("cost_draft_outside", lang, n=reach["outside"]) if reach["outside"] else ""))
     if measured and abs(predicted / measured - 1) > 0.10:
         lines.append(term_differs(c, plain, spec, lang))
     return [line for line in lines if line]

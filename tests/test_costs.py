@@ -254,6 +254,18 @@ def test_the_verdict_names_each_term_and_the_speedup_they_predict():
     assert "普通解码一个词元耗时 1.250 毫秒" in zh and "预测 1.05×" in zh and "Where" not in zh
 
 
+def test_the_verdict_says_what_a_head_pass_scores_and_the_corrections_outside_it():
+    plain = Run("plain", tokens=list(range(41)), seconds=0.060, started=True, ended="length")
+    spec = spec_run(41, 20, 10, 0.012 + 20 * 2.25e-3)
+    assert "draft vocabulary" not in speed_html(plain, spec, "English", TERMS, [1.05])     # every token scored
+    spec.origins = ["correction" if i in (5, 35) else "draft" for i in spec.tokens]
+    spec.draft = frozenset(range(30)), 248320                  # tokens 30-40 outside: 11 of 41, correction 35 one
+    html = speed_html(plain, spec, "English", TERMS, [1.05])
+    assert "scores its guess over 30 of the 248,320 tokens (a draft vocabulary), which hold 73% of this lane" in html
+    assert "1 correction(s) fell outside it" in html
+    assert "草稿词表" in speed_html(plain, spec, "中文", TERMS, [1.05])
+
+
 def test_a_prediction_that_misses_by_more_than_10_percent_names_the_term_that_differs():
     plain = Run("plain", tokens=list(range(41)), seconds=0.010 + 40 * 1.6e-3, started=True, ended="length")
     spec = spec_run(41, 20, 10, 0.012 + 20 * 2.25e-3)

@@ -214,3 +214,29 @@ def test_the_stepper_reads_the_race_s_measurement_of_the_same_settings(rand, mon
     assert costs.TABLE.get(model, mtp, 1, "recompute", lanes="race") is None    # another k
 
 
+
+
+def test_the_guess_says_what_the_draft_scores_and_a_miss_outside_it_reads_as_such():
+    """A head with a draft vocabulary: the guess phase names how many tokens it scores and how much of this text
+    they hold; a rolled-back round whose correction lies outside them says the head could not have guessed it."""
+    model, mtp = random_model()
+    V = model.cfg.vocab_size
+    plain = record((model, mtp), k=1, max_new_tokens=8)                   # every token scored: nothing to say
+    assert plain.draft is None and "draft vocabulary" not in stepper_html.explanation(plain, 1, "English")
+    out = plain.output_ids
+    mtp.set_draft_vocab([i for i in range(V) if i not in out], model.lm_head)    # no output token can be guessed
+    try:
+        run = record((model, mtp), k=1, max_new_tokens=8)
+    finally:
+        mtp.set_draft_vocab(None, model.lm_head)
+    assert run.output_ids == out                                          # verification is full-vocabulary
+    text = PROMPT[0].tolist() + out
+    assert run.draft["scored"] == V - len(set(out)) and run.draft["outside"] == sorted(set(out))
+    assert run.draft["coverage"] == sum(i not in out for i in text) / len(text)
+    guess = stepper_html.explanation(run, 1, "English")
+    assert f"{V - len(set(out)):,} of the {V:,} tokens" in guess and f"{run.draft['coverage']:.0%}" in guess
+    assert "草稿词表" in stepper_html.explanation(run, 1, "中文")
+    rounds = [r for r, rec in enumerate(run.records) if any(e["origin"] == "correction" for e in rec["emitted"])]
+    assert rounds                                                         # every guess missed
+    said = stepper_html.explanation(run, 3 * rounds[0], "English")        # that round's accept / roll back step
+    assert stepper.where(run, 3 * rounds[0]) == (rounds[0], "accept") and "could not have guessed" in said

@@ -10,6 +10,8 @@ The app, raced and served:
     stepper_round_cost  the stepper's recorded round against the race's "a round costs" term
 
 The engine, measured (A/B scripts: run them in two worktrees to compare commits):
+    exact_sweep         speculative == plain on the visitor's path (the 0.8B stand-in as the app loads it), over
+                        many real-text prompts, every k, rollback and sampling rule: tokens that parted
     tree_bench          draft trees against chains: tokens per pass, speed-ups, a verify pass of R rows in steps
     coupled_speed       speculative sampling with shared noise against greedy speculative decoding
     repetition          how repetitive the embedded model's text is, greedy against sampled

@@ -54,7 +54,7 @@ def explanation(run, step, lang):
         return t(f"explain_{phase}_none", lang)
     select = "_select" if rec["rollback"] == "select" else ""    # its verify keeps the DeltaNet writes aside
     if phase == "guess":
-        return t("explain_guess", lang, k=rec["k"])
+        return t("explain_guess", lang, k=rec["k"]) + draft_scored(run, lang)
     if phase == "verify":
         return t("explain_verify" + select, lang, k=rec["k"])
     if not rec["rolled_back"]:
@@ -62,9 +62,27 @@ def explanation(run, step, lang):
     else:
         n = rec["accepted"]
         lead = t("lead_none", lang) if n == 0 else t("lead_some", lang, n=n, m=n + 1)
-        text = lead + t(f"explain_rollback_{rec['rollback']}", lang)
+        text = lead + t(f"explain_rollback_{rec['rollback']}", lang) + missed_outside(run, rec, lang)
     cut = _cut_short(run, r)
     return text + (f"\n\n*{t(cut, lang)}*" if cut else "")
+
+
+def draft_scored(run, lang):
+    """What the head's guesses are scored over, where that is not every token (a draft vocabulary)."""
+    d = run.draft
+    if not d:
+        return ""
+    source = d["source"].replace("shipped for", t("shipped_for", lang)) if d["source"] else ""
+    return t("explain_guess_vocab", lang, scored=d["scored"], vocab=d["vocab"], source=source, cover=d["coverage"],
+             share=d["scored"] / d["vocab"])
+
+
+def missed_outside(run, rec, lang):
+    """A rolled-back round whose correction the draft vocabulary lacks: the head could not have guessed it."""
+    fixed = [e["token"] for e in rec["emitted"] if e.get("origin") == "correction"]
+    if not run.draft or not fixed or fixed[0] not in set(run.draft["outside"]):
+        return ""
+    return " " + t("miss_outside", lang, token=f"“{run.labels.get(fixed[0], fixed[0])}”", scored=run.draft["scored"])
 
 
 def _cut_short(run, r):

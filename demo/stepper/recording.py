@@ -15,7 +15,7 @@ import torch
 from demo.race import calibrate
 from demo.prompts import sampling
 from demo.tokens import token_pieces
-from demo.stepper.steps import MAX_ROUNDS, Run, deltanet_layers, nearest_deltanet
+from demo.stepper.steps import MAX_ROUNDS, Run, deltanet_layers, draft_summary, nearest_deltanet
 from demo.stepper.treerec import TreeNotes
 from demo.choices import SKIP_RESTORE
 from qwen.mtp import generate_mtp_stream, lengths_for
@@ -265,7 +265,8 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
     step = step if step is not None else _plain_step(model, ids)
     return Run(settings=replace(settings, k=parse_tree(settings.tree).depth) if notes else settings,
                model_name=model_name, prompt_ids=prompt_ids, output_ids=out, pieces=token_pieces(chat.decode, out),
-               labels=labels, records=records, stop_ids=list(stop), plain_step_seconds=step, costs=costs, ended=ended)
+               labels=labels, records=records, stop_ids=list(stop), plain_step_seconds=step, costs=costs, ended=ended,
+               draft=draft_summary(mtp, model.cfg.vocab_size, prompt_ids + out))
 
 
 # --- the skip-the-restore proof -----------------------------------------------------------------------

@@ -65,6 +65,18 @@ class Settings:
     thinking = False
 
 
+def draft_summary(mtp, vocab_size, ids):
+    """What a head's draft scores, for the page: {"scored": tokens it scores, "vocab": the vocabulary's size,
+    "source": where that list came from, "coverage": the share of `ids` (this run's prompt and output) among them,
+    "outside": the ids of `ids` it cannot guess, sorted}; None where it scores every token."""
+    vocab = getattr(mtp, "draft_vocab", None)
+    if vocab is None or not ids:
+        return None
+    kept = set(vocab.tolist())
+    return {"scored": len(kept), "vocab": vocab_size, "source": mtp.draft_source or "",
+            "coverage": sum(i in kept for i in ids) / len(ids), "outside": sorted(set(ids) - kept)}
+
+
 @dataclass
 class Run:
     """One recorded run: everything the view needs, as plain data (so it can be exported as JSON)."""
@@ -80,6 +92,7 @@ class Run:
     costs: dict = None                # the race's measurement of this host (qwen.costs.Costs.as_dict()), taken
                                       # right after the recording: what the what-if predicts from
     ended: str = ""                   # "stop" | "length" | "time" | "rounds"
+    draft: dict = None                # what the head's guesses are scored over (draft_summary), None: every token
     replay: bool = False              # loaded from a file: no model behind it
 
 

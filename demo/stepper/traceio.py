@@ -48,7 +48,7 @@ def to_dict(run):
             "pieces": run.pieces, "output_text": "".join(run.pieces),
             "labels": {str(i): text for i, text in sorted(run.labels.items())}, "stop_ids": run.stop_ids,
             "plain_step_seconds": run.plain_step_seconds, "costs": run.costs, "ended": run.ended,
-            "records": run.records}
+            "draft": run.draft, "records": run.records}
 
 
 def dumps(run):
@@ -425,4 +425,15 @@ def from_dict(obj):
     model = _str(obj.get("model", ""), "model", 200)
     return Run(settings=settings, model_name=model, prompt_ids=prompt_ids, output_ids=output_ids, pieces=pieces,
                labels=labels, records=records, stop_ids=stop_ids, plain_step_seconds=plain, costs=costs, ended=ended,
-               replay=True)
+               draft=_draft(obj.get("draft")), replay=True)
+
+
+def _draft(x):
+    """The run's draft summary (stepper.draft_summary), or None (every token scored, or an older trace)."""
+    if x is None:
+        return None
+    d = _dict(x, "draft", ("scored", "vocab", "source", "coverage", "outside"))
+    vocab = _int(d["vocab"], "draft.vocab", 1, 10_000_000)
+    return {"scored": _int(d["scored"], "draft.scored", 1, vocab), "vocab": vocab,
+            "source": _str(d["source"], "draft.source", 200), "coverage": _num(d["coverage"], "draft.coverage", 0, 1),
+            "outside": _items(_int, d["outside"], "draft.outside", MAX_PROMPT_IDS + MAX_OUTPUT)}
