@@ -73,7 +73,8 @@ def test_the_stepper_predicts_the_speedup_the_race_predicts(app_compiled, rollba
     done = list(race.race(app_compiled, ids, settings))[-1]
     raced = race.summary(app_compiled.key, done.plain, done.lanes, settings, lane_costs=done.lane_costs)
     # the stepper, as its Start button runs it: read the controls, encode, record, draw
-    step_settings, _ = ui.read_settings(prompt, 2, rollback, 48, 0.0, 0, 0, 0, raw)
+    step_settings, _ = ui.read_settings(prompt, k=2, rollback=rollback, max_new_tokens=48, temperature=0.0, seed=0,
+                                        watch_layer=0, watch_head=0, raw=raw)
     step_ids, _ = ui.encode(app_compiled, step_settings)
     run = recording.record_run(*app_compiled.engine(), app_compiled.chat, step_ids, step_settings, app_compiled.key)
     whatif = figures.what_if(run, figures.Look())                           # the figure the view draws

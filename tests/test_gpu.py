@@ -118,12 +118,16 @@ def test_on_zerogpu_a_race_runs_inside_spaces_gpu_asking_seconds_that_grow_with_
 def test_on_zerogpu_a_stepper_recording_runs_inside_spaces_gpu_asking_seconds_that_grow_with_its_length(zerogpu_page):
     fake, blocks = zerogpu_page
     start = decorated(blocks, "step_start")
+    session_box, status_box = next(fn for fn in blocks.fns.values() if fn.api_name == "step_start").outputs[:2]
+    controls = dict(prompt="In the beginning", k=2, rollback="select", temperature=0.0, seed=0, watch_layer=None,
+                    watch_head=None, raw=True, tree="", auto=False, language="en", presenter_on=False, client=None)
     before = len(fake.calls)
-    session, message = start(None, "In the beginning", 2, "select", 4, 0.0, 0, None, None, True, "", False, "en", False, None)[:2]
+    out = start(None, max_new_tokens=4, **controls)             # {component: update}
+    session, message = out[session_box], out[status_box]
     assert session.run is not None and "Recorded 4 tokens" in message
     short = fake.calls[before]
     assert short["name"] == "on_start" and short["ran"] and short["seconds"] > 0
-    start(None, "In the beginning", 2, "select", 200, 0.0, 0, None, None, True, "", False, "en", False, None)
+    start(None, max_new_tokens=200, **controls)
     assert fake.calls[-1]["seconds"] > short["seconds"]
 
 

@@ -172,11 +172,13 @@ def test_skipping_the_restore_changes_the_output_and_keeping_it_does_not(rand):
 
 
 def test_settings_from_the_page_are_clamped_and_an_empty_prompt_is_refused():
-    settings, notices = stepper_ui.read_settings("hi", 9, "bogus", 10_000, "nan", -1, 3, 1, "yes")
+    settings, notices = stepper_ui.read_settings("hi", k=9, rollback="bogus", max_new_tokens=10_000, temperature="nan", seed=-1,
+                                                watch_layer=3, watch_head=1, raw="yes")
     assert (settings.k, settings.rollback, settings.max_new_tokens, settings.temperature) == (4, "select", 256, 0.0)
     assert settings.raw is True and len(notices) == 5
     with pytest.raises(stepper_ui.InputError):
-        stepper_ui.read_settings("   ", 1, "select", 8, 0, 0, 0, 0, False)
+        stepper_ui.read_settings("   ", k=1, rollback="select", max_new_tokens=8, temperature=0, seed=0, watch_layer=0,
+                                 watch_head=0, raw=False)
 
 
 def test_deep_link_prefills_only_valid_values():

@@ -111,7 +111,7 @@ def test_an_auto_run_travels_as_a_trace_and_a_bad_decision_is_refused(rand, monk
     run = record_auto(rand, DEAR, monkeypatch, max_new_tokens=12)
     back = traceio.loads(traceio.dumps(run))
     assert back.settings.auto and back.records == run.records and back.output_ids == run.output_ids
-    assert stepper_ui.controls_of(back)[-1] is True
+    assert stepper_ui.controls_of(back)["auto"] is True
     data = json.loads(traceio.dumps(run))
     r = next(i for i, rec in enumerate(data["records"]) if i and rec["k"] == 0)
     data["records"][r]["decision"]["kept"] = 2
@@ -124,9 +124,11 @@ def test_an_auto_run_travels_as_a_trace_and_a_bad_decision_is_refused(rand, monk
 
 
 def test_the_stepper_reads_k_auto_from_its_switch_and_from_a_link():
-    settings, _ = stepper_ui.read_settings("p", 1, "select", 8, 0, 0, -1, -1, True, "", True)
+    chosen = dict(k=1, rollback="select", max_new_tokens=8, temperature=0, seed=0, watch_layer=-1, watch_head=-1,
+                  raw=True, auto=True)
+    settings, _ = stepper_ui.read_settings("p", tree="", **chosen)
     assert settings.auto and settings.k == AUTO_MAX_K
-    tree, _ = stepper_ui.read_settings("p", 1, "select", 8, 0, 0, -1, -1, True, "2+1", True)
+    tree, _ = stepper_ui.read_settings("p", tree="2+1", **chosen)
     assert not tree.auto and tree.k == 2                       # a tree keeps its shape
 
     class Request:

@@ -138,9 +138,11 @@ def test_the_figures_say_what_the_record_holds(pair):
 
 
 def test_the_tree_mode_walks_every_step_in_both_languages_and_says_what_it_cannot_do(pair):
-    settings, notices = stepper_ui.read_settings("p", 4, "select", 12, 0, 0, -1, -1, True, "2+1+1")
+    settings, notices = stepper_ui.read_settings("p", k=4, rollback="select", max_new_tokens=12, temperature=0, seed=0,
+                                                 watch_layer=-1, watch_head=-1, raw=True, tree="2+1+1")
     assert settings.tree == "2+1+1" and settings.k == 3 and not notices
-    bad, notices = stepper_ui.read_settings("p", 2, "select", 12, 0, 0, -1, -1, True, "5x5")
+    bad, notices = stepper_ui.read_settings("p", k=2, rollback="select", max_new_tokens=12, temperature=0, seed=0,
+                                            watch_layer=-1, watch_head=-1, raw=True, tree="5x5")
     assert bad.tree == "" and [n.key for n in notices] == ["bad_choice"]
     run = record(pair, "2x2", max_new_tokens=10)
     session = stepper_ui.new_session(run)
@@ -156,7 +158,7 @@ def test_the_tree_mode_walks_every_step_in_both_languages_and_says_what_it_canno
                 assert out["cost"] is None and out["caption"] == ""              # conv, slots; the chain's costs: not drawn
             if phase == "verify":
                 assert panel.count("<tr") == len(run.records[r]["tokens"]) + 1
-    assert stepper_ui.controls_of(run)[-2:] == ("2x2", False)
+    assert (stepper_ui.controls_of(run)["tree"], stepper_ui.controls_of(run)["auto"]) == ("2x2", False)
 
 
 def test_a_deep_link_may_ask_for_a_tree():

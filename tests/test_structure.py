@@ -155,3 +155,76 @@ def test_the_private_checker_sees_imports_reads_and_patches(tmp_path):
     f.write_text("from demo.x import _a, b\nfrom demo import race as r\nimport qwen.costs\n"
                  "r._b\nqwen._c\nmonkeypatch.setattr(r, '_d', 1)\nr.__doc__\nother._e\n")
     assert sorted(private_uses(f)) == [(1, "_a"), (4, "_b"), (5, "_c"), (6, "_d")]
+
+
+DEMO = QWEN.parent / "demo"
+# what the checks below still find (issue 75): only ever removed from, never added to
+WIDE_LEFT = {
+    ('figures.py', '_grid_layout', 'parameters'),
+    ('figures.py', 'framed', 'parameters'),
+    ('frame.py', 'on_model', 'tuple'),
+    ('frame.py', 'on_open', 'tuple'),
+    ('gpu.py', 'race_seconds', 'parameters'),
+    ('race.py', '_drive', 'parameters'),
+    ('race.py', 'calibrate', 'parameters'),
+    ('race.py', 'lanes_of', 'parameters'),
+    ('race.py', 'measure_terms', 'parameters'),
+    ('race.py', 'race', 'parameters'),
+    ('race.py', 'run_plain', 'parameters'),
+    ('race.py', 'run_speculative', 'parameters'),
+    ('race.py', 'summary', 'parameters'),
+    ('race_html.py', 'verdict_html', 'parameters'),
+    ('race_ui.py', 'queued', 'tuple'),
+    ('race_ui.py', 'race_stream', 'parameters'),
+    ('race_ui.py', 'relabel', 'tuple'),
+    ('race_ui.py', 'run_race', 'parameters'),
+    ('recording.py', 'as_raced', 'parameters'),
+    ('recording.py', 'record_run', 'parameters'),
+    ('recording.py', 'skip_restore_proof', 'parameters'),
+    ('serving.py', 'queue_place', 'tuple'),
+    ('treeview.py', '_tree_layout', 'tuple'),
+    ('validate.py', 'race_settings', 'parameters'),
+}
+
+
+def wide_spots(paths):
+    """Functions taking more than 6 positional parameters (self not counted; a `*` makes the rest keyword-only)
+    and returns of a tuple literal of 4 or more values: {(file, function or "return", its line's function)}."""
+    found = set()
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            name = getattr(fn, "name", "<lambda>")
+            positional = [a for a in fn.args.posonlyargs + fn.args.args if a.arg != "self"]
+            if len(positional) > 6:
+                found.add((path.name, name, "parameters"))
+            if any(isinstance(node.value, ast.Tuple) and len(node.value.elts) >= 4 for node in own_returns(fn)):
+                found.add((path.name, name, "tuple"))
+    return found
+
+
+def own_returns(fn):
+    """A function's return statements, not those of the functions defined inside it."""
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Return):
+            yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def test_the_demo_wires_controls_and_outputs_by_name():
+    """A handler takes many values by name (keyword-only parameters, a dict) and returns many as
+    {component: value}, so adding a control never means counting positions in several places."""
+    assert wide_spots(sorted(DEMO.rglob("*.py"))) == WIDE_LEFT
+
+
+def test_the_wiring_checker_counts_positions_and_tuples(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("def f(a, b, c, d, e, f, g):\n    return a, b, c, d\n"
+                 "def ok(self, a, b, c, d, e, f, *, g):\n    return (a, b, c)\n"
+                 "def star(*values):\n    return (*values, 1)\n")
+    assert wide_spots([f]) == {("m.py", "f", "parameters"), ("m.py", "f", "tuple")}

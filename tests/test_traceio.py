@@ -53,7 +53,9 @@ def test_a_loaded_trace_sets_the_controls_to_its_settings(tmp_path):
                         watch_layer=1, watch_head=1, raw=True)
     run = stepper_run.record_run(model, mtp, FakeChat(), torch.tensor([[1, 2, 3]]), settings, "tiny")
     back = traceio.read_trace(traceio.write_trace(run, str(tmp_path)))
-    assert stepper_ui.controls_of(back) == ("another prompt", 3, "recompute", 5, 0.0, 7, 1, 1, True, "", False)
+    assert tuple(stepper_ui.controls_of(back).values()) == ("another prompt", 3, "recompute", 5, 0.0, 7, 1, 1, True, "",
+                                                           False)
+    assert tuple(stepper_ui.controls_of(back)) == stepper_ui.CONTROLS
     session, out = stepper_ui.render_changes(stepper_ui.new_session(back), stepper_ui.Look())
     assert session.step == 0 and 'data-phase="prefill"' in out[0]
 

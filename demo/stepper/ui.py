@@ -62,14 +62,24 @@ class Session:
     scales: dict = None             # the run's colour scales (figures.run_scales), computed once
 
 
+# The stepper's controls by name: each is the steps.Settings field it sets and the tab's component (ui.<name>).
+# This one tuple drives Start's inputs (read_settings), the deep link (apply_deep_link) and what a loaded trace
+# sets (controls_of); step_start's API takes them in this order.
+CONTROLS = ("prompt", "k", "rollback", "max_new_tokens", "temperature", "seed", "watch_layer", "watch_head", "raw",
+            "tree", "auto")
+NUMBERS = ("k", "max_new_tokens", "temperature", "seed", "watch_layer", "watch_head")    # clamped to LIMITS
+
+
 # --- plain functions behind the events ---------------------------------------------------------------------
 
-def read_settings(prompt, k, rollback, max_new, temperature, seed, layer, head, raw, tree="", auto=False):
-    """Visitor input -> (steps.Settings, [Notice]); raises InputError for an empty prompt. A tree (one of
-    demo.choices.TREES) sets k to its depth; auto (k="auto", chains only) sets k to AUTO_MAX_K, the longest draft."""
+def read_settings(prompt, *, k, rollback, max_new_tokens, temperature, seed, watch_layer, watch_head, raw, tree="",
+                  auto=False):
+    """Visitor input, by control name (CONTROLS) -> (steps.Settings, [Notice]); raises InputError for an empty
+    prompt. A tree (one of demo.choices.TREES) sets k to its depth; auto (k="auto", chains only) sets k to
+    AUTO_MAX_K, the longest draft."""
     text, notices = clean_prompt(prompt)
-    values, more = clamp_all({"k": k, "max_new_tokens": max_new, "temperature": temperature, "seed": seed,
-                              "watch_layer": layer, "watch_head": head}, LIMITS)
+    values, more = clamp_all({"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
+                              "watch_layer": watch_layer, "watch_head": watch_head}, LIMITS)
     notices += more
     rollback, more = choose(rollback, ROLLBACKS, "select", "rollback")
     notices += more
@@ -217,11 +227,12 @@ _RUN_IDS = itertools.count(1)
 
 
 def controls_of(run):
-    """The control values that reproduce a run (set when a trace is loaded): prompt, k, rollback, max new
-    tokens, temperature, seed, watched layer and head, raw, tree, auto."""
-    s = run.settings
-    return (s.prompt, s.k, s.rollback if s.rollback in ROLLBACKS else gr.skip(), s.max_new_tokens, s.temperature,
-            s.seed, s.watch_layer, s.watch_head, s.raw, s.tree, s.auto)
+    """The control values that reproduce a run (set when a trace is loaded), by control name (CONTROLS); a
+    rollback the controls do not offer is left as it was (gr.skip())."""
+    values = {name: getattr(run.settings, name) for name in CONTROLS}
+    if values["rollback"] not in ROLLBACKS:
+        values["rollback"] = gr.skip()
+    return values
 
 
 def _seconds(value):
@@ -280,8 +291,7 @@ def build_stepper_tab(shared):
     ui.session, ui.playing = gr.State(None, time_to_live=session_ttl()), gr.State(False)
     ui.timer = gr.Timer(1.5, active=False)
     ui.outputs = [ui.view[name] for name in VIEW]             # every event that redraws sends these, in VIEW order
-    ui.controls = [ui.prompt, ui.k, ui.rollback, ui.max_new, ui.temperature, ui.seed, ui.layer, ui.head, ui.raw,
-                   ui.tree, ui.auto]
+    ui.controls = {name: getattr(ui, name) for name in CONTROLS}      # {control name: component}
     _wire_start(shared, ui)
     _wire_walk(shared, ui)
     _wire_proof_and_traces(shared, ui)
@@ -308,14 +318,14 @@ def _build_inputs(shared, say):
                                  label=t("k", L), elem_id="stepper-k"), label="k")
             ui.rollback = say(gr.Radio(rollback_choices(L), value="select", label=t("step_rollback", L),
                                        elem_id="stepper-rollback"), label="step_rollback", choices=rollback_choices)
-            ui.max_new = say(gr.Slider(*LIMITS["max_new_tokens"], step=1, label=t("max_new", L),
+            ui.max_new_tokens = say(gr.Slider(*LIMITS["max_new_tokens"], step=1, label=t("max_new", L),
                                        elem_id="stepper-max-new"), label="max_new")
             ui.temperature = say(gr.Slider(*LIMITS["temperature"], step=0.05, label=t("temperature", L),
                                            elem_id="stepper-temperature"), label="temperature")
         with gr.Row():
-            ui.layer = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_layer", L),
+            ui.watch_layer = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_layer", L),
                                      elem_id="stepper-layer"), label="watch_layer")
-            ui.head = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_head", L),
+            ui.watch_head = say(gr.Number(-1, precision=0, minimum=-1, maximum=255, label=t("watch_head", L),
                                     elem_id="stepper-head"), label="watch_head")
             ui.seed = say(gr.Number(0, precision=0, minimum=0, label=t("step_seed", L), elem_id="stepper-seed"),
                           label="step_seed")
@@ -393,16 +403,14 @@ def _wire_start(shared, ui):
     store, view = shared.store, ui.outputs
 
     def failed(message):
-        return (gr.skip(), message, *(gr.skip(),) * len(view), False, gr.Timer(active=False))
+        return {ui.status: message, ui.playing: False, ui.timer: gr.Timer(active=False)}
 
     # ZeroGPU: a GPU while recording (one traced run, then the race's cost measurement: about three runs)
-    @on_gpu(lambda model_key=None, text_in=None, k_in=2, rollback_in=None, max_in=48, *rest, **kw:
-            generation_seconds(max_in, lanes=3))
-    def on_start(model_key, text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in, raw_in, tree_in,
-                 auto_in, language, presenter_on, client, progress=gr.Progress()):
+    @on_gpu(lambda *args, max_new_tokens=48, **kw: generation_seconds(max_new_tokens, lanes=3))
+    def on_start(model_key, progress=gr.Progress(), *, language, presenter_on, client, **controls):
+        """Record a run. controls: the values of CONTROLS by name (read_settings). -> {component: update}"""
         try:
-            settings, notices = read_settings(text_in, k_in, rollback_in, max_in, temp_in, seed_in, layer_in, head_in,
-                                              raw_in, tree_in, auto_in)
+            settings, notices = read_settings(**controls)
             loaded = store.get(model_key or store.default)
             if loaded.mtp is None:
                 raise models.ModelError(t("model_no_mtp", language).strip(", "))
@@ -420,7 +428,8 @@ def _wire_start(shared, ui):
             return failed(t("error", language, error=f"{type(e).__name__}: {str(e)[:200]}"))
         new, out = render_changes(new_session(run), Look.from_client(language, client, presenter_on))
         message = " ".join([run_summary(run, language)] + [notice_text(n, language) for n in notices + more])
-        return (new, message, *out, False, gr.Timer(active=False))
+        return {ui.session: new, ui.status: message, **dict(zip(view, out)), ui.playing: False,
+                ui.timer: gr.Timer(active=False)}
 
     blocks = shared.blocks or Context.root_block
 
@@ -431,8 +440,9 @@ def _wire_start(shared, ui):
 
     ui.start.click(queued, [shared.lang], [ui.status], queue=False, api_name="step_start_queued",
                    api_visibility="private", show_progress="hidden").then(
-        on_start, [shared.model, *ui.controls, shared.lang, shared.presenter, ui.look],
-        [ui.session, ui.status, *view, ui.playing, ui.timer], api_name="step_start", js=LOOK_JS,
+        on_start, [shared.model], [ui.session, ui.status, *view, ui.playing, ui.timer],
+        inputs_kwargs={**ui.controls, "language": shared.lang, "presenter_on": shared.presenter, "client": ui.look},
+        api_name="step_start", js=LOOK_JS,
         show_progress="minimal", show_progress_on=[ui.status], preprocess=False,
         **shared.compute)      # values reach read_settings as sent
 
@@ -477,7 +487,8 @@ def _wire_walk(shared, ui):
         idle = {t("no_run", other) for other in LANGS}
         run = state.run if state is not None else None
         status_new = t("no_run", language) if status_now in idle else (run_summary(run, language) if run else gr.skip())
-        return (new, status_new, gr.update(value=t("pause" if is_playing else "play", language)), *out)
+        return {ui.session: new, ui.status: status_new,
+                ui.play: gr.update(value=t("pause" if is_playing else "play", language)), **dict(zip(view, out))}
 
     lang.change(relabel, [lang, ui.session, ui.playing, presenter, ui.status, ui.look],
                 [ui.session, ui.status, ui.play, *view], api_name="step_language", **NAV)
@@ -528,35 +539,36 @@ def _wire_proof_and_traces(shared, ui):
                     **VIEW_QUEUE)
 
     def on_import(path, language, presenter_on, client):
-        keep = (gr.skip(),) * (2 + len(view) + len(ui.controls))
+        """A trace file -> {component: update}: its run drawn, the controls set to its settings (a failure: the
+        status alone)."""
         if not path:
-            return keep
+            return gr.skip()
         try:
             run = traceio.read_trace(path)
             new, out = render_changes(new_session(run), Look.from_client(language, client, presenter_on))
-            return (new, run_summary(run, language), *out, *controls_of(run))
+            controls = {ui.controls[name]: value for name, value in controls_of(run).items()}
+            return {ui.session: new, ui.status: run_summary(run, language), **dict(zip(view, out)), **controls}
         except traceio.TraceError as e:
-            return (gr.skip(), t("import_failed", language, error=str(e)), *keep[2:])
+            return {ui.status: t("import_failed", language, error=str(e))}
         except Exception as e:      # a file that passed the checks but cannot be drawn: say so, keep serving
             log.exception("trace import failed")
-            return (gr.skip(), t("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}"), *keep[2:])
+            return {ui.status: t("import_failed", language, error=f"{type(e).__name__}: {str(e)[:200]}")}
 
     ui.upload.upload(on_import, [ui.upload, shared.lang, shared.presenter, ui.look],
-                     [ui.session, ui.status, *view, *ui.controls], api_name="trace_import", js=LOOK_JS, **VIEW_QUEUE)
+                     [ui.session, ui.status, *view, *ui.controls.values()], api_name="trace_import", js=LOOK_JS,
+                     **VIEW_QUEUE)
 
 
 def _wire_inputs(shared, ui):
     """Examples, the race's prompt / raw / k carried over, and the deep link."""
-    ui.examples.click(pick_example, [ui.examples], [ui.prompt, ui.raw, ui.max_new], api_name="step_example",
+    ui.examples.click(pick_example, [ui.examples], [ui.prompt, ui.raw, ui.max_new_tokens], api_name="step_example",
                       queue=False, show_progress="hidden")
     for source, target, name in ((shared.prompt, ui.prompt, "prompt"), (shared.raw, ui.raw, "raw"),
                                  (shared.k, ui.k, "k")):
         if source is not None:
             source.change(lambda value: value, [source], [target], api_name=f"step_{name}_from_race", queue=False,
                           show_progress="hidden")
-    _wire_deep_link(shared, {"prompt": ui.prompt, "k": ui.k, "rollback": ui.rollback, "max_new_tokens": ui.max_new,
-                             "temperature": ui.temperature, "seed": ui.seed, "watch_layer": ui.layer,
-                             "watch_head": ui.head, "raw": ui.raw, "tree": ui.tree, "auto": ui.auto})
+    _wire_deep_link(shared, ui.controls)
 
 
 def step_tree_choices(lang):
@@ -575,10 +587,10 @@ def _wire_deep_link(shared, controls):
 
     def on_load(request: gr.Request):
         values = apply_deep_link(request)
-        updates = [values.get(name, gr.skip()) for name in controls]
-        if tabs is not None:
-            updates.append(gr.Tabs(selected=shared.stepper_tab_id) if "view" in values else gr.skip())
-        return tuple(updates)
+        updates = {component: values[name] for name, component in controls.items() if name in values}
+        if tabs is not None and "view" in values:
+            updates[tabs] = gr.Tabs(selected=shared.stepper_tab_id)
+        return updates or gr.skip()               # {}: a link with nothing for the stepper
 
     blocks.load(on_load, None, outputs, api_name="step_deep_link", queue=False)
     if tabs is None:
