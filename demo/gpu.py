@@ -43,10 +43,9 @@ def generation_seconds(max_new_tokens, lanes=2):
     return int(min(MOST_SECONDS, max(LEAST_SECONDS, LEAST_SECONDS / 2 + lanes * tokens * SECONDS_PER_TOKEN)))
 
 
-def race_seconds(prompt=None, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
-                 thinking=False, model=None, lang=None, rule="shared", tree="", *args, **kwargs):
+def race_seconds(prompt=None, max_new_tokens=120, *args, rollback="select", tree="", **kwargs):
     """The race's request: a plain lane and one speculative lane per rollback (two for "both"), or a chain
-    lane and a tree lane."""
+    lane and a tree lane (the race event's arguments: its first two inputs by position, the rest by name)."""
     return generation_seconds(max_new_tokens, lanes=3 if rollback == "both" or tree else 2)
 
 

@@ -93,7 +93,7 @@ def _lane_outputs(lane, run, lang, max_seconds):
     return {f"{lane}_stats": stats_html(run, lang, max_seconds), f"{lane}_text": text}
 
 
-def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
+def race_stream(store, prompt, max_new_tokens=120, *, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
                 thinking=False, model=None, lang=DEFAULT_LANG, progress=None, max_seconds=None, rule="shared",
                 tree="", busy=lambda: False):
     """The race event: validate, load, run, and stream the nine outputs. Never raises: every
@@ -101,7 +101,8 @@ def race_stream(store, prompt, max_new_tokens=120, k=2, rollback="select", tempe
     lang = lang if lang in LANGS else DEFAULT_LANG
     max_seconds = max_seconds or environment.max_seconds()
     try:
-        chosen = race_settings(prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, rule, tree)
+        chosen = race_settings(prompt, max_new_tokens, k, rollback, temperature, seed, raw=raw, thinking=thinking,
+                               rule=rule, tree=tree)
         loaded = store.get(model or store.default, progress)
         if loaded.mtp is None:
             raise models.ModelError(t("no_mtp", lang, model=loaded.key))
@@ -266,13 +267,15 @@ def _wire_race(shared, ui):
     ui.examples.click(pick_example, [ui.examples], [ui.prompt, ui.raw, ui.max_new], api_name="race_example",
                       queue=False, show_progress="hidden")
 
+    # the settings after the first two come by name (by_name, below); /race takes them all by position, in order
     @on_gpu(race_seconds)              # ZeroGPU: a GPU for the race's lanes, its seconds asked from its length
-    def run_race(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
-                 thinking=False, model=store.default, lang=DEFAULT_LANG, rule="shared", tree="", auto=False,
-                 progress=gr.Progress(track_tqdm=True)):
+    def run_race(prompt, max_new_tokens=120, progress=gr.Progress(track_tqdm=True), *, k=2, rollback="select",
+                 temperature=0.0, seed=0, raw=False, thinking=False, model=store.default, lang=DEFAULT_LANG,
+                 rule="shared", tree="", auto=False):
         k = AUTO if as_bool(auto) else k                 # the switch, or k="auto" sent as k by an API caller
-        yield from race_stream(store, prompt, max_new_tokens, k, rollback, temperature, seed, raw, thinking, model,
-                               lang, progress, rule=rule, tree=tree, busy=others_waiting)
+        yield from race_stream(store, prompt, max_new_tokens, k=k, rollback=rollback, temperature=temperature,
+                               seed=seed, raw=raw, thinking=thinking, model=model, lang=lang, progress=progress,
+                               rule=rule, tree=tree, busy=others_waiting)
 
     blocks = shared.blocks or Context.root_block
 
@@ -283,13 +286,16 @@ def _wire_race(shared, ui):
     def queued(language, chosen, tree_shape):
         """Runs at once on click (outside the queue): clear the old verdict and summary, show the third lane
         when the race will run it, and say where the visitor stands when every compute slot is taken (or
-        that the queue is full)."""
+        that the queue is full). -> {component: update}"""
         busy = serving.queue_message(blocks, language)
-        return (busy if busy else gr.skip(), verdict_html(None), None,
-                gr.update(visible=chosen == BOTH or tree_shape in TREES[1:]), timeline_html(None, []))
+        return {ui.status: busy if busy else gr.skip(), ui.verdict: verdict_html(None), ui.result: None,
+                ui.third_lane: gr.update(visible=chosen == BOTH or tree_shape in TREES[1:]),
+                ui.timeline: timeline_html(None, [])}
 
-    inputs = [ui.prompt, ui.max_new, ui.k, ui.rollback, ui.temperature, ui.seed, ui.raw, ui.thinking, shared.model,
-              lang, ui.rule, ui.tree, ui.auto]
+    # /race's inputs: the prompt and the number of new tokens by position, then these by name, in this order
+    by_name = {"k": ui.k, "rollback": ui.rollback, "temperature": ui.temperature, "seed": ui.seed, "raw": ui.raw,
+               "thinking": ui.thinking, "model": shared.model, "lang": lang, "rule": ui.rule, "tree": ui.tree,
+               "auto": ui.auto}
     components = [getattr(ui, name) for name in RACE_OUTPUTS]
     ui.events = []
     for trigger, name in ((ui.run.click, "race"), (ui.prompt.submit, "race_on_enter")):
@@ -299,7 +305,8 @@ def _wire_race(shared, ui):
         # preprocess=False: the values reach demo.validate as sent, so a string, null or NaN from an API
         # caller gets the same clamp-or-default-with-a-notice as everything else (Gradio's own checks
         # would crash on them with a message the caller never sees)
-        ui.events.append(pre.then(run_race, inputs, components, api_name=name, show_progress="full",
+        ui.events.append(pre.then(run_race, [ui.prompt, ui.max_new], components, inputs_kwargs=by_name,
+                                  api_name=name, show_progress="full",
                                   show_progress_on=[ui.status], api_visibility="public" if name == "race" else "private",
                                   preprocess=False, **shared.compute))
     ui.stop.click(lambda language: t("status_stopped", language), [lang], [ui.status], cancels=ui.events, queue=False,
@@ -320,15 +327,16 @@ def _wire_race_words(shared, ui):
     shared.model.change(model_controls, [shared.model], [ui.thinking], api_name="race_model_controls", queue=False)
 
     def relabel(language, status_now, plain_now, spec_now, third_now):
-        """What the words map cannot say alone: messages that are only swapped while they are the idle ones."""
+        """What the words map cannot say alone: messages that are only swapped while they are the idle ones.
+        -> {component: update}"""
         idle = {t("status_ready", other) for other in LANGS}
         waiting = {waiting_html(other) for other in LANGS}
         off = {lane_off_html(other) for other in LANGS}
-        return (t("status_ready", language) if status_now in idle else gr.skip(),
-                waiting_html(language) if plain_now in waiting else gr.skip(),
-                waiting_html(language) if spec_now in waiting else gr.skip(),
-                waiting_html(language) if third_now in waiting else
-                lane_off_html(language) if third_now in off else gr.skip())
+        return {ui.status: t("status_ready", language) if status_now in idle else gr.skip(),
+                ui.plain_text: waiting_html(language) if plain_now in waiting else gr.skip(),
+                ui.spec_text: waiting_html(language) if spec_now in waiting else gr.skip(),
+                ui.third_text: waiting_html(language) if third_now in waiting else
+                lane_off_html(language) if third_now in off else gr.skip()}
 
     lang.change(relabel, [lang, ui.status, ui.plain_text, ui.spec_text, ui.third_text],
                 [ui.status, ui.plain_text, ui.spec_text, ui.third_text], api_name="race_language", queue=False)
@@ -337,7 +345,8 @@ def _wire_race_words(shared, ui):
         """The speculative lanes' titles name their rollback (or the tree); the third lane shows only for
         "both" or a tree."""
         spec_now, third_now = lane_titles(chosen, language, tree_shape)
-        return spec_now, third_now, gr.update(visible=chosen == BOTH or tree_shape in TREES[1:])
+        return {ui.spec_title: spec_now, ui.third_title: third_now,
+                ui.third_lane: gr.update(visible=chosen == BOTH or tree_shape in TREES[1:])}
 
     for trigger in (ui.rollback.change, ui.tree.change, lang.change):
         trigger(lanes_for, [ui.rollback, ui.tree, lang], [ui.spec_title, ui.third_title, ui.third_lane],

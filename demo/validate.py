@@ -143,7 +143,7 @@ def clamp_all(values, limits=LIMITS):
     return numbers, notices
 
 
-def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, raw=False,
+def race_settings(prompt, max_new_tokens=120, k=2, rollback="select", temperature=0.0, seed=0, *, raw=False,
                   thinking=False, rule="shared", tree=""):
     """Every race input checked at once. -> RaceSettings; raises InputError only for an unusable prompt.
     A tree lane takes the third lane (rollback "both" becomes "select") and samples with shared noise (a

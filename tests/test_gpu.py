@@ -20,7 +20,7 @@ def test_the_decorator_changes_nothing_outside_zerogpu():
 
 def test_the_seconds_asked_for_grow_with_the_tokens_and_lanes_within_zerogpus_limits():
     assert gpu.race_seconds("hi", 16) == gpu.LEAST_SECONDS
-    assert gpu.race_seconds("hi", 400) < gpu.race_seconds("hi", 400, 2, "both") <= gpu.MOST_SECONDS
+    assert gpu.race_seconds("hi", 400) < gpu.race_seconds("hi", 400, rollback="both") <= gpu.MOST_SECONDS
     assert gpu.race_seconds("hi", 10_000) == gpu.MOST_SECONDS
     assert gpu.race_seconds("hi", "many") == gpu.generation_seconds(120)       # unreadable: the default length
 
@@ -105,13 +105,13 @@ def decorated(blocks, api_name):
 def test_on_zerogpu_a_race_runs_inside_spaces_gpu_asking_seconds_that_grow_with_its_length(zerogpu_page):
     fake, blocks = zerogpu_page
     race = decorated(blocks, "race")
-    outputs = list(race("In the beginning", 6, 2, "select", 0.0, 0, True))
+    outputs = list(race("In the beginning", 6, k=2, rollback="select", temperature=0.0, seed=0, raw=True))
     summary = outputs[-1][-1]                     # the race ran: both lanes, the same 6 tokens
     assert summary["plain"]["tokens"] == 6 and summary["identical"]
     assert fake.calls[-1]["name"] == "run_race" and fake.calls[-1]["ran"]
     short = fake.calls[-1]["seconds"]
     assert 0 < short <= gpu.MOST_SECONDS
-    list(race("In the beginning", 300, 2, "select", 0.0, 0, True))
+    list(race("In the beginning", 300, k=2, rollback="select", temperature=0.0, seed=0, raw=True))
     assert fake.calls[-1]["seconds"] > short
 
 

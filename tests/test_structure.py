@@ -164,7 +164,6 @@ WIDE_LEFT = {
     ('figures.py', 'framed', 'parameters'),
     ('frame.py', 'on_model', 'tuple'),
     ('frame.py', 'on_open', 'tuple'),
-    ('gpu.py', 'race_seconds', 'parameters'),
     ('race.py', '_drive', 'parameters'),
     ('race.py', 'calibrate', 'parameters'),
     ('race.py', 'lanes_of', 'parameters'),
@@ -174,16 +173,11 @@ WIDE_LEFT = {
     ('race.py', 'run_speculative', 'parameters'),
     ('race.py', 'summary', 'parameters'),
     ('race_html.py', 'verdict_html', 'parameters'),
-    ('race_ui.py', 'queued', 'tuple'),
-    ('race_ui.py', 'race_stream', 'parameters'),
-    ('race_ui.py', 'relabel', 'tuple'),
-    ('race_ui.py', 'run_race', 'parameters'),
     ('recording.py', 'as_raced', 'parameters'),
     ('recording.py', 'record_run', 'parameters'),
     ('recording.py', 'skip_restore_proof', 'parameters'),
     ('serving.py', 'queue_place', 'tuple'),
     ('treeview.py', '_tree_layout', 'tuple'),
-    ('validate.py', 'race_settings', 'parameters'),
 }
 
 
