@@ -177,15 +177,16 @@ def wire_header(demo, shared, tabs=None):
         since the page was built), its line in the link's language, and the compile poll while it compiles."""
         language = validate.deep_link(dict(request.query_params) if request else {}).get("lang", i18n.DEFAULT_LANG)
         loaded = store.peek(store.default)
-        return (store.default, store.default, model_status(loaded, language),
-                gr.Timer(active=not compile_settled(loaded)))
+        return {model: store.default, current: store.default, status: model_status(loaded, language),
+                timer: gr.Timer(active=not compile_settled(loaded))}
 
     demo.load(on_open, None, [model, current, status, timer], api_name="frame_open", api_visibility="private",
               queue=False, show_progress="hidden")
 
     def on_model(key, last_good, language, progress=gr.Progress(track_tqdm=True)):
         chosen, good, line = select_model(store, key, last_good, language, progress)
-        return chosen, good, line, gr.Timer(active=not compile_settled(store.peek(good)))
+        return {model: chosen, current: good, status: line,
+                timer: gr.Timer(active=not compile_settled(store.peek(good)))}
 
     model.input(on_model, [model, current, lang], [model, current, status, timer], api_name="load_model",
                 concurrency_id="load", concurrency_limit=1, show_progress="full", show_progress_on=[status])
@@ -213,15 +214,18 @@ def wire_header(demo, shared, tabs=None):
                show_progress="hidden")
     presenter.change(None, [presenter], None, js=PRESENTER_JS, api_name="presenter_mode", queue=False)
 
+    linked = {"prompt": shared.prompt, "raw": shared.raw, "lang": lang, "presenter": presenter}   # link name -> its box
+
     def on_load(request: gr.Request):
-        """A link's values; a link with a language but no prompt opens with that language's default prompt."""
+        """A link's values; a link with a language but no prompt opens with that language's default prompt.
+        -> {component: value}"""
         values = validate.deep_link(dict(request.query_params) if request else {})
         if "lang" in values and "prompt" not in values:
             values["prompt"] = default_example(values["lang"])[1]
-        return tuple(values.get(name, gr.skip()) for name in ("prompt", "raw", "lang", "presenter"))
+        return {linked[name]: value for name, value in values.items() if name in linked} or gr.skip()
 
     if shared.prompt is not None and shared.raw is not None:
-        demo.load(on_load, None, [shared.prompt, shared.raw, lang, presenter], api_name="deep_link", queue=False)
+        demo.load(on_load, None, list(linked.values()), api_name="deep_link", queue=False)
         # a visitor's switch (not a link's: on_load has chosen its prompt)
         lang.input(lambda language, prompt: default_prompt_for(prompt, language), [lang, shared.prompt],
                    [shared.prompt], api_name="frame_default_prompt", api_visibility="private", queue=False)

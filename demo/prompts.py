@@ -94,7 +94,7 @@ def example_values(index):
 def pick_example(index):
     """A click on the examples table (either tab's): (prompt, raw, max new tokens), or nothing changed."""
     values = example_values(index)
-    return values if values else (gr.skip(),) * 3
+    return values if values else gr.skip()
 
 
 def rollback_choices(lang):

@@ -37,6 +37,7 @@ import contextlib
 import json
 import logging
 import time
+from typing import NamedTuple
 
 import gradio as gr
 
@@ -51,18 +52,28 @@ COMPUTE = "compute"
 
 # --- where a newcomer stands ----------------------------------------------------------------------------
 
+class QueuePlace(NamedTuple):
+    """Where a concurrency group of a launched app stands (queue_place)."""
+    running: int = 0
+    waiting: int = 0
+    limit: int = 1
+    waiting_all: int = 0            # every group's waiting events (Gradio's max_size is for all of them)
+    max_size: int = None
+
+
 def queue_place(blocks, concurrency_id=COMPUTE):
-    """(running, waiting, limit, waiting_all, max_size) for a concurrency group of a launched app;
-    zeros before launch. waiting_all counts every group (Gradio's max_size is for all of them)."""
+    """A QueuePlace (running, waiting, limit, waiting_all, max_size) for a concurrency group of a launched
+    app; zeros before launch."""
     queue = getattr(blocks, "_queue", None)
     try:                                    # Gradio's queue internals (6.x); anything else reads as idle
         group = queue.event_queue_per_concurrency_id.get(concurrency_id) if queue is not None else None
         if group is None:
-            return 0, 0, 1, len(queue) if queue is not None else 0, getattr(queue, "max_size", None)
-        return (group.current_concurrency, len(group.queue), group.concurrency_limit or 1, len(queue),
-                queue.max_size)
+            return QueuePlace(waiting_all=len(queue) if queue is not None else 0,
+                              max_size=getattr(queue, "max_size", None))
+        return QueuePlace(running=group.current_concurrency, waiting=len(group.queue),
+                          limit=group.concurrency_limit or 1, waiting_all=len(queue), max_size=queue.max_size)
     except (AttributeError, TypeError):
-        return 0, 0, 1, 0, None
+        return QueuePlace()
 
 
 def queue_message(blocks, lang, concurrency_id=COMPUTE):

@@ -162,8 +162,6 @@ DEMO = QWEN.parent / "demo"
 WIDE_LEFT = {
     ('figures.py', '_grid_layout', 'parameters'),
     ('figures.py', 'framed', 'parameters'),
-    ('frame.py', 'on_model', 'tuple'),
-    ('frame.py', 'on_open', 'tuple'),
     ('race.py', '_drive', 'parameters'),
     ('race.py', 'calibrate', 'parameters'),
     ('race.py', 'lanes_of', 'parameters'),
@@ -176,8 +174,6 @@ WIDE_LEFT = {
     ('recording.py', 'as_raced', 'parameters'),
     ('recording.py', 'record_run', 'parameters'),
     ('recording.py', 'skip_restore_proof', 'parameters'),
-    ('serving.py', 'queue_place', 'tuple'),
-    ('treeview.py', '_tree_layout', 'tuple'),
 }
 
 

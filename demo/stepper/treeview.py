@@ -17,6 +17,7 @@ Figures (plotly, the chain view's look: demo.stepper.figures) and HTML for a "tr
     panel_html, explanation, pending_chips     the phase's table, its words, the guesses in the text line
 """
 from html import escape
+from typing import NamedTuple
 
 from demo.i18n import t
 from demo.stepper.figures import (BARE, MARGIN, Look, axis_key, clipped_scale, diverging, framed, heatmap_panel,
@@ -174,11 +175,19 @@ def mask_figure(run, rec, phase, look=Look()):
     return framed(new_figure(data, {**axes, "annotations": notes}), look, title, height)
 
 
+class TreeLayout(NamedTuple):
+    """Where node_memories draws a tree round's panels (_tree_layout)."""
+    axes: dict              # layout's xaxis/yaxis entries
+    refs: list              # [(xref, yref)]: the tree's panels, then row order's
+    links: list             # line shapes, parent to child
+    height: int
+
+
 def _tree_layout(rec, top, title_px, panel_px=120, gap_px=10, group_px=34):
     """Axes for node_memories on a wide screen: under a group title (group_px), the tree's panels where its nodes
     are (depth across, the leaves' order down; a parent level with the middle of its children), joined parent to
     child by lines, and under another group title row order's panels in one row.
-    -> (axes dict, [(xref, yref)] the tree's then row order's, line shapes, height)"""
+    -> TreeLayout"""
     pos, leaves = _layout_positions(rec)
     n, depth = len(pos), max(rec["depths"])
     row_px = title_px + panel_px + gap_px
@@ -210,7 +219,7 @@ def _tree_layout(rec, top, title_px, panel_px=120, gap_px=10, group_px=34):
         (_, px1, py0, py1), (cx0, _, cy0, cy1) = boxes[parent], boxes[row]
         links.append({"type": "line", "xref": "paper", "yref": "paper", "x0": px1, "y0": (py0 + py1) / 2,
                       "x1": cx0, "y1": (cy0 + cy1) / 2, "line": {"color": "#999999", "width": 2}, "layer": "below"})
-    return axes, refs, links, height
+    return TreeLayout(axes=axes, refs=refs, links=links, height=height)
 
 
 def node_memories(run, rec, phase, look=Look(), scale=None):
