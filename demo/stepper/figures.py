@@ -142,7 +142,7 @@ def _legend_entries(data, layout):
 AXIS = re.compile(r"[xy]axis\d*$")
 
 
-def framed(fig, look, title, height, fixed=False, half=False, room_for=None):
+def framed(fig, look, title, height, *, fixed=False, half=False, room_for=None):
     """Template, title (wrapped to fit a phone or presenter screen, hung from the top), font and size.
     A legend the figure did not place goes just above the plot: in one row, right-aligned, or on a phone
     one entry a row, left-aligned; the margin above the plot holds the title and that legend.
@@ -312,7 +312,7 @@ def memory_panels(record, phase, lang="English", mode=None):
     return rows, [wrote, ("diff_after", t("diff_kept", lang), diff(after, before)), taken]
 
 
-def _grid_layout(rows, cols, height, panel_px, title_px=52, axis_px=40, top=MARGIN["t"]):
+def _grid_layout(rows, cols, height, panel_px, *, title_px=52, axis_px=40, top=MARGIN["t"]):
     """Axis domains of a grid of heatmap panels, placed in pixels so titles never reach the row above
     (no make_subplots: its checks cost ~100 ms a figure); top: the figure's margin above them.
     -> (layout axes dict, [(xname, yname)])"""
@@ -343,7 +343,8 @@ def panel_grid(groups, cols, top, panel_px, title_px, axis_px):
     """Rows of panels (`groups`: a list per row) under a `top` margin: their axes (_grid_layout) and the
     figure's height. -> (axes, [(xref, yref)], height)"""
     height = top + MARGIN["b"] + len(groups) * (title_px + panel_px + axis_px)
-    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px, axis_px, top)
+    axes, refs = _grid_layout([len(g) for g in groups], cols, height, panel_px, title_px=title_px, axis_px=axis_px,
+                              top=top)
     return axes, refs, height
 
 
