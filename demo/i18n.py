@@ -438,7 +438,9 @@ STRINGS = {
         "and a token outside them can never be guessed.",
         "草稿头只给 {vocab:,} 个词元中的 {scored:,} 个打分（草稿词表，{source}），它们覆盖这段文字的 {cover:.0%}："
         "只读输出层中这些行（占 {share:.0%}），猜测更便宜；词表之外的词元永远猜不中。"),
-    "shipped_for": ("shipped for", "随引擎附带，用于"),
+    "draft_shipped": ("shipped with the engine for the {what} tokenizer", "随引擎附带，与分词器匹配"),
+    "draft_own": ("the checkpoint's own", "检查点自带"),
+    "draft_by_hand": ("set by hand", "手动设定"),
     "miss_outside": (
         "The head could not have guessed {token}: it lies outside the {scored:,} tokens its drafts score.",
         "草稿头不可能猜中 {token}：它不在草稿打分的 {scored:,} 个词元之内。"),

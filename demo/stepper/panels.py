@@ -72,7 +72,8 @@ def draft_scored(run, lang):
     d = run.draft
     if not d:
         return ""
-    source = d["source"].replace("shipped for", t("shipped_for", lang)) if d["source"] else ""
+    key = "draft_shipped" if d["source"].startswith("shipped for") else "draft_own" if d["source"] else "draft_by_hand"
+    source = t(key, lang, what=d["source"].removeprefix("shipped for "))
     return t("explain_guess_vocab", lang, scored=d["scored"], vocab=d["vocab"], source=source, cover=d["coverage"],
              share=d["scored"] / d["vocab"])
 
