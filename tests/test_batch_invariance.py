@@ -23,7 +23,7 @@ WIDE = dict(vocab_size=2048, hidden_size=1024, intermediate_size=3584, num_hidde
             head_dim=256, linear_num_key_heads=16, linear_num_value_heads=16, linear_key_head_dim=128,
             linear_value_head_dim=128, linear_conv_kernel_dim=4, rms_norm_eps=1e-6, tie_word_embeddings=True,
             max_position_embeddings=4096)
-OPTIONS = {"cpp.min_chunk_size": steps.ROW_CHUNK}      # as the streamed graphs compile
+OPTIONS = steps.ROW_INVARIANT                          # as a wide model's streamed graphs compile
 
 
 def rows_against_steps(fn, x, rowdim):

@@ -144,9 +144,11 @@ class CompiledSteps:
 # ROW_CHUNK elements a thread split over threads: a one-row pass's norms are one reduction of `hidden` elements,
 # which inductor would otherwise share out between threads (summing in another order than the same row of a
 # verify pass, whose rows are reduced one by one): batch invariance (docs/design.md, the same text in every dtype).
+# Wide models only (hidden >= AUTOTUNE_HIDDEN, as RowwiseAttention): a small model's round graph ran 9% slower with
+# both (docs/benchmarks.md, 2026-12-07, eighth session), and its float32 rows part by 1e-7 of a logit at most.
 ROW_CHUNK = 16384
-WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4,
-                      **{"cpp.min_chunk_size": ROW_CHUNK})
+WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4)
+ROW_INVARIANT = {"cpp.min_chunk_size": ROW_CHUNK}
 
 
 def compile_graphs(fn, owners, kind, device, strategy):
@@ -174,7 +176,9 @@ def compile_graphs(fn, owners, kind, device, strategy):
         return on_cuda
     simplify_fewer()                             # exact, and a shorter compile (internals.py)
     if strategy is Strategy.STREAMED:            # C++ at -O2 (internals.quick_builds)
-        return SavedGraphs(fn, owners, kind, os.path.join(cache_dir(), "graphs"), WRAPPER_IN_CPP, quick_build=True)
+        wide = owners[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
+        return SavedGraphs(fn, owners, kind, os.path.join(cache_dir(), "graphs"),
+                           dict(WRAPPER_IN_CPP, **(ROW_INVARIANT if wide else {})), quick_build=True)
     # frozen: weights become constants, packed for max-autotuned GEMMs (a copy per graph, no cached start);
     # a small model frozen on request keeps them unpacked, where a packed GEMM's overhead outweighs its work
     # GEMMs from inductor's C++ templates only: offered oneDNN's too ("ATEN"), autotuning picked it for 2 or 3 rows from
@@ -279,7 +283,7 @@ def _prepare(modules, fn, variants, kind, plan):
     if strategy is Strategy.STREAMED:
         with torch.inference_mode(False):
             lay_out_transposed(modules)
-            stream_weights(modules)
+            stream_weights(modules, rowwise=modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN)
     device = next(modules[0].parameters()).device
     steps = CompiledSteps(compile_graphs(fn, modules, kind, device, strategy), variants, kind)
     steps.strategy, steps.why = strategy, why

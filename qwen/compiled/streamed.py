@@ -89,14 +89,14 @@ class RowwiseAttention(Attention):
         return super().weigh(q, k, v, bias)
 
 
-def stream_weights(modules):
-    """Swap every Linear inside these modules for a StreamedLinear over the same weight, and every Attention
-    for a RowwiseAttention (its class: the same parameters). Eager passes are unchanged. Idempotent. -> the
-    dtypes the graphs stream, e.g. {torch.bfloat16}"""
+def stream_weights(modules, rowwise=True):
+    """Swap every Linear inside these modules for a StreamedLinear over the same weight, and (rowwise) every
+    Attention for a RowwiseAttention (its class: the same parameters). Eager passes are unchanged. Idempotent.
+    -> the dtypes the graphs stream, e.g. {torch.bfloat16}"""
     dtypes = set()
     for module in modules:
         for child in module.modules():
-            if type(child) is Attention:
+            if rowwise and type(child) is Attention:
                 child.__class__ = RowwiseAttention
         for parent in list(module.modules()):
             for name, child in list(parent.named_children()):
