@@ -159,7 +159,7 @@ TURN_SECONDS = 0.05
 MIN_ITEMS = 3
 
 
-def _drive(run, stream, stop, decode, max_tokens, max_seconds, clock, add):
+def _drive(run, stream, stop, decode, *, max_tokens, max_seconds, clock, add):
     """Pull `stream` to its end, max_tokens or the cap on the run's own seconds (once MIN_ITEMS items followed
     the prompt's pass), timing only the engine; `add(run, item, detok)` records an item. Yields the run after
     each item."""
@@ -202,17 +202,18 @@ def engine_for(loaded, settings):
     return (loaded.model, loaded.mtp) if settings.tree else loaded.engine()
 
 
-def run_plain(model, ids, settings, decode, stop, max_seconds=120.0, clock=time.perf_counter, timings=None):
+def run_plain(model, ids, settings, decode, stop, *, max_seconds=120.0, clock=time.perf_counter, timings=None):
     """Plain decoding with `model`, streamed: yields the Run after each token. decode: ids -> text (the chat's;
     the cost terms' lanes show none); stop: the stop tokens; timings: a list that receives each model pass's
     seconds (qwen.sample.generate_stream)."""
     run = Run("plain")
     stream = generate_stream(model, ids, settings.max_new_tokens, stop=stop, timings=timings, **sampling(settings))
     add = lambda r, tok, detok: _add_token(r, tok, detok, "main", stop)
-    yield from _drive(run, stream, stop, decode, settings.max_new_tokens, max_seconds, clock, add)
+    yield from _drive(run, stream, stop, decode, max_tokens=settings.max_new_tokens, max_seconds=max_seconds,
+                      clock=clock, add=add)
 
 
-def run_speculative(model, mtp, ids, settings, decode, stop, max_seconds=120.0, clock=time.perf_counter,
+def run_speculative(model, mtp, ids, settings, decode, stop, *, max_seconds=120.0, clock=time.perf_counter,
                     rollback=None, tree="", timings=None):
     """MTP speculative decoding with `model` and its head `mtp`, streamed: yields the Run after prefill and after
     each round. rollback: the engine's rollback (default: the settings' one; for "both", its first lane's);
@@ -237,20 +238,24 @@ def run_speculative(model, mtp, ids, settings, decode, stop, max_seconds=120.0, 
             _add_token(r, tok, detok, origin, stop)
         r.rolled_back += any(origin == "correction" for _, origin in emitted)
 
-    yield from _drive(run, stream, stop, decode, settings.max_new_tokens, max_seconds, clock, add)
+    yield from _drive(run, stream, stop, decode, max_tokens=settings.max_new_tokens, max_seconds=max_seconds,
+                      clock=clock, add=add)
 
 
-def lanes_of(model, mtp, ids, settings, decode, stop, max_seconds, clock, rollbacks, timings=None):
+def lanes_of(model, mtp, ids, settings, decode, stop, *, max_seconds, clock, rollbacks, timings=None):
     """The race's lane generators, decoding with `model` and `mtp` (engine_for): plain, a chain lane per rollback,
     and the tree lane when settings.tree. timings: one list per lane, in that order, for the engine's timings of
     each (run_plain, run_speculative)."""
     timings = timings or [None] * (1 + len(rollbacks) + bool(settings.tree))
-    lanes = [run_plain(model, ids, settings, decode, stop, max_seconds, clock, timings[0])] + \
-        [run_speculative(model, mtp, ids, settings, decode, stop, max_seconds, clock, r, timings=t)
-         for r, t in zip(rollbacks, timings[1:])]
+
+    def speculative(rollback, tree, lane_timings):
+        return run_speculative(model, mtp, ids, settings, decode, stop, max_seconds=max_seconds, clock=clock,
+                               rollback=rollback, tree=tree, timings=lane_timings)
+
+    lanes = [run_plain(model, ids, settings, decode, stop, max_seconds=max_seconds, clock=clock, timings=timings[0])]
+    lanes += [speculative(r, "", t) for r, t in zip(rollbacks, timings[1:])]
     if settings.tree:
-        lanes.append(run_speculative(model, mtp, ids, settings, decode, stop, max_seconds, clock, rollbacks[0],
-                                     settings.tree, timings[-1]))
+        lanes.append(speculative(rollbacks[0], settings.tree, timings[-1]))
     return lanes
 
 
@@ -277,7 +282,7 @@ def lane_specs(settings):
 STALE = 0.15
 
 
-def calibrate(model, mtp, ids, settings, context=None, clock=time.perf_counter, raced=None):
+def calibrate(model, mtp, ids, settings, *, context=None, clock=time.perf_counter, raced=None):
     """This host's cost terms for each speculative lane of these settings ([qwen.costs.Costs], in lane
     order) when `model` and its head `mtp` decode them (the race's: engine_for), within a context of `context`
     positions (default: the model's), measured once per model, host and settings and kept in the one cost table (qwen.costs.TABLE); the
@@ -294,7 +299,7 @@ def calibrate(model, mtp, ids, settings, context=None, clock=time.perf_counter, 
         found = [_with_prefill(model, mtp, ids, settings, c) for c in found]
         if raced is None or not any(stale(c, raced[0], run) for c, run in zip(found, raced[1:])):
             return found
-    found = measure_terms(model, mtp, context, ids, settings, clock, specs, k_of)
+    found = measure_terms(model, mtp, ids, settings, context=context, clock=clock, specs=specs, k_of=k_of)
     for (r, tree), c in zip(specs, found):
         costs.TABLE.put(model, mtp, kept_as(tree), r, c, how, tree, lanes="race")
     return [_with_prefill(model, mtp, ids, settings, c) for c in found]
@@ -315,7 +320,7 @@ def _no_text(ids):
     return ""
 
 
-def measure_terms(model, mtp, context, ids, settings, clock, specs, k_of):
+def measure_terms(model, mtp, ids, settings, *, context, clock, specs, k_of):
     """The terms of each speculative lane in `specs` [(rollback, tree)], by the one timer (qwen.costs.measure): the
     race's lanes run for it, taking turns, stop tokens ignored (CALIBRATE_RACES races within CALIBRATE_SECONDS),
     the engine's timings on. -> [Costs], in lane order."""
@@ -327,8 +332,8 @@ def measure_terms(model, mtp, context, ids, settings, clock, specs, k_of):
     def race_once():
         timings = [[] for _ in range(lanes_n)]                 # each lane's engine timings, filled as it runs
         last = [None] * lanes_n
-        for i, run in take_turns(lanes_of(model, mtp, ids, timed, _no_text, (), budget / lanes_n, clock,
-                                          lane_rollbacks(settings.rollback), timings)):
+        for i, run in take_turns(lanes_of(model, mtp, ids, timed, _no_text, (), max_seconds=budget / lanes_n,
+                                          clock=clock, rollbacks=lane_rollbacks(settings.rollback), timings=timings)):
             last[i] = run
         return last, timings
 
@@ -393,7 +398,7 @@ def one_after_another(lanes):
             yield i, run
 
 
-def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_counter, measure_costs=True,
+def race(loaded, ids, settings, max_seconds=120.0, *, every=0.1, clock=time.perf_counter, measure_costs=True,
          schedule=take_turns, repeat=True, busy=lambda: False):
     """The lanes, taking turns (take_turns): plain, and a speculative lane per rollback (two for
     "both"), and a tree lane. Yields a RaceUpdate at most every `every` seconds while they stream
@@ -412,7 +417,7 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
 
     # the engine is asked for at each race (its compiled views may start serving meanwhile), as calibrate is
     new_lanes = lambda: lanes_of(*engine_for(loaded, settings), ids, settings, loaded.chat.decode,  # noqa: E731
-                                 loaded.chat.stop, max_seconds, clock, rollbacks)
+                                 loaded.chat.stop, max_seconds=max_seconds, clock=clock, rollbacks=rollbacks)
     lanes = new_lanes()
     yield update("racing")
     last = clock()
@@ -424,8 +429,8 @@ def race(loaded, ids, settings, max_seconds=120.0, every=0.1, clock=time.perf_co
     plain, spec_lanes = runs[0], runs[1:]
     speedups = [[speedup(plain, lane)] for lane in spec_lanes]
     yield update("measuring", speedups=speedups)
-    measured = calibrate(*engine_for(loaded, settings), ids, settings, loaded.context, clock,
-                         None if busy() else [plain] + spec_lanes) \
+    measured = calibrate(*engine_for(loaded, settings), ids, settings, context=loaded.context, clock=clock,
+                         raced=None if busy() else [plain] + spec_lanes) \
         if measure_costs and all(lane.rounds for lane in spec_lanes) else [None] * len(spec_lanes)
     skipped = "busy" if repeat and busy() else ""      # visitors wait for the engine: their turn comes first
     if repeat and not skipped:
@@ -525,7 +530,7 @@ def repeating(tokens, n=4, share=0.5):
     return len(grams) >= 8 and again >= share * len(grams)
 
 
-def summary(model_key, plain, lanes, settings=None, notices=(), lane_costs=None, speedups=None, skipped=""):
+def summary(model_key, plain, lanes, settings=None, notices=(), *, lane_costs=None, speedups=None, skipped=""):
     """The race as JSON-ready data (the API's last output). Each speculative lane (a list, as RaceUpdate.lanes)
     under its lane_key ("speculative", then "select" or "tree"), with "speedup", the median over every race run
     (speedups: per lane, as RaceUpdate.speedups; None: the shown race alone), "speedup_range", "races" and

@@ -116,7 +116,7 @@ def kept_text(run, lang="English"):
     return t("auto_kept", lang, counts=counts or "–")
 
 
-def verdict_html(verdict, plain=None, lanes=(), lang="English", lane_costs=(), speedups=None, skipped=""):
+def verdict_html(verdict, plain=None, lanes=(), lang="English", *, lane_costs=(), speedups=None, skipped=""):
     """The verdict: a headline in large type (headline_html), then the verdict in words, then what explains
     the speed-up (speed_html). lanes: the speculative lanes (demo.race.RaceUpdate.lanes), lane_costs their
     cost terms; with a second chain lane (rollback "both"), each lane's speed-up and why (lanes_speed_html).

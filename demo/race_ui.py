@@ -135,13 +135,14 @@ def race_stream(store, prompt, max_new_tokens=120, *, k=2, rollback="select", te
             for lane, run in zip(LANES, (u.plain, u.spec, u.lanes[1] if len(u.lanes) > 1 else None)):
                 if changed(lane, run, final):
                     named |= _lane_outputs(lane, run, lang, max_seconds)
-            named["verdict"] = verdict_html(u.verdict, u.plain, u.lanes, lang, u.lane_costs, u.speedups, u.skipped)
+            named["verdict"] = verdict_html(u.verdict, u.plain, u.lanes, lang, lane_costs=u.lane_costs,
+                                             speedups=u.speedups, skipped=u.skipped)
             if u.phase != "racing":
                 named["timeline"] = timeline_html(u.plain, u.lanes, lang, u.lane_costs, race_id=str(id(u.plain)))
             if final:
                 named["result"] = summary(loaded.key, u.plain, u.lanes, chosen,
-                                          [notice_text(n, "English") for n in notices], u.lane_costs, u.speedups,
-                                          u.skipped)
+                                          [notice_text(n, "English") for n in notices], lane_costs=u.lane_costs,
+                                          speedups=u.speedups, skipped=u.skipped)
             yield outputs(named)
     except InputError as e:
         gr.Warning(notice_text(e, lang))

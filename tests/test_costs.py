@@ -19,7 +19,8 @@ from qwen.sample import generate, generate_stream
 
 def calibrate(loaded, ids, settings, **kw):
     """demo.race.calibrate as the race calls it: the engine its lanes decode with, the loaded model's context."""
-    return race_module.calibrate(*race_module.engine_for(loaded, settings), ids, settings, loaded.context, **kw)
+    return race_module.calibrate(*race_module.engine_for(loaded, settings), ids, settings, context=loaded.context,
+                                 **kw)
 
 
 # --- the arithmetic, against hand-worked numbers ---
@@ -167,7 +168,7 @@ def test_calibrate_measures_every_term_once_per_settings_and_the_prompt_pass_per
     ids, _ = prepare(loaded, settings)
     calls = []
     real = race_module.measure_terms
-    monkeypatch.setattr(race_module, "measure_terms", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(race_module, "measure_terms", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     first = calibrate(loaded, ids, settings)[0]
     assert first.step > 0 and first.plain_around > 0 and first.passes() > 0 and first.round_around >= 0
     assert first.prefill > 0 and first.prefill_spec > 0
@@ -201,7 +202,8 @@ def test_a_race_reports_the_terms_and_the_prediction_in_its_summary(loaded):
     settings = race_settings("In the beginning God created", max_new_tokens=40, k=2, temperature=0.5, rollback="both")
     ids, _ = prepare(loaded, settings)
     *_, done = race(loaded, ids, settings, repeat=False)
-    out = race_module.summary(loaded.key, done.plain, done.lanes, settings, (), done.lane_costs, done.speedups)
+    out = race_module.summary(loaded.key, done.plain, done.lanes, settings, (), lane_costs=done.lane_costs,
+                              speedups=done.speedups)
     for lane in (out, out["select"]):
         c = lane["costs"]
         assert {"step", "plain_around", "round_around", "per_token", "prefill", "prefill_spec"} <= set(c)
@@ -220,7 +222,7 @@ def test_repeats_give_way_when_visitors_wait(loaded, monkeypatch):
     *_, busy = race(loaded, ids, settings, busy=lambda: True)
     assert busy.skipped == "busy" and len(busy.speedups[0]) == 1
     for lang, words in (("English", "others were waiting"), ("中文", "有人在排队")):
-        assert words in verdict_html(busy.verdict, busy.plain, busy.lanes, lang, busy.lane_costs, speedups=busy.speedups,
+        assert words in verdict_html(busy.verdict, busy.plain, busy.lanes, lang, lane_costs=busy.lane_costs, speedups=busy.speedups,
                                      skipped=busy.skipped)
     # room for several repeats of the race as long as it ran just now, however slow this host is at the moment
     first = busy.plain.seconds + sum(lane.seconds for lane in busy.lanes)
@@ -300,7 +302,7 @@ def test_the_verdict_says_why_speculative_was_slower_in_plain_tokens():
     plain = Run("plain", tokens=list(range(41)), seconds=0.06, started=True, ended="length")
     slow = costs.Costs(k=2, rollback="select", step=1.0e-3, draft=0.5e-3, verify=3.0e-3, plain_around=0.25e-3)
     spec = spec_run(41, 20, 10, 0.012 + 20 * 3.5e-3)
-    html = verdict_html(Verdict(True, "verdict_identical", {"n": 41}), plain, [spec], "English", [slow],
+    html = verdict_html(Verdict(True, "verdict_identical", {"n": 41}), plain, [spec], "English", lane_costs=[slow],
                         speedups=[[0.06 / spec.seconds]])
     assert "slower" in html and "Why slower: a round yields 2.00 tokens but costs 2.80 plain tokens" in html
     assert "为什么更慢" in speed_html(plain, spec, "中文", slow)
@@ -313,7 +315,7 @@ def test_kept_terms_are_measured_again_when_a_race_paid_far_more_than_they_say(l
     c = calibrate(loaded, ids, settings)[0]
     calls = []
     real = race_module.measure_terms
-    monkeypatch.setattr(race_module, "measure_terms", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(race_module, "measure_terms", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     # long lanes, so that the prompt's pass weighs little
     plain = Run("plain", tokens=list(range(401)), seconds=c.prefill + 400 * c.plain_token())
     spec = Run("speculative", k=2, rollback="select", tokens=list(range(401)), rounds=200)

@@ -305,7 +305,7 @@ def test_a_race_of_both_rollbacks_runs_three_lanes_all_equal_to_plain_greedy(loa
     assert u.verdict.identical and u.verdict.key == "verdict_identical_all"
     assert (u.costs.rollback, u.lane_costs[1].rollback) == ("recompute", "select")
     assert u.costs.step == u.lane_costs[1].step > 0                       # one plain step timing for both
-    out = summary(loaded.key, plain, u.lanes, s, [], u.lane_costs)
+    out = summary(loaded.key, plain, u.lanes, s, [], lane_costs=u.lane_costs)
     json.dumps(out)
     assert out["identical"] is True and out["rollback"] == "both"
     assert out["speculative"]["rollback"] == "recompute" and out["select"]["rollback"] == "select"
@@ -313,10 +313,10 @@ def test_a_race_of_both_rollbacks_runs_three_lanes_all_equal_to_plain_greedy(loa
     assert out["select"]["speedup"] == pytest.approx(out["select"]["tok_s"] / out["plain"]["tok_s"], rel=0.02)
     assert out["select"]["costs"]["rollback"] == "select" and out["select"]["predicted_speedup"] > 0
     assert out["costs"]["rollback"] == "recompute" and "select" not in summary(loaded.key, plain, [spec])
-    html = verdict_html(u.verdict, plain, u.lanes, "English", u.lane_costs)
+    html = verdict_html(u.verdict, plain, u.lanes, "English", lane_costs=u.lane_costs)
     assert "all 3 runs produced the same" in html and html.index("recompute: ") < html.index("select: ")
     assert "re-ran the accepted tokens" in html and "with no re-run" in html and html.count("predicted") == 2
-    zh = verdict_html(u.verdict, plain, u.lanes, "中文", u.lane_costs)
+    zh = verdict_html(u.verdict, plain, u.lanes, "中文", lane_costs=u.lane_costs)
     assert "3 次运行" in zh and "不重算" in zh and "。 " not in zh
     names = {"recompute", "select", "DeltaNet", "CPU", "GPU"}     # names, not English words (the slower-run sentence names both)
     assert not [w for w in re.findall(r"[A-Za-z]{3,}", re.sub(r"<[^>]+>", "", zh)) if w not in names]
@@ -336,12 +336,12 @@ def test_a_tree_lane_races_beside_the_chain_equal_to_plain_and_the_verdict_says_
     assert plain.tokens == chain.tokens == lane.tokens == reference        # the tree lane is exact too
     assert lane.rounds >= 1 and u.verdict.identical and u.lane_costs[1].tree == tree and u.costs is not None
     assert len(u.speedups) == 2 and len(u.speedups[1]) == len(u.speedups[0]) >= 1
-    out = summary(loaded.key, plain, u.lanes, s, [], [u.costs, None], u.speedups)
+    out = summary(loaded.key, plain, u.lanes, s, [], lane_costs=[u.costs, None], speedups=u.speedups)
     json.dumps(out)
     assert out["tree_shape"] == tree and out["tree"]["tree"] == tree and "select" not in out
     assert out["tree"]["ids"] == reference and out["identical"] is True
     for lang in LANGS:
-        html = verdict_html(u.verdict, plain, u.lanes, lang, [u.costs, None], u.speedups)
+        html = verdict_html(u.verdict, plain, u.lanes, lang, lane_costs=[u.costs, None], speedups=u.speedups)
         match = re.search(r'data-winner="(\w+)"', html)
         tree_x, chain_x = statistics.median(u.speedups[1]), statistics.median(u.speedups[0])
         expected = "level" if abs(tree_x - chain_x) <= 0.02 * chain_x else "tree" if tree_x > chain_x else "chain"
@@ -625,7 +625,8 @@ def test_repeats_stop_at_the_budget_of_engine_time(loaded, monkeypatch):
     first = [Run("plain", seconds=0.4), Run("speculative", seconds=0.4)]          # 0.8 s of a 3 s budget
     monkeypatch.setattr(race_module, "REPEAT_SECONDS", 3.0)
     lanes = lambda: race_module.lanes_of(loaded.model, loaded.mtp, ids, s, loaded.chat.decode,  # noqa: E731
-                                         loaded.chat.stop, 60.0, time.perf_counter, ["select"])
+                                         loaded.chat.stop, max_seconds=60.0, clock=time.perf_counter,
+                                         rollbacks=["select"])
     again = list(race_module.repeats(lanes, first))
     spent = 0.8 + sum(r.seconds for runs in again for r in runs)
     assert 1 <= len(again) and spent - sum(r.seconds for r in again[-1]) <= 3.0     # each began under budget

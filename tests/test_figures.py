@@ -226,11 +226,11 @@ def test_the_race_path_timing_is_given_only_to_the_rounds_the_race_would_run(emb
     ids, settings = chat.encode(PROMPT), Settings(PROMPT, k=2, max_new_tokens=12)
     run = stepper_run.record_run(model, mtp, chat, ids, settings)
     good = untimed(run.records)
-    stepper_run.as_raced(model, mtp, ids, good, settings, (), {"k": 2})
+    stepper_run.as_raced(model, mtp, ids, good, settings, stop=(), chosen={"k": 2})
     assert len(good) > 2 and all(r["race_seconds"]["fused"] > 0 for r in good[1:])
     bad = untimed(run.records)
     bad[2]["emitted"] = [{"token": (bad[2]["emitted"][0]["token"] + 1) % 8192, "origin": "main"}]   # not its round
-    stepper_run.as_raced(model, mtp, ids, bad, settings, (), {"k": 2})
+    stepper_run.as_raced(model, mtp, ids, bad, settings, stop=(), chosen={"k": 2})
     assert not any("race_seconds" in r for r in bad)
 
 

@@ -201,7 +201,7 @@ def test_the_stepper_reads_the_race_s_measurement_of_the_same_settings(rand, mon
     costs.TABLE.forget()
     calls = []
     real = race_module.measure_terms
-    monkeypatch.setattr(race_module, "measure_terms", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(race_module, "measure_terms", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     run = record(rand, k=2, max_new_tokens=8, rollback="recompute")
     kept = costs.TABLE.get(model, mtp, 2, "recompute", lanes="race")
     assert calls == [1] and run.plain_step_seconds == kept.step

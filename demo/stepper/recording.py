@@ -167,7 +167,7 @@ class WatchingTrace(Trace):
         return True
 
 
-def as_raced(model, mtp, ids, records, settings, stop, chosen):
+def as_raced(model, mtp, ids, records, settings, *, stop, chosen):
     """Give each round record its seconds on the race's path ("race_seconds": per phase, "fused" for a round run
     as one call): the same run again without a trace (a trace makes every round run step by step and copies the
     watched states), its rounds timed by the engine. The rounds are the recording's own (the same tokens, the same
@@ -205,7 +205,7 @@ def _plain_step(model, ids, steps=6):
     return statistics.median(passes[1:] or passes)
 
 
-def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None, progress=None,
+def record_run(model, mtp, chat, ids, settings, model_name="", *, max_seconds=None, progress=None,
                clock=time.perf_counter):
     """Run speculative decoding once with a trace and keep everything the stepper shows, for a chain of k or
     the settings' draft tree. ids: (1, T). progress(done, total) hears about each round; max_seconds caps the
@@ -250,14 +250,15 @@ def record_run(model, mtp, chat, ids, settings, model_name="", max_seconds=None,
         layer, head = best
         if not trace.watch(layer, head):          # too big to keep every head's grids: record again, watching it
             again = replace(settings, watch_layer=deltanet_layers(model.cfg)[layer], watch_head=head)
-            run = record_run(model, mtp, chat, ids, again, model_name, max_seconds, progress, clock)
+            run = record_run(model, mtp, chat, ids, again, model_name, max_seconds=max_seconds, progress=progress,
+                             clock=clock)
             return replace(run, settings=settings)
     if not ended:
         ended = "stop" if out and out[-1] in stop else "length"
     prompt_ids = ids[0].tolist()
     labels = {i: token_label(chat, i) for i in record_ids(records) | set(prompt_ids) | set(out)}
     if len(records) > 1 and not notes:      # chain rounds: each one's time as the race runs it
-        as_raced(model, mtp, ids, records, settings, stop, auto)
+        as_raced(model, mtp, ids, records, settings, stop=stop, chosen=auto)
     costs, step = None, None
     if len(records) > 1 and not notes:      # chain rounds: the race's cost terms for them (measured once, kept)
         found = calibrate(model, mtp, ids, settings)[0]
@@ -327,7 +328,7 @@ def _take(stream, seconds, clock=time.perf_counter):
     return out
 
 
-def skip_restore_proof(model, mtp, chat, ids, settings, min_tokens=PROOF_TOKENS, max_seconds=None):
+def skip_restore_proof(model, mtp, chat, ids, settings, *, min_tokens=PROOF_TOKENS, max_seconds=None):
     """Greedy plain decoding vs speculative with `settings.rollback` vs speculative with rollback="none"
     (KV truncated, DeltaNet memory and conv window left as the rejected drafts wrote them), drafting a chain of
     k or the settings' tree. Each of the three runs gets a third of `max_seconds`; tokens are compared over the
