@@ -56,7 +56,7 @@ def test_a_one_token_run_is_just_the_prefill(rand):
     assert len(run.records) == 1 and stepper.n_steps(run) == 1 and stepper.at_end(run, 0)
     out = dict(zip(stepper_ui.VIEW, stepper_ui.render(stepper_ui.Session(run), "English")))
     assert 'data-phase="prefill"' in out["heading"] and 'data-done="true"' in out["heading"]
-    assert out["whatif"] is not None
+    assert out["bottom"] is not None
 
 
 def test_tokens_appear_only_at_the_accept_phase(rand):
@@ -150,7 +150,7 @@ def test_render_every_step_without_touching_the_model(rand):
         phases = []
         for _ in range(stepper.n_steps(run) + 1):
             out = stepper_ui.render(session, "中文", dark=True)
-            assert len(out) == len(stepper_ui.VIEW) and dict(zip(stepper_ui.VIEW, out))["memory"] is not None
+            assert len(out) == len(stepper_ui.VIEW) and dict(zip(stepper_ui.VIEW, out))["upper"] is not None
             phases.append(stepper.where(run, session.step)[1])
             session = stepper_ui.moved(session, "next")
         assert phases[:4] == ["prefill", "guess", "verify", "accept"]

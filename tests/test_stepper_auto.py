@@ -54,7 +54,7 @@ def test_every_step_of_an_auto_run_draws_and_a_plain_step_says_it_is_one(rand, m
     for lang in ("English", "中文"):
         for step in range(steps.n_steps(run)):
             out = dict(zip(stepper_ui.VIEW, stepper_ui.render(stepper_ui.Session(run, step=step), lang)))
-            assert out["whatif"] is not None and out["caption"]
+            assert out["bottom"] is not None and out["bottom_caption"]
     for phase in ("guess", "verify", "accept"):
         step = steps.step_of(plain, phase)
         assert H.explanation(run, step, "English") == t(f"explain_{phase}_none", "English")

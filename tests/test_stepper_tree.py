@@ -11,7 +11,8 @@ from demo.stepper import steps, treeview as TV, ui as stepper_ui
 from demo.stepper.figures import Look
 from demo.stepper.steps import deltanet_layers
 from demo.stepper.steps import Settings
-from demo.stepper.recording import record_run
+from demo.stepper.recording import TreeTrace, record_run
+from demo.stepper.treerec import TreeNotes
 from qwen.trace import grid
 from qwen.cache import State
 from qwen.mtp import generate_mtp
@@ -104,6 +105,19 @@ def test_one_watch_hears_chains_and_trees_and_leaves_the_output_plain(pair):
         assert all(h[2] == rows for h in heard if h[0] == "drafted")
 
 
+def test_the_trace_records_each_rounds_tree_itself(pair):
+    """A TreeTrace writes each round's tree notes into the round's own record as the round ends: no record is
+    completed afterwards."""
+    model, mtp = pair
+    trace = TreeTrace(TreeNotes(model, 0, 0), watch_layer=0, watch_head=0)
+    tokens, rounds, _ = generate_mtp(model, mtp, PROMPT, 10, tree="2+1", trace=trace)
+    assert tokens == generate(model, PROMPT, 10)
+    assert [rec["kind"] for rec in trace] == ["prefill"] + ["tree_round"] * rounds
+    for rec in trace[1:]:
+        assert len(rec["tokens"]) == len(rec["parents"]) == len(rec["mask"]) == len(rec["windows"]) == 4
+        assert rec["next_token"] == rec["picks"][rec["path"][-1]] and rec["memory"]["head"] == 0
+
+
 def test_the_figures_say_what_the_record_holds(pair):
     run = record(pair, "2+1", max_new_tokens=16)
     rec = next(r for r in run.records[1:] if max(r["mixed"]) > 0)
@@ -154,8 +168,8 @@ def test_the_tree_mode_walks_every_step_in_both_languages_and_says_what_it_canno
             r, phase = steps.where(run, step)
             assert f'data-phase="{phase}"' in heading
             if phase != "prefill":
-                assert all(out[name] for name in ("layers", "memory", "change", "conv", "kv"))  # tree, memory, mask,
-                assert out["cost"] is None and out["caption"] == ""              # conv, slots; the chain's costs: not drawn
+                assert all(out[slot] for slot in ("beside", "upper", "left", "middle", "right"))  # tree, memory, mask,
+                assert out["lower_left"] is None and out["bottom_caption"] == ""    # windows, slots; no costs drawn
             if phase == "verify":
                 assert panel.count("<tr") == len(run.records[r]["tokens"]) + 1
     assert (stepper_ui.controls_of(run)["tree"], stepper_ui.controls_of(run)["auto"]) == ("2x2", False)

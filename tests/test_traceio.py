@@ -44,7 +44,7 @@ def test_export_then_import_gives_the_same_run_with_no_model(run, tmp_path):
     assert saved["format"] == "qwen-mtp-trace" and saved["version"] == 1 and saved["prompt"] == "a prompt 中文"
     assert saved["output_text"] == "".join(run.pieces)
     out = dict(zip(stepper_ui.VIEW, stepper_ui.render(stepper_ui.Session(back, step=3), "English")))  # no model
-    assert 'data-phase="accept"' in out["heading"] and out["memory"] is not None
+    assert 'data-phase="accept"' in out["heading"] and out["upper"] is not None
 
 
 def test_a_loaded_trace_sets_the_controls_to_its_settings(tmp_path):
@@ -65,11 +65,11 @@ def test_a_step_sends_only_the_figures_that_changed(run):
     assert all(x is not None and not isinstance(x, dict) for x in first[4:12])      # everything at the start
     session, guess = stepper_ui.render_changes(stepper_ui.moved(session, "next"), stepper_ui.Look())
     sent = [name for name, x in zip(stepper_ui.VIEW, guess) if not isinstance(x, dict)]
-    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "change", "conv", "kv", "cost",
-                    "acceptance"]
+    assert sent == ["heading", "text", "panel", "explain", "beside", "upper", "left", "middle", "right", "lower_left",
+                    "lower_right"]
     session, verify = stepper_ui.render_changes(stepper_ui.moved(session, "next"), stepper_ui.Look())
     sent = [name for name, x in zip(stepper_ui.VIEW, verify) if not isinstance(x, dict)]
-    assert sent == ["heading", "text", "panel", "explain", "layers", "memory", "change", "conv", "kv"]     # same round
+    assert sent == ["heading", "text", "panel", "explain", "beside", "upper", "left", "middle", "right"]   # same round
     _, dark = stepper_ui.render_changes(session, stepper_ui.Look(dark=True))
     assert not any(isinstance(x, dict) for x in dark)                                  # a new look: all again
 

@@ -5,6 +5,7 @@ replayed from a run recorded once with the real engine.
     recording   recording a run with the real engine (qwen.trace); the skip-the-restore proof
     treerec     the tree mode's notes: each tree round heard through a qwen.trace.Watch, row order beside it
     treeview    the tree mode's figures and words: the tree, masks, each node's memory, conv windows, KV slots
+    modes       chain, tree and k="auto": which view each mode draws in each slot of the page
     panels      the view's HTML: phase heading, text so far, the phase's table, the proof
     figures     plotly views: layer map, memory heatmaps, conv strip, KV lengths, costs, what-if
     decision    k="auto": each round's choice of draft length, drawn and said in one sentence

@@ -15,11 +15,6 @@ from demo.stepper.figures import Look, framed, new_figure
 from demo.theme import OKABE_ITO
 
 
-def is_auto_run(run):
-    """Did this run choose each round's length (k="auto")?"""
-    return bool(run.settings.auto)
-
-
 def _added(d, j):
     """Guess j's (1-based) cost in plain steps: a round of j drafts less a round of j - 1."""
     return d["steps"][j] - d["steps"][j - 1]

@@ -22,7 +22,7 @@ from qwen.mtp import generate_mtp_stream, lengths_for
 from qwen.sample import generate_stream
 from qwen.tree import parse_tree
 from qwen.cache import AttentionState
-from qwen.trace import GRID, Trace, Watches, as_grid, pooled
+from qwen.trace import GRID, Trace, as_grid, pooled
 
 PROOF_TOKENS = 128          # the proof runs at least this long, so a dirty memory has time to show
 
@@ -167,6 +167,34 @@ class WatchingTrace(Trace):
         return True
 
 
+class TreeTrace(WatchingTrace):
+    """A WatchingTrace of a draft-tree run that records each round's tree itself: it passes the round's hooks on to
+    `notes` (a demo.stepper.treerec.TreeNotes) and writes what they kept into the round's own record, whose kind is
+    then "tree_round" (next_token: the main model's token after the accepted path)."""
+
+    def __init__(self, notes, watch_layer=0, watch_head=0, max_rounds=None):
+        super().__init__(watch_layer, watch_head, max_rounds)
+        self.notes = notes
+
+    def drafted(self, state, tree, tokens, guesses):
+        super().drafted(state, tree, tokens, guesses)
+        self.notes.drafted(state, tree, tokens, guesses)
+
+    def verified(self, state, head_cache, logits, picks, path):
+        super().verified(state, head_cache, logits, picks, path)
+        self.notes.verified(state, head_cache, logits, picks, path)
+
+    def rolled_back(self, state, head_cache):
+        super().rolled_back(state, head_cache)
+        self.notes.rolled_back(state, head_cache)
+
+    def add(self, record):
+        if record["kind"] == "round":                   # the notes of the round just heard
+            tree = self.notes.rounds[-1]
+            record.update(tree, kind="tree_round", next_token=tree["picks"][tree["path"][-1]])
+        super().add(record)
+
+
 def as_raced(model, mtp, ids, records, settings, *, stop, chosen):
     """Give each round record its seconds on the race's path ("race_seconds": per phase, "fused" for a round run
     as one call): the same run again without a trace (a trace makes every round run step by step and copies the
@@ -212,20 +240,21 @@ def record_run(model, mtp, chat, ids, settings, model_name="", *, max_seconds=No
     wall-clock time. A chain run then gets this host's costs: the race's cost terms for these settings on this
     engine (demo.race.calibrate: measured once per model, host and settings and kept, the prompt's pass timed
     for this prompt), so the what-if predicts what the race predicts, not from the recording's slower
-    instrumented times. A tree run's rounds also hold demo.stepper.treerec's notes ("tree_round" records); it
-    gets no cost terms (the race measures chain rounds), only the plain step timed on its own."""
+    instrumented times. A tree run's rounds also hold demo.stepper.treerec's notes, written into each round's
+    record by its TreeTrace ("tree_round" records); it gets no cost terms (the race measures chain rounds), only the
+    plain step timed on its own."""
     watch = _trace_watch(model, settings)
     chosen = (watch["watch_layer"] if settings.watch_layer >= 0 else None,      # None: the recording chooses
               settings.watch_head if settings.watch_head >= 0 else None)
-    trace = WatchingTrace(**watch)
     notes = TreeNotes(model, *chosen, sampling(settings)) if settings.tree else None
+    trace = TreeTrace(notes, **watch) if notes else WatchingTrace(**watch)
     stop = tuple(chat.stop)
     out, ended, t0 = [], "", clock()
     how = sampling(settings)
     auto = dict(k="auto", lengths=lengths_for(model, mtp, settings.k, bool(how.get("temperature")))) \
         if settings.auto and not notes else {"k": settings.k}
     stream = generate_mtp_stream(model, mtp, ids, settings.max_new_tokens, stop, **auto, rollback=settings.rollback,
-                                 trace=Watches(trace, notes) if notes else trace, tree=settings.tree or None, **how)
+                                 trace=trace, tree=settings.tree or None, **how)
     try:
         for emit, _, _ in stream:
             out += [t for t, _ in emit]
@@ -241,8 +270,6 @@ def record_run(model, mtp, chat, ids, settings, model_name="", *, max_seconds=No
         stream.close()              # ends the engine's generator now, also when progress() or the engine raised
     records = list(trace)[:MAX_ROUNDS + 1]
     out = [e["token"] for rec in records for e in rec["emitted"]]
-    for rec, more in zip(records[1:], notes.rounds if notes else ()):      # a tree round: its notes beside it
-        rec.update(more, kind="tree_round", next_token=more["picks"][more["path"][-1]])
     best = None
     if None in chosen and not notes:            # a chain's watched layer or head left to the recording: the clearest
         best = trace.clearest([rec["rolled_back"] for rec in records[1:]], settings.rollback == "select", *chosen)

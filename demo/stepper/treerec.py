@@ -1,8 +1,9 @@
 """A draft-tree round's notes for the stepper's tree mode (qwen.tree), with the pitfall beside it.
 
 demo.stepper.recording.record_run records a tree run as it records a chain (one qwen.trace.Trace record a
-round); a TreeNotes watch hears the same rounds (qwen.trace.Watches passes each to both) and keeps, per round,
-what the tree mode draws; record_run adds it to the round's record, whose kind is then "tree_round":
+round), with a TreeTrace that records each round's tree itself: a TreeNotes watch hears the same rounds (the
+trace passes each hook on to it) and keeps, per round, what the tree mode draws; the trace writes it into the
+round's own record, whose kind is then "tree_round":
 
     parents, depths, tokens      the tree's shape and its rows (row 0: the round's first token)
     nodes                        per draft: the head's probability and its rank among its siblings
@@ -88,9 +89,3 @@ class TreeNotes(Watch):
     def rolled_back(self, state, head_cache):
         self._round["kv_after"] = state.pos
         self.rounds.append(self._round)
-
-
-def is_tree_run(run):
-    """Was this run recorded with a draft tree (the stepper's tree mode)?"""
-    return bool(run.settings.tree)
-

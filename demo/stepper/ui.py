@@ -22,11 +22,8 @@ from gradio.context import Context
 from plotly.basedatatypes import BaseFigure
 
 from demo import choices, models, serving
-from demo.stepper import figures, recording, steps, traceio
+from demo.stepper import figures, modes, recording, steps, traceio
 from demo.stepper import panels as H
-from demo.stepper import treeview as TV
-from demo.stepper.treerec import is_tree_run
-from demo.stepper.decision import decision_caption, decision_figure, is_auto_run
 from demo.stepper.drawn import box_value, figure_html
 from demo.stepper.figures import Look
 from demo.frame import Components, examples_table, model_error_text, model_label, words
@@ -59,7 +56,7 @@ class Session:
     proof: recording.Proof = None   # the skip-the-restore proof, once asked for
     id: int = 0                     # the run's number in this process: what was drawn for another run never counts
     shown: dict = field(default_factory=dict)   # view output -> the key of what the browser shows (render_changes)
-    scales: dict = None             # the run's colour scales (figures.run_scales), computed once
+    scales: dict = None             # the run's colour scales (run_scales: its mode's), computed once
 
 
 # The stepper's controls by name: each is the steps.Settings field it sets and the tab's component (ui.<name>).
@@ -99,80 +96,29 @@ def encode(loaded, settings):
     return prepare(loaded, settings, max_prompt_tokens())
 
 
-VIEW = ("heading", "text", "panel", "explain", "layers", "memory", "change", "conv", "kv", "cost", "acceptance",
-        "whatif", "caption")
+VIEW = modes.SLOTS         # the view's outputs, by slot name (demo.stepper.modes), in the order every redraw sends them
+# where the page draws each figure slot: the boxes' element ids keep the names of what a chain draws there, as the
+# browser tests know them
+FIGURE_BOXES = {"beside": "stepper-layers", "upper": "stepper-memory", "middle": "stepper-conv",
+                "left": "stepper-change", "right": "stepper-kv", "lower_left": "stepper-cost",
+                "lower_right": "stepper-acceptance", "bottom": "stepper-whatif"}
 
 
 def _parts(session, look):
-    """Per output of the view: (what decides it, a function drawing it). An output whose deciding key
-    has not changed since it was last sent need not be sent again (render_changes)."""
-    run, step, lang = session.run, session.step, look.lang
-    r, phase = steps.where(run, step)
-    rec = run.records[r]
+    """Per slot of the view: (what decides it, a function drawing it), as the run's mode says (modes.mode_of). A
+    slot whose deciding key has not changed since it was last sent need not be sent again (render_changes)."""
+    run, mode = session.run, modes.mode_of(session.run)
+    r, phase = steps.where(run, session.step)
     run_key = (session.id, look)
-    here = (run_key, r, phase)
-    words = {"heading": (None, lambda: H.phase_heading(run, step, lang)),
-             "text": (None, lambda: H.text_so_far(run, step, lang)),
-             "panel": (None, lambda: H.phase_panel(run, step, lang)),
-             "explain": (None, lambda: H.explanation(run, step, lang))}
-    if is_tree_run(run):
-        return {**words, **_tree_parts(session, look, phase, rec, run_key, here)}
-    scales = session.scales or figures.run_scales(run.records)
-
-    def conv():
-        columns = len((rec["states"].get("after") or rec["states"]["before"])["conv"][0])
-        labels = {w: figures.conv_labels(run, rec, w, columns) for w in rec["states"]}
-        return figures.conv_strip(rec, phase, labels, look, scales["conv"])
-    return {
-        **words,
-        "layers": (here, lambda: figures.layer_map(rec, phase, look)),
-        "memory": (here, lambda: figures.memory_heatmaps(rec, phase, look, scales, run.settings.rollback)),
-        "change": (here, lambda: figures.memory_change(rec, phase, look)),
-        "conv": (here, conv),
-        "kv": (here, lambda: figures.kv_lengths(rec, phase, look)),
-        "cost": ((run_key, r), lambda: figures.cost_stack(run, r or None, look)),
-        "acceptance": ((run_key, r), lambda: figures.acceptance_over_run(run.records, r or None, look)),
-        **(_auto_parts(run, rec, (run_key, r), lang, look) if is_auto_run(run) else {
-            "whatif": (run_key, lambda: figures.what_if(run, look)),
-            "caption": (run_key, lambda: figures.whatif_caption(run, lang))}),
-    }
-
-
-def _auto_parts(run, rec, key, lang, look):
-    """A k="auto" run's what-if place: this round's choice of length, drawn and said (demo.stepper.decision),
-    then how k="auto" chooses."""
-    return {"whatif": (key, lambda: decision_figure(rec, look)),
-            "caption": (key, lambda: decision_caption(rec, lang))}
-
-
-def _tree_parts(session, look, phase, rec, run_key, here):
-    """_parts for a draft-tree run (the tree mode: demo.stepper.treeview) but its heading: the same outputs,
-    other pictures. The prefill has no tree yet (the chain's words, no figure); the costs and the what-if are the
-    chain's (not drawn)."""
-    run, lang = session.run, look.lang
-    chain = {"cost": (run_key, lambda: None), "acceptance": (run_key, lambda: None),
-             "whatif": (run_key, lambda: None), "caption": (run_key, lambda: "")}
-    if rec.get("kind") != "tree_round":
-        return {**chain, **{name: (here, lambda: None) for name in ("layers", "memory", "change", "conv", "kv")}}
-    draw = lambda f: (here, lambda: f(run, rec, phase, look))          # noqa: E731
-    return {
-        **chain,
-        "text": (None, lambda: H.text_so_far(run, session.step, lang, TV.pending_chips(run, rec, phase, lang))),
-        "panel": (None, lambda: TV.panel_html(run, rec, phase, lang)),
-        "explain": (None, lambda: TV.explanation(run, rec, phase, lang)),
-        "layers": draw(TV.tree_figure),
-        "memory": (here, lambda: TV.node_memories(run, rec, phase, look, session.scales.get("nodes"))),
-        "change": draw(TV.mask_figure), "conv": draw(TV.window_figure), "kv": draw(TV.slots_figure),
-    }
+    keys = {"step": None, "phase": (run_key, r, phase), "round": (run_key, r), "run": run_key}
+    views = mode.views(run, session.step, look, session.scales or mode.scales(run))
+    return {slot: (keys[view.changes], view.draw) for slot, view in views.items()}
 
 
 def run_scales(run):
-    """The colour scales of a run's figures, computed once: the chain's (figures.run_scales), or a tree run's
-    one scale for every node's memory panel."""
-    if is_tree_run(run):
-        return {"nodes": figures.clipped_scale([g for rec in run.records if rec.get("memory")
-                                                for g in rec["memory"]["tree"]])}
-    return figures.run_scales(run.records)
+    """The colour scales of a run's figures, computed once: its mode's (a chain's: figures.run_scales; a tree
+    run's: one scale for every node's memory panel)."""
+    return modes.mode_of(run).scales(run)
 
 
 def _sent(value):
@@ -188,7 +134,7 @@ def _figure_box(elem_id, visible=True):
 def _empty_view(lang):
     """The view before a run: hidden (stepper.css), the status line alone says to press Start."""
     words = {"heading": H.phase_heading(None, 0, lang), "text": H.text_so_far(None, 0, lang), "panel": "",
-             "explain": "", "caption": ""}
+             "explain": "", "bottom_caption": ""}
     return tuple(words.get(name) for name in VIEW)           # the figures: None
 
 
@@ -279,7 +225,7 @@ def apply_deep_link(request):
 
 def build_stepper_tab(shared):
     """The stepper's components and events, inside the caller's gr.Tab. Returns the components by name
-    (demo.frame.Components: the controls, the buttons, `view` {VIEW name: component}, session, timer, ...)."""
+    (demo.frame.Components: the controls, the buttons, `view` {slot name (VIEW): component}, session, timer, ...)."""
     say = lambda component, **props: words(shared, component, **props)      # noqa: E731 (relabelled with lang)
     with gr.Column(elem_id="stepper-panel"):
         ui = _build_inputs(shared, say)
@@ -364,15 +310,15 @@ def _build_view(ui, say):
                     ui.speed = say(gr.Slider(0.3, 5, value=1.5, step=0.1, label=t("step_speed", L),
                                              elem_id="stepper-speed"), label="step_speed")
             with gr.Column(scale=3):
-                view["layers"] = _figure_box("stepper-layers")
-        view["memory"] = _figure_box("stepper-memory")
-        view["conv"] = _figure_box("stepper-conv")
-        for pair in (("change", "kv"), ("cost", "acceptance")):
+                view["beside"] = _figure_box(FIGURE_BOXES["beside"])
+        for slot in ("upper", "middle"):
+            view[slot] = _figure_box(FIGURE_BOXES[slot])
+        for pair in (("left", "right"), ("lower_left", "lower_right")):
             with gr.Row(equal_height=False, elem_classes="step-fig-pair"):
-                for name in pair:
-                    view[name] = _figure_box(f"stepper-{name}")
-        view["whatif"] = _figure_box("stepper-whatif")
-        view["caption"] = gr.Markdown("", elem_id="stepper-whatif-caption")
+                for slot in pair:
+                    view[slot] = _figure_box(FIGURE_BOXES[slot])
+        view["bottom"] = _figure_box(FIGURE_BOXES["bottom"])
+        view["bottom_caption"] = gr.Markdown("", elem_id="stepper-whatif-caption")
         with gr.Accordion(t("skip_restore", L), open=False) as proof_box:
             ui.skip = say(gr.Checkbox(False, label=t("skip_restore", L), elem_id="stepper-skip-restore"),
                           label="skip_restore")
