@@ -57,13 +57,14 @@ def test_an_index_gets_the_stride_inductor_itself_finds(monkeypatch):
 
 
 @written_for_this_torch
-def test_quick_builds_ask_for_o2_only_within_the_block():
+def test_quick_builds_ask_for_o2_and_inlining_only_within_the_block():
     def level():
-        return [f for f in cpp_builder._get_optimization_cflags("g++")[0] if f.startswith("O")]
+        flags = cpp_builder._get_optimization_cflags("g++")[0]
+        return [f for f in flags if f.startswith("O")] + [f for f in flags if "large-function" in f]
     assert level() == ["O3"]
     elsewhere = []
     with internals.quick_builds():
-        assert level() == ["O2"]
+        assert level() == ["O2", "-param=large-function-insns=100000", "-param=large-function-growth=10000"]
         other = threading.Thread(target=lambda: elsewhere.append(level()))   # the app serving meanwhile
         other.start()
         other.join()
@@ -97,6 +98,7 @@ def test_a_quick_build_runs_the_compiler_at_o2_and_computes_the_same(monkeypatch
         torch.testing.assert_close(graphs((1, False), x), scaled(owner, x))
     builds = graph_builds(log)
     assert builds and all(" -O2 " in f" {b} " and " -O3 " not in f" {b} " for b in builds), builds
+    assert all(" --param=large-function-growth=10000 " in f" {b} " for b in builds), builds
 
     # a later start loads the graph and builds nothing: the library is looked up under the same flags.
     # subtle: a new process also builds inductor's CPU probes (tiny programs: the vector-ISA one, which the

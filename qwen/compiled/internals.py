@@ -2,7 +2,7 @@
 TESTED_TORCH (tests/test_internals.py checks each applies here, or skips). Why each pays: docs/design.md,
 "Starting fast"; figures: docs/benchmarks.md, 2026-12-01 (graphs built sooner) and 2026-12-05 (re-measured on 2.11).
 
-    quick_builds()              g++ at -O2 for a small model's graphs (torch._inductor.cpp_builder)
+    quick_builds()              g++ at -O2, inlining past its size limits, for streamed graphs (torch._inductor.cpp_builder)
     simplify_fewer()            no sympy.simplify of a polynomial index (torch._inductor.codegen.cpp)
     skip_proven_isa_probes()    trust the vector-ISA probes that passed before (torch._inductor.cpu_vec_isa)
     use_cache_dir(folder)       inductor's cache under ours (torch._inductor.runtime.cache_dir_utils)
@@ -31,10 +31,18 @@ def applies():
 
 _chosen = threading.local()                  # .level: this thread's -O level for -O3, or None
 
+# g++ stops inlining into a function past a size (--param large-function-insns, then -growth); inductor puts a
+# whole stretch of a layer in one kernel function, and in a verify pass's (2 rows: more code) g++ left the
+# vector loads out of line, spilling every accumulator around each call: a 0.8B verify of 2 rows ran 75 ms
+# against 61 ms inlined (docs/benchmarks.md, 2026-12-07, ninth session). Without limits it inlines them.
+INLINE_WITHOUT_LIMITS = ["-param=large-function-insns=100000", "-param=large-function-growth=10000",
+                         "-param=inline-unit-growth=10000"]   # inductor puts a "-" before each
+
 
 def _read_chosen_level():
-    """Wrap inductor's choice of optimisation flags (once) so that it reads this thread's level: per
-    thread, as the app's other threads build as before meanwhile. -> whether the wrapper is in place"""
+    """Wrap inductor's choice of optimisation flags (once) so that it reads this thread's level (and inlines
+    without limits where a level is chosen): per thread, as the app's other threads build as before
+    meanwhile. -> whether the wrapper is in place"""
     if not applies():
         return False
     try:
@@ -49,7 +57,9 @@ def _read_chosen_level():
     def flags(*args, **kwargs):
         cflags, ldflags = original(*args, **kwargs)
         level = getattr(_chosen, "level", None)
-        return [level if level and flag == "O3" else flag for flag in cflags], ldflags
+        if not level:
+            return cflags, ldflags
+        return [level if flag == "O3" else flag for flag in cflags] + INLINE_WITHOUT_LIMITS, ldflags
 
     flags.reads_chosen_level = True
     cpp_builder._get_optimization_cflags = flags
@@ -58,7 +68,8 @@ def _read_chosen_level():
 
 @contextlib.contextmanager
 def quick_builds(level="O2"):
-    """Within this block, in this thread, inductor builds its C++ at `level` where it would use -O3."""
+    """Within this block, in this thread, inductor builds its C++ at `level` where it would use -O3, and lets
+    g++ inline without its size limits (INLINE_WITHOUT_LIMITS)."""
     _read_chosen_level()
     previous = getattr(_chosen, "level", None)
     _chosen.level = level
