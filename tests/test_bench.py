@@ -30,30 +30,33 @@ def test_the_spec_benchmark_runs_on_the_embedded_model_with_its_draft_vocabulary
     assert len({r["plain_s"] for r in rows}) > 1                    # plain re-timed beside every setting
 
 
-def test_the_scripted_benchmark_alternates_its_repeats_and_reports_medians(monkeypatch, tmp_path):
-    """--repeats 3: plain, then each setting, three times over; a setting's speed-up is its median rate
-    over plain's median rate. (A tiny random model stands in for the 0.8B shape; the seconds are set.)"""
+def test_the_scripted_benchmark_pairs_each_run_with_a_plain_one_and_reports_medians(monkeypatch, tmp_path):
+    """--repeats 3: each setting three times over, each time right after a plain run of its own; a setting's
+    speed-up is the median of its ratios to the plain run beside it (so a host that slows down for a while
+    slows both sides of a ratio). (A tiny random model stands in for the 0.8B shape; the seconds are set.)"""
     model, head = random_pair("small", seed=3)
     monkeypatch.setattr(bench, "random_model", lambda dtype: (model, None))
     monkeypatch.setattr(bench, "random_head", lambda cfg, dtype: head)
-    seconds, order, real = iter([4, 1, 1, 2, 2, 1, 8, 3, 5]), [], bench.timed   # plain, 0.5, 0.9, plain, ...
+    # the transcript's plain run, then (plain, 0.5, plain, 0.9) per repeat
+    seconds, order, real = iter([4, 2, 1, 4, 1, 2, 2, 2, 1, 8, 3, 4, 5]), [], bench.timed
 
     def timed(fn, *args, **kw):
         out, t = real(fn, *args, **kw)
-        if args and args[0] is model and len(order) < 9:
+        if args and args[0] is model and len(order) < 13:
             order.append("plain" if fn is bench.generate else type(args[1]).__name__ + f" {args[1].hit_rate}")
             t = next(seconds)
         return out, t
     monkeypatch.setattr(bench, "timed", timed)
     bench.main(["spec", "--scripted", "--hand-set", "--ks", "2", "--rates", "0.5,0.9", "--new-tokens", "12",
                 "--repeats", "3", "--threads", "1", "--json", str(tmp_path / "r.json")])
-    assert order == ["plain", "ScriptedHead 0.5", "ScriptedHead 0.9"] * 3
+    assert order == ["plain"] + ["plain", "ScriptedHead 0.5", "plain", "ScriptedHead 0.9"] * 3
     result = json.load(open(tmp_path / "r.json"))
-    assert result["plain_tok_s"] == {"random ids": 12 / 4} and result["repeats"] == 3  # median of 12/4, 12/2, 12/8
+    assert result["plain_tok_s"] == {"random ids": 12 / 4} and result["repeats"] == 3  # median of 7 plain runs
     runs = {r["hit_rate"]: r for r in result["runs"]}
     assert all(r["identical"] and r["k"] == 2 for r in runs.values())
-    assert (runs[0.5]["tok_s"], runs[0.5]["speedup"]) == (12 / 2, 2.0)                 # median of 1, 2, 3 s
-    assert (runs[0.9]["tok_s"], runs[0.9]["speedup"]) == (12 / 1, 4.0)                 # median of 1, 1, 5 s
+    # 0.5: 1, 2, 3 s beside plain 2, 2, 8 s -> ratios 2, 1, 8/3; 0.9: 1, 1, 5 s beside 4, 2, 4 s -> 4, 2, 0.8
+    assert (runs[0.5]["tok_s"], runs[0.5]["speedup"]) == (12 / 2, 2.0)
+    assert (runs[0.9]["tok_s"], runs[0.9]["speedup"]) == (12 / 1, 2.0)
 
 
 def test_the_hand_set_benchmark_scores_drafts_over_32k_tokens_unless_told_every_token(monkeypatch, tmp_path):
