@@ -176,3 +176,22 @@ def test_the_first_k_serves_first_and_the_other_lengths_compile_after(tmp_path, 
     assert rounds == {("round", (3, True)), ("sampled_round", (3, True))} and (fast.steps, (1, False)) in first
     assert {(part.kind, v[0]) for part, v in later if part.kind == "round"} == {("round", 2), ("round", 4)}
     assert len(first) + len(later) == len({(id(p), v) for p, v in first + later})          # each pass once
+
+
+def test_laying_out_a_model_for_streaming_changes_strides_only():
+    """lay_out_transposed: every Linear weight becomes the contiguous transpose and each depthwise conv's taps
+    contiguous over the channels (what the graphs read), with the same values, so eager passes (prefill, and the
+    conv of more than a few tokens) still compute what the model computed before, up to float32's rounding."""
+    model, _ = random_pair("small", seed=5)
+    ids = torch.randint(0, model.cfg.vocab_size, (1, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        before = model(ids, State(model, 64))
+        values = {n: p.detach().clone() for n, p in model.named_parameters()}
+        steps.lay_out_transposed([model])
+        after = model(ids, State(model, 64))
+    assert all(torch.equal(values[n], p) for n, p in model.named_parameters())
+    conv = next(m for m in model.modules() if isinstance(m, nn.Conv1d))
+    assert all(conv.weight[:, 0, j].is_contiguous() for j in range(conv.weight.shape[2]))
+    linear = next(m for m in model.modules() if isinstance(m, nn.Linear) and m.weight is not model.embed_tokens.weight)
+    assert linear.weight.t().is_contiguous()
+    torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-4)      # the BLAS sums in another order

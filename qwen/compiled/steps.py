@@ -261,7 +261,10 @@ def compile_round(model, head, ks=(2,), freeze=None, sampled=False):
 def lay_out_transposed(modules):
     """Store every Linear weight W (out, in) as the contiguous transpose it is multiplied by (strides
     (1, in); values and shape unchanged), so that the passes that stay eager multiply by an "NN" GEMM,
-    cheaper at AVX2 for a few rows than MKL's "NT" one. Idempotent; a tied weight is laid out once.
+    cheaper at AVX2 for a few rows than MKL's "NT" one. A depthwise conv's weight (C, 1, K) is stored taps
+    first (strides (1, C, C)), so each tap deltanet.taps_sum reads is contiguous over the channels and the
+    conv and its silu compile to vector loops (strided, inductor wrote them scalar, in one thread).
+    Idempotent; a tied weight is laid out once.
     subtle: a weight an Embedding shares (the tied output layer) stays row-major: a token's embedding is then one
     contiguous row, and the first norm sums it in order; read down a column, inductor ordered that sum one way for
     a one-row pass and another for several (docs/design.md, batch invariance)."""
@@ -272,6 +275,8 @@ def lay_out_transposed(modules):
             if w is not None and w.dim() == 2 and w.stride() == (w.shape[1], 1) and w.shape[1] > 1 \
                     and id(w) not in embeddings:
                 w.data = w.data.t().contiguous().t()
+            if isinstance(linear, torch.nn.Conv1d) and linear.weight.shape[1] == 1 and linear.weight.stride(0) > 1:
+                linear.weight.data = linear.weight.data.permute(2, 1, 0).contiguous().permute(2, 1, 0)
 
 
 def _prepare(modules, fn, variants, kind, plan):
