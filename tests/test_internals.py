@@ -69,6 +69,9 @@ def test_quick_builds_ask_for_o2_and_inlining_only_within_the_block():
         other.start()
         other.join()
     assert level() == ["O3"] and elsewhere == [["O3"]]
+    with internals.quick_builds():               # the params are g++'s: clang is asked for -O2 alone
+        assert [f for f in cpp_builder._get_optimization_cflags("clang++")[0] if "param" in f or f.startswith("O")] \
+            == ["O2"]
 
 
 class Scale(torch.nn.Module):

@@ -36,7 +36,7 @@ _chosen = threading.local()                  # .level: this thread's -O level fo
 # vector loads out of line, spilling every accumulator around each call: a 0.8B verify of 2 rows ran 75 ms
 # against 61 ms inlined (docs/benchmarks.md, 2026-12-07, ninth session). Without limits it inlines them.
 INLINE_WITHOUT_LIMITS = ["-param=large-function-insns=100000", "-param=large-function-growth=10000",
-                         "-param=inline-unit-growth=10000"]   # inductor puts a "-" before each
+                         "-param=inline-unit-growth=10000"]   # inductor puts a "-" before each; g++ only
 
 
 def _read_chosen_level():
@@ -57,9 +57,11 @@ def _read_chosen_level():
     def flags(*args, **kwargs):
         cflags, ldflags = original(*args, **kwargs)
         level = getattr(_chosen, "level", None)
-        if not level:
+        if not level or "O3" not in cflags:
             return cflags, ldflags
-        return [level if flag == "O3" else flag for flag in cflags] + INLINE_WITHOUT_LIMITS, ldflags
+        compiler = args[0] if args else kwargs.get("cpp_compiler", "")
+        inline = INLINE_WITHOUT_LIMITS if cpp_builder._is_gcc(compiler) else []      # the params are g++'s
+        return [level if flag == "O3" else flag for flag in cflags] + inline, ldflags
 
     flags.reads_chosen_level = True
     cpp_builder._get_optimization_cflags = flags
