@@ -172,7 +172,7 @@ def test_a_huge_prompt_is_cut_with_a_notice_and_never_exhausts_memory(app, clien
     assert summary["identical"] is True and "only the last" in " ".join(summary["notices"])
     assert "Recorded" in step_start(client, huge, max_new=4)[0]
     assert len(stepper_run_of(app, client).prompt_ids) <= environment.max_prompt_tokens()
-    # generous: a busy 2-core host took 30.1 s (both requests tokenize 5 MB); prefilling 1.2M tokens takes hours
+    # generous: a busy 2-core host took 30.1 s (both requests tokenize 5 MB); an uncut prompt's pass is far slower
     assert time.perf_counter() - t0 < 90
 
 
