@@ -352,7 +352,8 @@ def bench_scripted(args):
             generate_mtp(model, scripted(0.5), ids, 8, k=k)
         configs = [(float(rate), k, rollback) for rate in args.rates.split(",") for k in ks
                    for rollback in (ROLLBACKS_RUN if k == 1 else ["select"])]
-        plain_rates, rates, ratios, outcomes = [len(plain) / t_plain], {c: [] for c in configs}, {c: [] for c in configs}, {}
+        plain_rates, outcomes = [len(plain) / t_plain], {}
+        rates, ratios = {c: [] for c in configs}, {c: [] for c in configs}      # tok/s; ÷ the plain run beside it
         for rep in range(args.repeats):  # --repeats: every run again; medians below
             for rate, k, rollback in configs:
                 # subtle: each run beside a plain run of its own, and its speed-up that pair's ratio: this host's

@@ -270,13 +270,13 @@ def lay_out_transposed(modules):
     a one-row pass and another for several (docs/design.md, batch invariance)."""
     embeddings = {id(m.weight) for module in modules for m in module.modules() if isinstance(m, torch.nn.Embedding)}
     for module in modules:
-        for linear in module.modules():
-            w = linear.weight if isinstance(linear, torch.nn.Linear) else None
+        for part in module.modules():
+            w = part.weight if isinstance(part, torch.nn.Linear) else None
             if w is not None and w.dim() == 2 and w.stride() == (w.shape[1], 1) and w.shape[1] > 1 \
                     and id(w) not in embeddings:
                 w.data = w.data.t().contiguous().t()
-            if isinstance(linear, torch.nn.Conv1d) and linear.weight.shape[1] == 1 and linear.weight.stride(0) > 1:
-                linear.weight.data = linear.weight.data.permute(2, 1, 0).contiguous().permute(2, 1, 0)
+            if isinstance(part, torch.nn.Conv1d) and part.weight.shape[1] == 1 and part.weight.stride(0) > 1:
+                part.weight.data = part.weight.data.permute(2, 1, 0).contiguous().permute(2, 1, 0)   # (C, 1, K) taps first
 
 
 def _prepare(modules, fn, variants, kind, plan):
