@@ -38,22 +38,21 @@ from demo.choices import lane_rollbacks
 
 
 @dataclass
-class Run:
-    """One decoding run, updated in place while it streams."""
+class Run(costs.LaneTimes):
+    """One decoding run, updated in place while it streams: a timed lane (qwen.costs.LaneTimes: its `passes`, per
+    main-model pass (start s, end s, new tokens) in engine time, its `origins` per token, its `seconds` inside the
+    engine), with its text and counts."""
     kind: str                                   # "plain" | "speculative"
     k: int = 0
     rollback: str = ""
     tree: str = ""                              # a draft tree's shape ("2+1"; qwen.tree), "" for a chain of k
     tokens: list = field(default_factory=list)  # every new id, a final stop token included
-    origins: list = field(default_factory=list) # per token: main | draft | correction | bonus
     pieces: list = field(default_factory=list)  # per token: the text it completed (stop token: "")
-    seconds: float = 0.0                        # time inside the engine
     rounds: int = 0                             # speculative rounds (main-model verify passes)
     hits: int = 0                               # accepted draft tokens
     rolled_back: int = 0                        # rounds that rejected a draft (ended in a correction)
     ended: str = ""                             # "" while running | "stop" | "length" | "time"
     started: bool = False
-    passes: list = field(default_factory=list)  # per main-model pass: (start s, end s, new tokens), engine time
     kept: dict = None                           # k="auto": rounds by the drafts they kept {0: n, 1: n, ...}
     draft: tuple = None                         # (ids the head's guesses score, the vocabulary's size); None: all
 
@@ -161,17 +160,15 @@ MIN_ITEMS = 3
 
 def _drive(run, stream, stop, decode, *, max_tokens, max_seconds, clock, add):
     """Pull `stream` to its end, max_tokens or the cap on the run's own seconds (once MIN_ITEMS items followed
-    the prompt's pass), timing only the engine; `add(run, item, detok)` records an item. Yields the run after
-    each item."""
+    the prompt's pass), timing only the engine (qwen.costs.timed_items, as every lane is timed); `add(run, item,
+    detok)` records an item's tokens. Yields the run after each item."""
     run.started = True
     detok = Detokenizer(decode)
-    t = clock()
     try:
-        for item in stream:
-            start, had = run.seconds, len(run.tokens)
-            run.seconds += clock() - t
+        for item, seconds in costs.timed_items(stream, clock):
+            had = len(run.tokens)
             add(run, item, detok)
-            run.passes.append((start, run.seconds, len(run.tokens) - had))
+            run.took(seconds, len(run.tokens) - had)
             if run.tokens and run.tokens[-1] in stop:
                 run.ended = "stop"
             elif len(run.tokens) >= max_tokens:
@@ -181,7 +178,6 @@ def _drive(run, stream, stop, decode, *, max_tokens, max_seconds, clock, add):
             if run.ended:
                 break
             yield run
-            t = clock()
     finally:
         stream.close()              # ends the engine's generator now (also when we are cancelled)
     if run.pieces:

@@ -17,9 +17,9 @@ The model has every term a lane's clock counts:
 Each term is measured on its own, in lanes run for it, never fitted to the run it then predicts: the model's
 passes are timed inside the engine (the `timings=` of qwen.sample.generate_stream and
 qwen.mtp.generate_mtp_stream), the work around them is a lane's time between tokens or rounds less those
-passes, per_token is the slope of that work against the tokens a round emitted. A lane here is anything with
-`passes` [(start s, end s, new tokens)] per item (the prompt's first) and `origins` per token ("main", "draft",
-"correction", "bonus"), as LaneTimes (the demo's race lanes have the same two). Costs saved by older versions
+passes, per_token is the slope of that work against the tokens a round emitted. A lane is a LaneTimes: `passes`
+[(start s, end s, new tokens)] per item (the prompt's first) and `origins` per token ("main", "draft", "correction",
+"bonus"), timed by one clock (timed_items), the demo's race lanes included. Costs saved by older versions
 have only the passes (the around terms 0): they predict as before.
 
 One timer and one table: `measure` runs lanes (the race's, or the engine's own: qwen.mtp.engine_race) and
@@ -351,26 +351,38 @@ def prefill_seconds(stream_factories, repeats=5, cap=0.25):
     return [statistics.median(out) for out in times]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LaneTimes:
-    """A lane as timed_lane runs it: per item (the prompt's token, then each token or round) its start and end
-    second and its new tokens, and each token's origin."""
+    """A timed lane: per item (the prompt's token, then each token or round) its start and end second of engine time
+    and its new tokens, each token's origin, and its engine seconds so far. timed_lane fills one; a race's lane
+    (demo.race.Run) is one, filled as it streams."""
     passes: list = field(default_factory=list)
     origins: list = field(default_factory=list)
     seconds: float = 0.0
 
+    def took(self, seconds, new):
+        """Count an item that took `seconds` of engine time and brought `new` tokens (its origins are the caller's)."""
+        self.passes.append((self.seconds, self.seconds + seconds, new))
+        self.seconds += seconds
 
-def timed_lane(stream, to_origins):
-    """Run a decoding stream to its end, timing the caller's side of each item. -> LaneTimes"""
-    lane, clock = LaneTimes(), time.perf_counter
+
+def timed_items(stream, clock=time.perf_counter):
+    """Each item of a decoding stream with the seconds the stream took to give it: yields (item, seconds), timing
+    only the stream (the clock starts again when the caller asks for the next item, so whatever the caller does
+    between items is not counted). The one lane clock: timed_lane's and the race's (demo.race)."""
     t = clock()
     for item in stream:
-        now = clock()
-        origins = to_origins(item)
-        lane.passes.append((lane.seconds, lane.seconds + now - t, len(origins)))
-        lane.seconds += now - t
-        lane.origins += origins
+        yield item, clock() - t
         t = clock()
+
+
+def timed_lane(stream, to_origins):
+    """Run a decoding stream to its end, timing the caller's side of each item (timed_items). -> LaneTimes"""
+    lane = LaneTimes()
+    for item, seconds in timed_items(stream):
+        origins = to_origins(item)
+        lane.origins += origins
+        lane.took(seconds, len(origins))
     return lane
 
 
