@@ -165,7 +165,7 @@ def test_a_wide_model_streaming_its_weights_decodes_as_eager_does(monkeypatch, t
     the output layer's own streamed rows (shared, not copied)."""
     monkeypatch.setenv("QWEN_COMPILE_CACHE", str(tmp_path))
     monkeypatch.setenv("QWEN_COMPILE_WORKERS", "1")
-    wide, _ = random_pair(dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1), seed=20)
+    wide, _ = random_pair(dict(SMALL, hidden_size=host.WIDE_HIDDEN, num_hidden_layers=1), seed=20)
     as_checkpoint(wide)
     head = as_checkpoint(MTP(wide.cfg).eval().requires_grad_(False))
     if draft_vocab == "a subset":

@@ -17,7 +17,7 @@ from qwen.weights import find_model
 from reference import SMALL
 from test_mtp import random_pair
 
-WIDE = dict(SMALL, hidden_size=host.AUTOTUNE_HIDDEN, num_hidden_layers=1)
+WIDE = dict(SMALL, hidden_size=host.WIDE_HIDDEN, num_hidden_layers=1)
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (1, 3), (2, 2), (4,)])

@@ -1,5 +1,5 @@
 """What this host offers the compiled engine, decided from the machine alone: the dtype to load in, the C++
-compiler, free memory, where compiled artefacts live, and the widths that separate small from wide models.
+compiler, free memory, where compiled artefacts live, and the width that separates small from wide models.
 """
 import ctypes
 import os
@@ -19,11 +19,21 @@ def cache_dir():
     return os.path.join(root, "cpu-" + torch.backends.cpu.get_cpu_capability().lower())
 
 
-BF16_MIN_HIDDEN = 1024       # narrower models stay float32 (default_dtype)
+# The width that parts small models from wide ones (docs/design.md): a small model's step is bound by the cost of
+# each operation, a wide one's (the 0.8B: hidden 1024) by reading its weights. So a small model stays float32 on a GPU
+# too (default_dtype), compiles each greedy round into one graph (warm_up) and never freezes unasked (choose_strategy);
+# a wide one gets max-autotuned GEMMs where frozen, row-invariant streamed graphs (steps.py), no compile helpers
+# (workers.py).
+WIDE_HIDDEN = 1024
+
+
+def is_wide(module):
+    """Whether a model (or its head) is wide: hidden size >= WIDE_HIDDEN."""
+    return module.cfg.hidden_size >= WIDE_HIDDEN
 
 
 def default_dtype(device="cpu", hidden_size=None):
-    """bfloat16 on CUDA, float32 on every CPU; a model narrower than BF16_MIN_HIDDEN stays float32 on a GPU too
+    """bfloat16 on CUDA, float32 on every CPU; a model narrower than WIDE_HIDDEN stays float32 on a GPU too
     (docs/design.md, why float32 for small models). -> (dtype, reason)
 
     On CPU a float32 model's compiled graphs still read its weights in bfloat16 where that is exact (a bfloat16
@@ -32,7 +42,7 @@ def default_dtype(device="cpu", hidden_size=None):
     In bfloat16 they are not (a row's logits moved by up to a bfloat16 step), and at a near tie speculative decoding
     then wrote another token than plain decoding (docs/design.md, the same text from every pass)."""
     cuda = torch.device(device).type == "cuda"
-    if hidden_size is not None and hidden_size < BF16_MIN_HIDDEN:
+    if hidden_size is not None and hidden_size < WIDE_HIDDEN:
         return torch.float32, f"a small model (hidden size {hidden_size}) on {'a GPU' if cuda else 'CPU'}"
     if cuda:
         return torch.bfloat16, "CUDA"
@@ -52,11 +62,6 @@ def compiler_missing(device="cpu"):
     if not cpp_compiler():
         return "no C++ compiler (install g++)"
     return None
-
-
-AUTOTUNE_HIDDEN = 1024       # models this wide get max-autotune GEMMs; smaller ones are all overhead
-
-FUSE_HIDDEN = 1024           # models narrower than this compile each greedy round into one graph
 
 
 def memory_available():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from qwen.compiled import host
-from qwen.compiled.host import AUTOTUNE_HIDDEN, compiler_missing
+from qwen.compiled.host import compiler_missing, is_wide
 from qwen.compiled.streamed import stream_dtype
 
 
@@ -38,7 +38,7 @@ def freeze_fits(modules, graphs, available=None):
 
 def choose_strategy(modules, freeze=None, graphs=1, ahead=False):
     """-> (Strategy, why). AHEAD where asked (ahead=True: ZeroGPU, which refuses torch.compile). CUDA on a
-    GPU. On CPU, streamed, except frozen where asked (freeze=True) or, with freeze=None, for a wide model (hidden >= AUTOTUNE_HIDDEN) run in bfloat16 (default_dtype's choice
+    GPU. On CPU, streamed, except frozen where asked (freeze=True) or, with freeze=None, for a wide model (host.is_wide) run in bfloat16 (default_dtype's choice
     where bfloat16 is native) where `graphs` frozen copies fit in memory: there frozen decoded
     speculatively faster (docs/design.md, frozen weights where bfloat16 is native)."""
     if ahead:
@@ -47,7 +47,7 @@ def choose_strategy(modules, freeze=None, graphs=1, ahead=False):
         return Strategy.CUDA, "on a GPU"
     if freeze is not None:
         return (Strategy.FROZEN if freeze else Strategy.STREAMED), "as asked"
-    if modules[0].cfg.hidden_size < AUTOTUNE_HIDDEN:
+    if not is_wide(modules[0]):
         return Strategy.STREAMED, "a small model: streamed graphs are saved whole on disk"
     weights = [m.weight for module in modules for m in module.modules() if isinstance(m, torch.nn.Linear)]
     if all(stream_dtype(w) == torch.bfloat16 and w.dtype == torch.float32 for w in weights):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from qwen.compiled.ahead import AheadGraphs
-from qwen.compiled.host import AUTOTUNE_HIDDEN, cache_dir, compiler_missing, cpp_compiler
+from qwen.compiled.host import cache_dir, compiler_missing, cpp_compiler, is_wide
 from qwen.compiled.plan import Strategy, choose_strategy, variants_for
 from qwen.compiled.internals import configure_dynamo, simplify_fewer, skip_proven_isa_probes, use_cache_dir
 from qwen.compiled.saved import (SavedGraphs, head_run, head_scored, kv_buffers, model_step, round_of, sampled_round_of,
@@ -144,7 +144,7 @@ class CompiledSteps:
 # ROW_CHUNK elements a thread split over threads: a one-row pass's norms are one reduction of `hidden` elements,
 # which inductor would otherwise share out between threads (summing in another order than the same row of a
 # verify pass, whose rows are reduced one by one): batch invariance (docs/design.md, the same text in every dtype).
-# Wide models only (hidden >= AUTOTUNE_HIDDEN, as RowwiseAttention): a small model's round graph ran 9% slower with
+# Wide models only (host.is_wide, as RowwiseAttention): a small model's round graph ran 9% slower with
 # both (docs/benchmarks.md, 2026-12-07, eighth session), and its float32 rows part by 1e-7 of a logit at most.
 ROW_CHUNK = 16384
 WRAPPER_IN_CPP = dict(cpp_wrapper=True, size_asserts=False, realize_opcount_threshold=4)
@@ -176,14 +176,13 @@ def compile_graphs(fn, owners, kind, device, strategy):
         return on_cuda
     simplify_fewer()                             # exact, and a shorter compile (internals.py)
     if strategy is Strategy.STREAMED:            # C++ at -O2 (internals.quick_builds)
-        wide = owners[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
         return SavedGraphs(fn, owners, kind, os.path.join(cache_dir(), "graphs"),
-                           dict(WRAPPER_IN_CPP, **(ROW_INVARIANT if wide else {})), quick_build=True)
+                           dict(WRAPPER_IN_CPP, **(ROW_INVARIANT if is_wide(owners[0]) else {})), quick_build=True)
     # frozen: weights become constants, packed for max-autotuned GEMMs (a copy per graph, no cached start);
     # a small model frozen on request keeps them unpacked, where a packed GEMM's overhead outweighs its work
     # GEMMs from inductor's C++ templates only: offered oneDNN's too ("ATEN"), autotuning picked it for 2 or 3 rows from
     # cache-warm trials, and verify passes cost far more than the templates' (docs/benchmarks.md, 2026-12-06)
-    wide = owners[0].cfg.hidden_size >= AUTOTUNE_HIDDEN
+    wide = is_wide(owners[0])
     options = dict(max_autotune=True, max_autotune_gemm_backends="CPP") if wide else dict(WRAPPER_IN_CPP)
     config = {"freezing": True} if wide else {"freezing": True, "cpp.weight_prepack": False}
     compiled = torch.compile(fn, fullgraph=True, options=options)
@@ -288,7 +287,7 @@ def _prepare(modules, fn, variants, kind, plan):
     if strategy is Strategy.STREAMED:
         with torch.inference_mode(False):
             lay_out_transposed(modules)
-            stream_weights(modules, rowwise=modules[0].cfg.hidden_size >= AUTOTUNE_HIDDEN)
+            stream_weights(modules, rowwise=is_wide(modules[0]))
     device = next(modules[0].parameters()).device
     steps = CompiledSteps(compile_graphs(fn, modules, kind, device, strategy), variants, kind)
     steps.strategy, steps.why = strategy, why

@@ -16,7 +16,7 @@ computes at that position (docs/design.md, the same text in every dtype). Each o
 row's own dot product; attention, which scaled_dot_product_attention computes in blocks of rows, is swapped for
 RowwiseAttention, whose every row is its own loops too (the graphs' remaining pieces are written for it in the
 model: fixed additions in the conv, channels innermost; and steps.ROW_CHUNK keeps a row's reductions on one thread).
-RowwiseAttention and ROW_CHUNK apply to wide models (hidden >= AUTOTUNE_HIDDEN) only: steps._prepare decides.
+RowwiseAttention and ROW_CHUNK apply to wide models (host.is_wide) only: steps._prepare decides.
 """
 import torch
 import torch.nn as nn

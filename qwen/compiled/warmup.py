@@ -16,7 +16,7 @@ import torch
 
 from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_state
 from qwen.compiled import workers
-from qwen.compiled.host import FUSE_HIDDEN, cache_dir, cpp_compiler, release_freed_memory
+from qwen.compiled.host import cache_dir, cpp_compiler, is_wide, release_freed_memory
 from qwen.compiled.internals import record_isa_probes
 from qwen.compiled.steps import Phase, Status, Why, compile_head, compile_model, compile_round
 from qwen.compiled.view import CompiledHead, CompiledModel
@@ -47,7 +47,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
             only_greedy=False, on_ready=None, timer=None, ahead=False):
     """Compile every pass decoding with these k and rollbacks makes, now (later runs load from the disk
     cache), check each against eager, time it against eager, and keep it only where it is faster.
-    A small model (hidden < FUSE_HIDDEN) with `select` also gets each round as one graph, greedy and
+    A small model (not host.is_wide) with `select` also gets each round as one graph, greedy and
     sampled; these and the decode step come first, the step graphs for the trace, top-k / top-p and
     `recompute` after (only_greedy: the greedy ones alone; the rest then runs eagerly).
     model and head: modules, or the compiled views compile_model / compile_head made of them.
@@ -63,7 +63,7 @@ def warm_up(model, head=None, ks=(2,), rollbacks=("select",), context=32, keep_i
     if head is not None and not isinstance(head, CompiledHead):
         head = compile_head(head, ks, freeze, model, ahead)
     if head is not None and head.rounds is None and "select" in rollbacks \
-            and model.cfg.hidden_size < FUSE_HIDDEN and not ahead:
+            and not is_wide(model) and not ahead:
         compile_round(model, head, ks, freeze)
         compile_round(model, head, ks, freeze, sampled=True)
     steps = [model.steps] + ([head.steps, head.rounds, head.sampled_rounds] if head is not None else [])

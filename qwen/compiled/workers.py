@@ -23,7 +23,7 @@ import torch
 
 from qwen import environment
 from qwen.compiled import host
-from qwen.compiled.host import AUTOTUNE_HIDDEN
+from qwen.compiled.host import is_wide
 from qwen.compiled.saved import SavedGraphs
 from qwen.compiled.view import plain
 
@@ -68,8 +68,8 @@ def portable(module):
 
 def copies_fit(model, head, helpers, available=None):
     """Whether `helpers` more copies of the weights (one per helper) fit in half of the memory available.
-    A wide model (hidden >= AUTOTUNE_HIDDEN) compiles alone: there memory matters more than time."""
-    if model.cfg.hidden_size >= AUTOTUNE_HIDDEN:
+    A wide model (host.is_wide) compiles alone: there memory matters more than time."""
+    if is_wide(model):
         log.info("no compile helpers: a wide model compiles in this process (a helper would copy its weights)")
         return False
     modules = [m for m in (model, head) if m is not None]
