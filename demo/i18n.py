@@ -29,7 +29,7 @@ STRINGS = {
                     "**{model}** 已就绪（{plan}，上下文 {context} 个词元{mtp}）"),
     "plan_threads": ("{n} thread", "{n} 个线程"),
     "plan_threads_many": ("{n} threads", "{n} 个线程"),
-    # a qwen.compiled.plan.Strategy in words: English as the command line prints it (Strategy's value)
+    # a qwen.compiled.host.Strategy in words: English as the command line prints it (Strategy's value)
     "plan_eager": ("eager", "普通 PyTorch（未编译）"),
     "plan_STREAMED": ("streamed graphs", "流式权重的编译图"),
     "plan_FROZEN": ("frozen graphs", "冻结权重的编译图"),

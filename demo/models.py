@@ -36,7 +36,7 @@ from demo import environment, gpu
 from demo.environment import compile_wanted
 from qwen.chat import Chat
 from qwen.compiled import Phase, Status, Why, compile_head, compile_model, default_dtype, warm_up
-from qwen.compiled.plan import HostPlan, Strategy, choose_strategy, host_plan, variants_for
+from qwen.compiled.host import HostPlan, Strategy, choose_strategy, host_plan, variants_for
 from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP

@@ -20,7 +20,7 @@ import torch
 
 from qwen.chat import Chat, Detokenizer
 from qwen.compiled import default_dtype, warm_up
-from qwen.compiled.plan import host_plan
+from qwen.compiled.host import host_plan
 from qwen.config import read_config
 from qwen.model import Model
 from qwen.mtp import MTP, generate_mtp_stream, lengths_for

@@ -515,7 +515,7 @@ def main(argv=None):
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                     help="also (engine) or only (spec) measure the compiled engine (qwen.compiled)")
     ap.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=None,
-                    help="with --compile: bake the weights into each graph, or (--no-freeze) stream them (default: qwen.compiled.steps.choose_strategy)")
+                    help="with --compile: bake the weights into each graph, or (--no-freeze) stream them (default: qwen.compiled.host.choose_strategy)")
     ap.add_argument("--ahead", action="store_true",
                     help="with --compile: build the graphs ahead of time (torch.export + AOTInductor), as on ZeroGPU")
     ap.add_argument("--shape", default=None, choices=["0.8b"], help="compile mode: random weights of this shape")

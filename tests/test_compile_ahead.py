@@ -17,7 +17,7 @@ import torch
 from qwen.cache import State, keep_step_states
 from qwen.compiled import Phase, Why, host, warm_up
 from qwen.compiled.ahead import AheadGraphs, flatten, rebuild, structure_key
-from qwen.compiled.plan import Strategy, choose_strategy, host_plan
+from qwen.compiled.host import Strategy, choose_strategy, host_plan
 from qwen.compiled.saved import model_step
 from qwen.mtp import generate_mtp
 from qwen.sample import generate

@@ -569,7 +569,7 @@ def test_the_model_line_says_the_host_plan_in_the_page_language():
     import torch
 
     from demo import frame
-    from qwen.compiled.plan import HostPlan, Strategy
+    from qwen.compiled.host import HostPlan, Strategy
     for strategy, threads in [(None, 1), (Strategy.STREAMED, 2), (Strategy.FROZEN, 1), (Strategy.CUDA, 1)]:
         plan = HostPlan("cpu", torch.float32, strategy, threads, "why")
         assert frame.plan_text(plan, "English") == str(plan).replace("cpu", "CPU", 1)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from demo import environment, gpu
-from qwen.compiled.plan import host_plan
+from qwen.compiled.host import host_plan
 from test_mtp import random_pair
 
 

@@ -10,7 +10,7 @@ from demo.i18n import LANGS, STRINGS, t
 from demo.prompts import DEFAULT_EXAMPLE, EXAMPLES, default_example, default_prompt_for
 from demo.tokens import legend_html, token_spans
 from demo.choices import ORIGINS
-from qwen.compiled.plan import Strategy
+from qwen.compiled.host import Strategy
 
 CSS = (theme.STATIC / "app.css").read_text(encoding="utf-8")
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from qwen.bench import as_checkpoint
 from qwen.cache import State
 from qwen.compiled.saved import head_run
-from qwen.compiled import host, plan, steps
-from qwen.compiled.plan import Strategy
+from qwen.compiled import host, steps
+from qwen.compiled.host import Strategy
 from qwen.compiled.streamed import StreamedLinear, rows_matmul, stream_dtype, stream_weights, streamed_copy
 from qwen.model import Model
 from qwen.mtp import MTP
@@ -86,7 +86,7 @@ def test_the_embedded_model_streams_every_weight_in_bfloat16_with_the_same_value
 
 def test_small_models_and_bfloat16_exact_wide_ones_stream_and_frozen_graphs_keep_plain_linears():
     model, head = random_pair("small", seed=3)
-    assert plan.choose_strategy([model])[0] is Strategy.STREAMED
+    assert host.choose_strategy([model])[0] is Strategy.STREAMED
     model = steps.compile_model(model, ks=(2,))                 # lazy: prepares, compiles nothing
     head = steps.compile_head(head, ks=(2,), freeze=True)      # frozen graphs hold their own weights
     assert model.steps.strategy is Strategy.STREAMED and head.steps.strategy is Strategy.FROZEN
@@ -94,8 +94,8 @@ def test_small_models_and_bfloat16_exact_wide_ones_stream_and_frozen_graphs_keep
     assert not any(isinstance(m, StreamedLinear) for m in head.modules())
     wide, _ = random_pair(WIDE, seed=19)
     as_checkpoint(wide)                                  # float32 values bfloat16 holds: a bf16 checkpoint
-    assert plan.choose_strategy([wide])[0] is Strategy.STREAMED
-    assert plan.choose_strategy([wide], freeze=True) == (Strategy.FROZEN, "as asked")
+    assert host.choose_strategy([wide])[0] is Strategy.STREAMED
+    assert host.choose_strategy([wide], freeze=True) == (Strategy.FROZEN, "as asked")
     from demo.models import compiled_ks
     assert compiled_ks(wide) == (2, 1, 3)                # one copy of the weights: k = 1 and 3 (auto) compile too
 
@@ -105,19 +105,19 @@ def test_a_wide_model_run_in_bfloat16_freezes_where_a_copy_per_graph_fits(monkey
     speculatively faster there, so it freezes, unless the copies do not fit (then it streams)."""
     model, _ = random_pair("small", seed=16)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    fits, why = plan.freeze_fits([model], graphs=2, available=4 * weights)
+    fits, why = host.freeze_fits([model], graphs=2, available=4 * weights)
     assert fits and "2 packed weight copies" in why
-    fits, why = plan.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
+    fits, why = host.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
     assert not fits and "available" in why
     wide, _ = random_pair(WIDE, seed=16)
     wide = wide.to(torch.bfloat16)
     need = sum(p.numel() * p.element_size() for p in wide.parameters())
     monkeypatch.setattr(host, "memory_available", lambda: 10 * need)
-    assert plan.choose_strategy([wide], graphs=3)[0] is Strategy.FROZEN
+    assert host.choose_strategy([wide], graphs=3)[0] is Strategy.FROZEN
     monkeypatch.setattr(host, "memory_available", lambda: 4 * need)
-    strategy, why = plan.choose_strategy([wide], graphs=3)
+    strategy, why = host.choose_strategy([wide], graphs=3)
     assert strategy is Strategy.STREAMED and "no memory" in why
-    assert plan.choose_strategy([wide], freeze=False) == (Strategy.STREAMED, "as asked")
+    assert host.choose_strategy([wide], freeze=False) == (Strategy.STREAMED, "as asked")
 
 
 def test_a_frozen_head_scores_its_draft_in_its_graphs_where_the_copies_fit(monkeypatch):
@@ -141,7 +141,7 @@ def test_the_host_plan_names_what_compile_model_does(monkeypatch):
     """One decision: the plan the app and the command line show is the strategy compile_model takes."""
     model, _ = random_pair("small", seed=4)
     threads = torch.get_num_threads()
-    small = plan.host_plan(model, "a small model on CPU", ks=(2,))
+    small = host.host_plan(model, "a small model on CPU", ks=(2,))
     assert small.strategy is steps.compile_model(model, ks=(2,)).steps.strategy is Strategy.STREAMED
     assert str(small) == f"cpu · float32 · streamed graphs · {threads} thread{'s' if threads != 1 else ''}"
     assert small.why.startswith("a small model on CPU; ")
@@ -150,13 +150,13 @@ def test_the_host_plan_names_what_compile_model_does(monkeypatch):
     need = sum(p.numel() * p.element_size() for p in wide.parameters())
     for memory, want in ((20 * need, Strategy.FROZEN), (3 * need, Strategy.STREAMED)):   # 2 graphs, in half
         monkeypatch.setattr(host, "memory_available", lambda: memory)
-        assert plan.host_plan(wide, ks=(2,)).strategy is want
+        assert host.host_plan(wide, ks=(2,)).strategy is want
         assert steps.compile_model(wide, ks=(2,)).steps.strategy is want
-    off = plan.host_plan(model, compile=False)
+    off = host.host_plan(model, compile=False)
     assert off.strategy is None and "eager" in str(off) and "not asked" in off.why
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(host.shutil, "which", lambda name: None)
-    assert plan.host_plan(model).strategy is None and "g++" in plan.host_plan(model).why
+    assert host.host_plan(model).strategy is None and "g++" in host.host_plan(model).why
 
 
 def test_the_first_k_serves_first_and_the_other_lengths_compile_after(tmp_path, monkeypatch):

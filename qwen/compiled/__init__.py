@@ -8,12 +8,12 @@ qwen/mtp.py) stays a plain description of the network; this package wraps it fro
 
 Its modules, each importing only those above it:
     internals.py   every touch of torch's private internals, version-gated
-    host.py        what this host offers: dtype, C++ compiler, memory, cache folder
     streamed.py    StreamedLinear, swapped in for nn.Linear: graphs read each weight row once, bf16 where exact
+    host.py        this host and how it runs a model: dtype, C++ compiler, memory, cache folder; strategy, HostPlan
     saved.py       graphs saved whole on disk and loaded at a later start
     ahead.py       graphs built ahead of time (torch.export, AOTInductor) into package files: ZeroGPU's way
     view.py        CompiledModel, CompiledHead: the modules seen through their graphs, made from outside
-    steps.py       CompiledSteps, the strategy per host (choose_strategy), compile_model/head/round
+    steps.py       CompiledSteps, each strategy's graphs (compile_graphs), compile_model/head/round
     workers.py     a warm-up's missing graphs compiled in helper processes (helper.py is their entry)
     warmup.py      warm_up: compile, check against eager, keep each pass only where it is faster
 """

@@ -6,7 +6,7 @@
 
 A pass compiles once per number of tokens T and serves every position (cache.py keeps shapes static):
 model.step at T = 1 and 1+k, head.run at T = 1 and 1+k, mtp.greedy_round per k; prefill stays eager.
-The strategy (plan.choose_strategy) decides how graphs get their weights: STREAMED (CPU: StreamedLinear
+The strategy (host.choose_strategy) decides how graphs get their weights: STREAMED (CPU: StreamedLinear
 rows, graphs saved whole), FROZEN (CPU, a wide bfloat16 model: packed into each graph), CUDA (CUDA graphs),
 AHEAD (asked for, as on ZeroGPU: exported and built into package files, ahead.py).
 Where compiling is impossible, fails or is not faster, passes run eagerly and `status` says why
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import torch
 
 from qwen.compiled.ahead import AheadGraphs
-from qwen.compiled.host import cache_dir, compiler_missing, cpp_compiler, is_wide
-from qwen.compiled.plan import Strategy, choose_strategy, variants_for
+from qwen.compiled.host import (Strategy, cache_dir, choose_strategy, compiler_missing, cpp_compiler, is_wide,
+                                variants_for)
 from qwen.compiled.internals import configure_dynamo, simplify_fewer, skip_proven_isa_probes, use_cache_dir
 from qwen.compiled.saved import (SavedGraphs, head_run, head_scored, kv_buffers, model_step, round_of, sampled_round_of,
                                  state_buffers)
