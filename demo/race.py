@@ -193,8 +193,9 @@ def _add_token(run, item, detok, origin="main", stop=()):
 
 
 def engine_for(loaded, settings):
-    """(model, head) a race's lanes decode with: the compiled views once they serve, but the eager modules
-    for every lane when a tree lane runs (trees decode eagerly: all lanes alike keep the race fair)."""
+    """(model, head) a race's lanes decode with, and the stepper's recording (so both read one entry of the cost
+    table): the compiled views once they serve, but the eager modules for every lane when a tree lane runs (trees
+    decode eagerly: all lanes alike keep the race fair)."""
     return (loaded.model, loaded.mtp) if settings.tree else loaded.engine()
 
 

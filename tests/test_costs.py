@@ -213,6 +213,38 @@ def test_a_race_reports_the_terms_and_the_prediction_in_its_summary(loaded):
     assert out["races_skipped"] == ""
 
 
+JOB = "Then the LORD answered Job out of the whirlwind, and said,"
+
+
+def test_the_steppers_what_if_and_the_races_verdict_read_one_entry_of_the_table(loaded, monkeypatch):
+    """The prompt and k of a visitor who saw the two tabs disagree (1.03x against 1.26x): the race's predicted
+    speed-up and the stepper's "this run" marker are computed from the same entry of qwen.costs.TABLE, its prompt
+    pass included, for the same tokens and rounds, so they agree. Not a timing test: it checks that the two code
+    paths take the same inputs (each as its page calls it: demo.race_ui, demo.stepper.ui)."""
+    from demo import environment
+    from demo.stepper import figures, recording
+    from demo.stepper import ui as stepper_ui
+    from demo.stepper.steps import Settings
+    costs.TABLE.forget()
+    settings = race_settings(JOB, max_new_tokens=48, k=2)
+    ids, _ = prepare(loaded, settings, environment.max_prompt_tokens())
+    *_, done = race(loaded, ids, settings, repeat=False)
+    raced = done.lane_costs[0]
+    measured = []
+    real = race_module.measure_terms
+    monkeypatch.setattr(race_module, "measure_terms", lambda *a, **kw: measured.append(1) or real(*a, **kw))
+    mine = Settings(JOB, k=2, max_new_tokens=48)
+    mine_ids, _ = stepper_ui.encode(loaded, mine)
+    run = recording.record_run(*race_module.engine_for(loaded, mine), loaded.chat, mine_ids, mine, loaded.key,
+                               context=loaded.context)
+    assert torch.equal(mine_ids, ids) and run.output_ids == done.spec.tokens         # the same run...
+    assert measured == [] and run.costs == raced.terms()                             # ...and the same entry
+    assert costs.TABLE.get(*race_module.engine_for(loaded, settings), 2, "select", lanes="race") is not None
+    verdict = costs.lane_prediction(raced, done.spec)
+    assert figures.this_run_speedup(run) == pytest.approx(verdict, rel=0.10)
+    costs.TABLE.forget()
+
+
 def test_repeats_give_way_when_visitors_wait(loaded, monkeypatch):
     # room for several repeats (the fast tests' 0.5 s fit one only while the first race took under 0.25 s: a busy
     # moment on a shared 2-core machine left none, and the idle race below looked like a busy one)

@@ -6,7 +6,6 @@
 Both run speculative decoding (qwen.mtp.generate_mtp_stream) with a qwen.trace.Trace; the proof also
 runs plain greedy decoding and, once more, rollback="none" (KV truncated, DeltaNet memory left dirty).
 """
-import statistics
 import time
 from dataclasses import dataclass, field, replace
 
@@ -22,6 +21,7 @@ from qwen.mtp import generate_mtp_stream, lengths_for
 from qwen.sample import generate_stream
 from qwen.tree import parse_tree
 from qwen.cache import AttentionState
+from qwen.costs import Pass, time_pass
 from qwen.trace import GRID, Trace, as_grid, pooled
 
 PROOF_TOKENS = 128          # the proof runs at least this long, so a dirty memory has time to show
@@ -225,24 +225,17 @@ def _trace_watch(model, settings):
             "watch_head": max(0, settings.watch_head), "max_rounds": MAX_ROUNDS}
 
 
-def _plain_step(model, ids, steps=6):
-    """Median seconds of the main model's pass over one token after the prompt `ids` (qwen's timings)."""
-    passes = []
-    for _ in generate_stream(model, ids, steps, timings=passes):
-        pass
-    return statistics.median(passes[1:] or passes)
-
-
 def record_run(model, mtp, chat, ids, settings, model_name="", *, max_seconds=None, progress=None,
-               clock=time.perf_counter):
+               clock=time.perf_counter, context=None):
     """Run speculative decoding once with a trace and keep everything the stepper shows, for a chain of k or
     the settings' draft tree. ids: (1, T). progress(done, total) hears about each round; max_seconds caps the
     wall-clock time. A chain run then gets this host's costs: the race's cost terms for these settings on this
-    engine (demo.race.calibrate: measured once per model, host and settings and kept, the prompt's pass timed
-    for this prompt), so the what-if predicts what the race predicts, not from the recording's slower
+    engine, read from the one table as the race reads them (demo.race.calibrate, within `context` positions as
+    the race's: measured once per model, host and settings and kept, the prompt's pass timed for this prompt), so
+    the what-if predicts from the very entry the race's verdict predicts from, not from the recording's slower
     instrumented times. A tree run's rounds also hold demo.stepper.treerec's notes, written into each round's
-    record by its TreeTrace ("tree_round" records); it gets no cost terms (the race measures chain rounds), only the
-    plain step timed on its own."""
+    record by its TreeTrace ("tree_round" records); it gets no cost terms (its what-if is not drawn), only the
+    plain step timed by the one pass timer (qwen.costs.time_pass)."""
     watch = _trace_watch(model, settings)
     chosen = (watch["watch_layer"] if settings.watch_layer >= 0 else None,      # None: the recording chooses
               settings.watch_head if settings.watch_head >= 0 else None)
@@ -288,9 +281,10 @@ def record_run(model, mtp, chat, ids, settings, model_name="", *, max_seconds=No
         as_raced(model, mtp, ids, records, settings, stop=stop, chosen=auto)
     costs, step = None, None
     if len(records) > 1 and not notes:      # chain rounds: the race's cost terms for them (measured once, kept)
-        found = calibrate(model, mtp, ids, settings)[0]
+        found = calibrate(model, mtp, ids, settings, context=context)[0]
         costs, step = found.terms(), found.step
-    step = step if step is not None else _plain_step(model, ids)
+    if step is None:
+        step = time_pass(model, {"step": Pass(1)}, prompt=ids.shape[1])["step"]
     return Run(settings=replace(settings, k=parse_tree(settings.tree).depth) if notes else settings,
                model_name=model_name, prompt_ids=prompt_ids, output_ids=out, pieces=token_pieces(chat.decode, out),
                labels=labels, records=records, stop_ids=list(stop), plain_step_seconds=step, costs=costs, ended=ended,

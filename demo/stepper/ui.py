@@ -30,6 +30,7 @@ from demo.frame import Components, examples_table, model_error_text, model_label
 from demo.gpu import generation_seconds, on_gpu
 from demo.i18n import DEFAULT_LANG, LANGS, notice_text, t
 from demo.prompts import pick_example, prepare, rollback_choices
+from demo.race import engine_for
 from demo.tokens import legend_html
 from demo.environment import max_prompt_tokens, max_seconds, session_ttl
 from demo.theme import static_text
@@ -362,9 +363,8 @@ def _wire_start(shared, ui):
                 raise models.ModelError(t("model_no_mtp", language).strip(", "))
             ids, more = encode(loaded, settings)
             told = lambda done, total: progress(done / max(total, 1), desc=t("recording", language))  # noqa: E731
-            engine = (loaded.model, loaded.mtp) if settings.tree else loaded.engine()   # trees decode eagerly
-            run = recording.record_run(*engine, loaded.chat, ids, settings, loaded.key, max_seconds=max_seconds(),
-                                       progress=told)
+            run = recording.record_run(*engine_for(loaded, settings), loaded.chat, ids, settings, loaded.key,
+                                       max_seconds=max_seconds(), progress=told, context=loaded.context)
         except InputError as e:
             return failed(t("error", language, error=notice_text(e, language)))
         except models.ModelError as e:
