@@ -114,8 +114,9 @@ def callers_of(names, roots):
 def test_one_timer_turns_lanes_into_costs_and_one_table_keeps_them():
     """Every measured cost (the race's verdict, the stepper's what-if, k="auto", the benches) comes from lanes
     through qwen.costs.measure and is kept in qwen.costs.TABLE: nothing else turns lanes into terms, times a
-    prompt's pass or keeps costs of its own."""
+    prompt's pass or keeps costs of its own; and one clock times every lane's items, the race's included."""
     roots = [QWEN, QWEN.parent / "demo"]
+    assert callers_of({"timed_items"}, roots) == {("costs.py", "timed_lane"), ("race.py", "_drive")}
     assert callers_of({"from_lanes"}, roots) == {("costs.py", "measure")}
     assert callers_of({"prefill_seconds"}, roots) == {("costs.py", "with_prompt_pass")}
     assert {fn for _, fn in callers_of({"measure"}, roots)} == {"length_seconds", "measure_terms", "lane_terms"}
