@@ -77,10 +77,11 @@ def test_helpers_are_used_only_for_graphs_saved_on_disk_and_missing(monkeypatch,
     head.steps.fn.path(passes[1][1], 1).write_bytes(b"")                 # "saved" already
     assert compile_workers.missing(passes) == passes[:1]
     assert compile_workers.start(model, head, passes + passes, 32, workers=1).handed_off == []
+    weights = host.weight_bytes([model, head], buffers=True)             # what a helper loads
     monkeypatch.setattr(host, "memory_available", lambda: 1000)           # no room for another copy of the weights
-    assert not compile_workers.copies_fit(model, head, 1)
+    assert not host.copies_fit(weights, 1)[0]
     assert compile_workers.start(model, head, passes + passes, 32, workers=2).handed_off == []
-    assert compile_workers.copies_fit(model, head, 1, available=2**30)
+    assert host.copies_fit(weights, 1, available=2**30)[0]
 
 
 def test_modules_that_do_not_pickle_are_compiled_here(monkeypatch, tmp_path):
@@ -88,7 +89,8 @@ def test_modules_that_do_not_pickle_are_compiled_here(monkeypatch, tmp_path):
     model, head = random_pair(TWO_LAYERS, seed=35)
     head = steps.compile_head(head, ks=(1,), freeze=False)
     passes = [(head.steps, v) for v in sorted(head.steps.variants)]
-    assert len(compile_workers.missing(passes)) == 2 and compile_workers.copies_fit(model, head, 1)
+    assert len(compile_workers.missing(passes)) == 2
+    assert host.copies_fit(host.weight_bytes([model, head], buffers=True), 1)[0]
     head.not_picklable = lambda: None                                   # a local function does not pickle
     assert compile_workers.start(model, head, passes, 32, workers=2).handed_off == []
 

@@ -105,9 +105,9 @@ def test_a_wide_model_run_in_bfloat16_freezes_where_a_copy_per_graph_fits(monkey
     speculatively faster there, so it freezes, unless the copies do not fit (then it streams)."""
     model, _ = random_pair("small", seed=16)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    fits, why = host.freeze_fits([model], graphs=2, available=4 * weights)
-    assert fits and "2 packed weight copies" in why
-    fits, why = host.freeze_fits([model], graphs=3, available=4 * weights)      # 3 copies > half of memory
+    fits, why = host.copies_fit(host.weight_bytes([model]), 2, available=4 * weights)
+    assert fits and "2 weight copies" in why
+    fits, why = host.copies_fit(host.weight_bytes([model]), 3, available=4 * weights)      # 3 copies > half of memory
     assert not fits and "available" in why
     wide, _ = random_pair(WIDE, seed=16)
     wide = wide.to(torch.bfloat16)

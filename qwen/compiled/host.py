@@ -91,6 +91,24 @@ def memory_available():
     return None
 
 
+def weight_bytes(modules, buffers=False):
+    """The bytes of these modules' parameters, and (buffers=True) of their buffers too."""
+    return sum(t.numel() * t.element_size() for m in modules
+               for t in list(m.parameters()) + (list(m.buffers()) if buffers else []))
+
+
+def copies_fit(weights, copies, available=None):
+    """Whether `copies` more copies of `weights` bytes fit in memory: together they may take half of what is
+    available (memory_available(), unless given), the rest left to everything else. The one rule for frozen graphs
+    (each packs its own copy: choose_strategy) and compile helpers (each loads one: workers.py). -> (bool, reason)"""
+    available = memory_available() if available is None else available
+    if available is None:
+        return False, "free memory unknown"
+    need = weights * copies
+    return need <= available // 2, (f"{copies} weight copies need {need / 2**30:.1f} GB, "
+                                    f"{available / 2**30:.1f} GB available")
+
+
 def release_freed_memory():
     """Give the memory compiling freed back to the operating system: Python's garbage collected, sympy's
     expression cache (inductor's index arithmetic fills it) emptied, and glibc's freed heap pages returned
@@ -114,19 +132,6 @@ class Strategy(enum.Enum):
     AHEAD = "ahead-of-time graphs"  # any device: exported and built into package files (ahead.py); ZeroGPU's way
 
 
-def freeze_fits(modules, graphs, available=None):
-    """Whether freezing `graphs` graphs over these modules' weights fits in memory: each frozen graph
-    holds its own packed copy of the weights, and we allow them half of what is available.
-    -> (bool, reason)"""
-    weights = sum(p.numel() * p.element_size() for m in modules for p in m.parameters())
-    available = memory_available() if available is None else available
-    if available is None:
-        return False, "free memory unknown"
-    need = weights * graphs
-    return need <= available // 2, (f"{graphs} packed weight copies need {need / 2**30:.1f} GB, "
-                                    f"{available / 2**30:.1f} GB available")
-
-
 def choose_strategy(modules, freeze=None, graphs=1, ahead=False):
     """-> (Strategy, why). AHEAD where asked (ahead=True: ZeroGPU, which refuses torch.compile). CUDA on a
     GPU. On CPU, streamed, except frozen where asked (freeze=True) or, with freeze=None, for a wide model (is_wide)
@@ -143,7 +148,7 @@ def choose_strategy(modules, freeze=None, graphs=1, ahead=False):
     weights = [m.weight for module in modules for m in module.modules() if isinstance(m, torch.nn.Linear)]
     if all(stream_dtype(w) == torch.bfloat16 and w.dtype == torch.float32 for w in weights):
         return Strategy.STREAMED, "float32 weights bfloat16 holds exactly: half the bytes, one copy for every graph"
-    fits, why = freeze_fits(modules, graphs)
+    fits, why = copies_fit(weight_bytes(modules), graphs)     # each frozen graph packs a copy of the weights
     return (Strategy.FROZEN, why) if fits else (Strategy.STREAMED, f"no memory to freeze: {why}")
 
 

@@ -66,21 +66,6 @@ def portable(module):
     return plain(module)
 
 
-def copies_fit(model, head, helpers, available=None):
-    """Whether `helpers` more copies of the weights (one per helper) fit in half of the memory available.
-    A wide model (host.is_wide) compiles alone: there memory matters more than time."""
-    if is_wide(model):
-        log.info("no compile helpers: a wide model compiles in this process (a helper would copy its weights)")
-        return False
-    modules = [m for m in (model, head) if m is not None]
-    weights = sum(t.numel() * t.element_size() for m in modules for t in list(m.parameters()) + list(m.buffers()))
-    available = host.memory_available() if available is None else available
-    fits = available is not None and weights * helpers <= available // 2
-    if not fits:
-        log.info("no compile helpers: %d copies of %.2f GB of weights do not fit", helpers, weights / 2**30)
-    return fits
-
-
 class Helpers:
     """Helper processes compiling some passes' graphs; wait() for them."""
 
@@ -112,7 +97,13 @@ def start(model, head, passes, context, workers=None):
     if workers < 2 or not todo:
         return Helpers([], [], None)
     shares = [todo[i::workers - 1] for i in range(min(workers - 1, len(todo)))]
-    if not copies_fit(model, head, len(shares)):
+    if is_wide(model):                          # there memory matters more than time
+        log.info("no compile helpers: a wide model compiles in this process (a helper would copy its weights)")
+        return Helpers([], [], None)
+    weights = host.weight_bytes([m for m in (model, head) if m is not None], buffers=True)    # what a helper loads
+    fits, why = host.copies_fit(weights, len(shares))
+    if not fits:
+        log.info("no compile helpers: %s", why)
         return Helpers([], [], None)
     fd, job_file = tempfile.mkstemp(prefix="qwen-compile-", suffix=".pt")
     os.close(fd)
