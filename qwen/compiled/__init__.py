@@ -10,6 +10,7 @@ Its modules, each importing only those above it:
     internals.py   every touch of torch's private internals, version-gated
     streamed.py    StreamedLinear, swapped in for nn.Linear: graphs read each weight row once, bf16 where exact
     host.py        this host and how it runs a model: dtype, C++ compiler, memory, cache folder; strategy, HostPlan
+    files.py       graphs kept in files, one per pass: named by what they bake in, loaded once, written whole
     saved.py       graphs saved whole on disk and loaded at a later start
     ahead.py       graphs built ahead of time (torch.export, AOTInductor) into package files: ZeroGPU's way
     view.py        CompiledModel, CompiledHead: the modules seen through their graphs, made from outside

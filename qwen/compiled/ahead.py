@@ -13,20 +13,14 @@ The weights stay the module's own (loaded into the package by reference, not cop
 """
 import copy
 import dataclasses
-import hashlib
-import logging
 import os
 import struct
-import threading
 import zipfile
-from pathlib import Path
 
 import torch
 
 from qwen.cache import AttentionState, State
-from qwen.compiled.saved import owner_signature, source_fingerprint
-
-log = logging.getLogger("qwen.compile")
+from qwen.compiled.files import GraphFiles
 
 # the weights are loaded into a package from the module (load_constants), not built into its library
 PACKAGE_OPTIONS = {"aot_inductor.package_constants_in_so": False}
@@ -116,59 +110,47 @@ def dynamic_shapes(structure):
     return (tuple(shapes),)
 
 
-class AheadGraphs:
+class AheadGraphs(GraphFiles):
     """fn(*owners, *args) built ahead of time once per (pass, batch, structure), from its package file
-    when one was saved; loaded once per process (a ZeroGPU call runs in a fresh one)."""
+    when one was saved (files.py: the file, the lock, the counters); loaded once per process (a ZeroGPU
+    call runs in a fresh one)."""
+    SUFFIX = ".pt2"
 
     def __init__(self, fn, owners, name, folder):
-        self.fn, self.owners, self.name, self.folder = fn, tuple(owners), name, Path(folder)
-        self.loaded, self.compiled = 0, 0        # how each package came: from a file, or built here
-        self.graphs, self.pid = {}, os.getpid()  # key -> the loaded package, in this process
-        self.lock = threading.Lock()
+        super().__init__(fn, owners, name, folder)
+        self.pid = os.getpid()                   # whose loaded packages `graphs` holds
 
     def __call__(self, variant, *args):
         tensors, structure = flatten(args)
         key = (variant, tensors[0].shape[0], structure_key(structure))
         if self.pid != os.getpid():              # a forked process: its parent's loaded packages are not its own
             self.graphs, self.pid = {}, os.getpid()
-        graph = self.graphs.get(key) or self._load_or_build(key, structure, tensors)
-        return graph(*tensors)
+        graphs = self.graphs.get(key) or [self._load_or_build(key, structure, tensors)]
+        return graphs[0](*tensors)
 
     def path(self, key):
         device = next(self.owners[0].parameters()).device
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else torch.backends.cpu.get_cpu_capability()
-        text = repr((self.name, self.fn.__name__, key, torch.__version__, name, source_fingerprint(),
-                     [owner_signature(m) for m in self.owners]))
-        return self.folder / f"{self.name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}.pt2"
+        return self.file(key, torch.__version__, name)
 
     def _load_or_build(self, key, structure, tensors):
-        with self.lock:
-            if key in self.graphs:
-                return self.graphs[key]
-            path, module = self.path(key), Exported(self.fn, self.owners, structure)
-            graph = None
-            if path.exists():
-                try:
-                    graph = self._load(path, module)
-                    self.loaded += 1
-                except Exception as e:           # a damaged or foreign file: build instead
-                    log.warning("could not load %s (%s: %s); building it again", path, type(e).__name__, e)
-            if graph is None:
-                self._build(module, structure, tensors, path)
-                graph = self._load(path, module)
-                self.compiled += 1
-            self.graphs[key] = graph
-            return graph
+        module = Exported(self.fn, self.owners, structure)
+
+        def build(path):
+            self._build(module, structure, tensors, path)
+            return self._load(path, module)
+        return self.obtain(key, self.path(key), lambda path: self._load(path, module), build)
 
     def _build(self, module, structure, tensors, path):
         with torch.inference_mode(False), torch.no_grad():      # export writes to ordinary tensors only
             examples = tuple(t.clone() for t in tensors)
             exported = torch.export.export(module, examples, dynamic_shapes=dynamic_shapes(structure))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.part.pt2")
-        torch._inductor.aoti_compile_and_package(exported, package_path=str(partial), inductor_configs=PACKAGE_OPTIONS)
-        clear_exec_stacks(partial)
-        os.replace(partial, path)                # whole or not at all, with another process building too
+
+        def package(partial):
+            torch._inductor.aoti_compile_and_package(exported, package_path=str(partial),
+                                                     inductor_configs=PACKAGE_OPTIONS)
+            clear_exec_stacks(partial)
+        self.write_whole(path, package)
 
     @staticmethod
     def _load(path, module):

@@ -10,16 +10,12 @@ call's arguments; its guards run once per layout of the arguments (argument_layo
 directly. Used for CPU graphs whose weights are inputs; frozen and CUDA graphs stay on dynamo's path.
 """
 import contextlib
-import hashlib
 import logging
-import os
-import threading
-from functools import cache
-from pathlib import Path
 
 import torch
 
 from qwen.cache import AttentionState, State
+from qwen.compiled.files import GraphFiles
 from qwen.compiled.internals import allow_aot_compile, quick_builds, saved_guard, unmark
 from qwen.mtp import greedy_round
 
@@ -49,25 +45,6 @@ def sampled_round_of(model, head, state, head_cache, tok_d1, out1, positions, se
     """A round sampled with shared noise: seed (int64) and temperature (float32) as 0-d tensors, so that
     one graph serves every seed and temperature."""
     return greedy_round(model, head, state, head_cache, tok_d1, out1, positions, (seed, temperature))
-
-
-@cache
-def source_fingerprint():
-    """A hash of the engine's source: a saved graph is the traced code, so any edit must miss."""
-    digest = hashlib.sha256()
-    engine = Path(__file__).resolve().parent.parent                  # qwen/
-    for path in sorted(list(engine.glob("*.py")) + list(engine.glob("compiled/*.py"))):
-        digest.update(str(path.relative_to(engine)).encode() + path.read_bytes())
-    return digest.hexdigest()
-
-
-def owner_signature(module):
-    """What a graph bakes in about a module besides its source: its config and every tensor's
-    name, shape, stride and dtype (weights are inputs, so their values are not)."""
-    tensors = [(n, t) for n, t in list(module.named_parameters()) + list(module.named_buffers())]
-    tensors += [(n, t) for n, t in vars(module).items() if isinstance(t, torch.Tensor)]   # e.g. a draft vocabulary
-    return repr((getattr(module, "cfg", None), type(module).__name__,
-                 [(n, tuple(t.shape), t.stride(), str(t.dtype)) for n, t in tensors]))
 
 
 def layer_states(args):
@@ -103,17 +80,16 @@ def argument_layout(variant, args):
     return variant, keeps, modes, tuple((t.shape, t.dtype, t.device) for t in tensors)
 
 
-class SavedGraphs:
-    """fn(*owners, *args) compiled once per (pass, batch size), from a file when one was saved."""
+class SavedGraphs(GraphFiles):
+    """fn(*owners, *args) compiled once per (pass, batch size), from a file when one was saved (files.py: the
+    file, the lock, the counters); `graphs` {(pass, batch): compiled functions, tried in order}."""
+    SUFFIX = ".graph"
 
     def __init__(self, fn, owners, name, folder, options=None, quick_build=False):
-        self.fn, self.owners, self.name, self.folder = fn, tuple(owners), name, Path(folder)
+        super().__init__(fn, owners, name, folder)
         self.options = dict(options or {})
         self.quick_build = quick_build           # C++ built at -O2 (internals.quick_builds)
-        self.graphs = {}                         # (pass, batch) -> compiled functions, tried in order
-        self.loaded, self.compiled = 0, 0        # how each graph came: from a file, or compiled here
         self.trusted = {}                        # argument_layout -> the graph whose guards accepted it
-        self.lock = threading.Lock()
 
     def __call__(self, variant, *args):
         batch = next(a for a in args if isinstance(a, torch.Tensor)).shape[0]
@@ -146,36 +122,22 @@ class SavedGraphs:
         return tuple((n, t.shape) for m in self.owners for n, t in vars(m).items() if isinstance(t, torch.Tensor))
 
     def path(self, variant, batch):
-        key = repr((self.name, self.fn.__name__, variant, batch, torch.__version__, torch.backends.cpu.get_cpu_capability(),
-                    sorted(self.options.items()), source_fingerprint(), [owner_signature(m) for m in self.owners]))
-        return self.folder / f"{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.graph"
+        return self.file(variant, batch, torch.__version__, torch.backends.cpu.get_cpu_capability(),
+                         sorted(self.options.items()))
 
     def _load_or_compile(self, variant, batch, args, fresh=False):
         """The graph of this pass from its file, or compiled from these arguments and saved (fresh: the
         loaded ones refused them; the new graph is tried first from now on, and its file replaced)."""
-        with self.lock:
-            path, graph = self.path(variant, batch), None
-            if not fresh and self.graphs.get((variant, batch)):
-                return self.graphs[(variant, batch)][0]  # another thread got it meanwhile
-            if not fresh and path.exists():
-                graph = self._load(path)
-                self.loaded += graph is not None
-            if graph is None:
-                graph = self._compile(args)
-                self._save(graph, path)
-            self.graphs[(variant, batch)] = [graph] + self.graphs.get((variant, batch), [])
-            return graph
+        return self.obtain((variant, batch), self.path(variant, batch), self._load,
+                           lambda path: self._compile(args, path), fresh)
 
     def _load(self, path):
-        """The graph saved at path, or None (a damaged or foreign file: the caller compiles instead)."""
-        try:
-            with open(path, "rb") as f, self.build_flags():
-                return torch.compiler.load_compiled_function(f)
-        except Exception as e:
-            log.warning("could not load %s (%s: %s); compiling", path, type(e).__name__, e)
-            return None
+        """The graph saved at path (raises on a damaged or foreign file: obtain compiles instead)."""
+        with open(path, "rb") as f, self.build_flags():
+            return torch.compiler.load_compiled_function(f)
 
-    def _compile(self, args):
+    def _compile(self, args, path):
+        """The graph compiled from these arguments, saved at path (where it cannot be, still usable here)."""
         kv = list(kv_buffers(args))
         for t in kv:                             # the capacity is dynamic: one graph for every length
             torch._dynamo.mark_dynamic(t, 2)
@@ -186,17 +148,8 @@ class SavedGraphs:
                 graph = compiled.aot_compile(((*self.owners, *args), {}))
         finally:
             unmark(kv)
-        self.compiled += 1
-        return graph
-
-    def _save(self, graph, path):
-        """-> whether the graph is now in its file."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.part")
-            graph.save_compiled_function(str(partial))
-            os.replace(partial, path)            # whole or not at all, with another process saving too
-            return True
-        except Exception as e:                   # still usable in this process
+            self.write_whole(path, lambda partial: graph.save_compiled_function(str(partial)))
+        except Exception as e:
             log.warning("could not save the compiled %s graph (%s: %s)", self.name, type(e).__name__, e)
-            return False
+        return graph
