@@ -2,12 +2,8 @@
 graph's file is named by a hash of all it bakes in (the engine's source, its owners' signatures, and what each
 kind adds: the pass, the machine, the options), so an edit or another machine misses; a process loads each file
 once, or builds the graph and writes its file whole (a partial file moved into place: another process building
-the same graph meanwhile never reads half of one).
-
-    class SavedGraphs(GraphFiles):                 # each kind: its suffix, its key, how it loads and builds
-        SUFFIX = ".graph"
-        def path(self, variant, batch): return self.file(variant, batch, ...)   # the pass, the machine, ...
-        ... self.obtain(key, self.path(variant, batch), load, build)   # this process's graph, its file's, or built
+the same graph meanwhile never reads half of one). Each kind adds its suffix, its key (self.file(the pass, the
+machine, ...)), how it loads a file and how it builds a graph (obtain's load and build).
 """
 import hashlib
 import logging
