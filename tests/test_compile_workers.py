@@ -1,4 +1,4 @@
-"""Compiling in helper processes (qwen/compile_workers.py): the graphs a helper saves are the ones the
+"""Compiling in helper processes (qwen/compiled/workers.py): the graphs a helper saves are the ones the
 parent looks for, so the parent loads them instead of compiling them; a helper that fails leaves its
 graphs to the parent; decoding equals eager either way."""
 import sys
@@ -8,6 +8,7 @@ import torch
 
 from qwen.compiled import Phase, host, steps, warmup
 from qwen.compiled import workers as compile_workers
+from qwen.compiled.view import plain
 from qwen.mtp import generate_mtp
 from qwen.sample import generate
 from reference import SMALL
@@ -107,7 +108,7 @@ def test_qwen_compile_workers_sets_how_many_processes_compile(monkeypatch, value
 def test_a_pickled_model_keeps_its_weights_and_layout_but_not_its_compiled_steps(tmp_path):
     model, head = random_pair(TWO_LAYERS, seed=34)
     fast = steps.compile_model(model, ks=(1,), freeze=False)              # lays weights out transposed, streams them
-    torch.save(compile_workers.portable(fast), tmp_path / "job.pt")       # as workers.start hands it over
+    torch.save(plain(fast), tmp_path / "job.pt")                        # as workers.start hands it over
     clone = torch.load(tmp_path / "job.pt", weights_only=False)
     assert type(clone) is type(model) and not hasattr(clone, "steps")     # the module, not its view
     mine, theirs = dict(model.named_parameters()), dict(clone.named_parameters())

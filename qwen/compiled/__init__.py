@@ -15,7 +15,7 @@ Its modules, each importing only those above it:
     ahead.py       graphs built ahead of time (torch.export, AOTInductor) into package files: ZeroGPU's way
     view.py        CompiledModel, CompiledHead: the modules seen through their graphs, made from outside
     steps.py       CompiledSteps, each strategy's graphs (compile_graphs), compile_model/head/round
-    workers.py     a warm-up's missing graphs compiled in helper processes (helper.py is their entry)
+    workers.py     a warm-up's graphs compiled, missing ones in helper processes too (main: a helper's entry)
     warmup.py      warm_up: compile, check against eager, keep each pass only where it is faster
 """
 from qwen.compiled.host import compiler_missing, default_dtype

@@ -16,6 +16,7 @@ import torch
 
 from qwen.cache import AttentionState, State, keep_step_states, restore_state, snapshot_state
 from qwen.compiled import workers
+from qwen.compiled.workers import SAMPLED, run_pass, warm_up_ids
 from qwen.compiled.host import cache_dir, cpp_compiler, is_wide, release_freed_memory
 from qwen.compiled.internals import record_isa_probes
 from qwen.compiled.steps import Phase, Status, Why, compile_head, compile_model, compile_round
@@ -24,8 +25,6 @@ from qwen.mtp import generate_mtp
 from qwen.sample import generate
 
 log = logging.getLogger("qwen.compile")
-
-SAMPLED = dict(temperature=0.8, seed=0)      # how a sampled round graph is compiled, checked and timed
 
 
 def _time_both(a, b, repeats=15):
@@ -125,33 +124,6 @@ def warm_up_phases(model, head, k_first):
     return [first, more + [p for p in passes if p not in first]]
 
 
-def warm_up_ids(model, context):
-    """The prompt warm-up passes run on: (1, context) token ids."""
-    device = model.embed_tokens.weight.device
-    return torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size
-
-
-def _run_pass(model, head, part, variant, ids):
-    """Make one pass of `part` (a model's, head's or round's CompiledSteps) the way decoding does,
-    after a prefill of ids: the first such call compiles its graph (or loads it from disk)."""
-    T, keep = variant
-    context = ids.shape[1]
-    if part.kind == "model":
-        state = State(model)
-        model.hidden(ids, state)
-        keep_step_states(state, T, on=keep)
-        model.forward(ids[:, :T], state)
-    elif part.kind == "head":
-        hidden = torch.zeros(1, context, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype,
-                             device=ids.device)
-        cache = AttentionState()
-        head(model.embed_tokens(ids), hidden, 0, cache)
-        head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
-    else:                                                                          # compiles round k
-        generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1,
-                     **(SAMPLED if part.kind == "sampled_round" else {}))
-
-
 def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later, timer):
     """Compile these passes (the graphs missing on disk in parallel: workers.py; meanwhile this process
     compiles its share and the first missing one of `later`, the next phase), check and time each
@@ -165,10 +137,10 @@ def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later,
         ours = [p for p in passes if p not in helpers.handed_off]
         ahead = workers.missing(later)[:1] if helpers.handed_off else []
         for part, variant in ours + ahead:
-            _run_pass(model, head, part, variant, ids)
+            run_pass(model, head, part, variant, ids)
         helpers.wait()
         for part, variant in helpers.handed_off:
-            _run_pass(model, head, part, variant, ids)
+            run_pass(model, head, part, variant, ids)
     except Exception as e:                      # a compiler that fails here would fail for the user: go eager
         helpers.wait()
         first_line = (str(e).splitlines() or [""])[0][:200]

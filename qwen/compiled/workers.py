@@ -1,13 +1,14 @@
-"""Compiling a warm-up's graphs in parallel, in helper processes (docs/design.md, compiling a first start
-sooner): compiling one graph is one thread's work, so where graphs are missing on disk, warm_up compiles
-one itself and hands the others to helpers, then loads theirs as a later start would.
+"""Compiling a warm-up's graphs: each by making its pass once as decoding does (run_pass), in this process or,
+in parallel, in helper processes (docs/design.md, compiling a first start sooner): compiling one graph is one
+thread's work, so where graphs are missing on disk, warm_up compiles one itself and hands the others to helpers,
+then loads theirs as a later start would.
 
     helpers = start(model, head, passes, context)   # the missing graphs but the first go to helpers
-    ... the parent compiles the first one meanwhile ...
+    run_pass(model, head, part, variant, ids)       # ... the parent compiles the first one meanwhile
     helpers.wait()                                  # their graphs are on disk now (saved.py)
 
-A helper (`python -m qwen.compiled.helper`, started here) gets the modules pickled exactly as the parent
-prepared them, so each graph it saves has the key the parent looks for; a failed helper's graphs are
+A helper is a process running main() (started by start(), never by hand) with the modules pickled exactly as
+the parent prepared them, so each graph it saves has the key the parent looks for; a failed helper's graphs are
 left to the parent. Only graphs saved whole (CPU, unfrozen) can be compiled elsewhere.
 
     QWEN_COMPILE_WORKERS    processes compiling at once, the parent included (default: the cores this
@@ -18,19 +19,54 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 
 import torch
 
 from qwen import environment
+from qwen.cache import AttentionState, State, keep_step_states
 from qwen.compiled import host
-from qwen.compiled.host import is_wide
-from qwen.compiled.saved import SavedGraphs
-from qwen.compiled.view import plain
+from qwen.compiled.host import Strategy, is_wide
+from qwen.compiled.saved import SavedGraphs, model_step, round_of, sampled_round_of
+from qwen.compiled.steps import _prepare, head_graph
+from qwen.compiled.view import CompiledHead, CompiledModel, plain
+from qwen.mtp import generate_mtp
 
 log = logging.getLogger("qwen.compile")
 
-BATCH = 1                    # warm-up passes are batch 1 (warmup._run_pass)
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # where `-m qwen...` runs
+BATCH = 1                    # warm-up passes are batch 1 (run_pass)
+SAMPLED = dict(temperature=0.8, seed=0)      # how a sampled round graph is compiled, checked and timed
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # where helpers run
+# a helper's program (`python -c`; `-m qwen.compiled.workers` would run a second copy of this module, which
+# qwen.compiled has imported by then)
+HELPER_MAIN = "import sys; from qwen.compiled.workers import main; main(sys.argv[1:])"
+
+
+def warm_up_ids(model, context):
+    """The prompt warm-up passes run on: (1, context) token ids."""
+    device = model.embed_tokens.weight.device
+    return torch.arange(1, context + 1, device=device)[None] % model.cfg.vocab_size
+
+
+def run_pass(model, head, part, variant, ids):
+    """Make one pass of `part` (a model's, head's or round's CompiledSteps) the way decoding does,
+    after a prefill of ids: the first such call compiles its graph (or loads it from disk)."""
+    T, keep = variant
+    context = ids.shape[1]
+    if part.kind == "model":
+        state = State(model)
+        model.hidden(ids, state)
+        keep_step_states(state, T, on=keep)
+        model.forward(ids[:, :T], state)
+    elif part.kind == "head":
+        hidden = torch.zeros(1, context, model.cfg.hidden_size, dtype=model.embed_tokens.weight.dtype,
+                             device=ids.device)
+        cache = AttentionState()
+        head(model.embed_tokens(ids), hidden, 0, cache)
+        head(model.embed_tokens(ids[:, :T]), hidden[:, :T], context, cache)
+    else:                                                                          # compiles round k
+        generate_mtp(model, head, ids[:, :8], max_new_tokens=2 * T, k=T - 1,
+                     **(SAMPLED if part.kind == "sampled_round" else {}))
 
 
 def worker_count():
@@ -58,12 +94,6 @@ def missing(passes):
                 and not graphs.path(variant, BATCH).exists():
             out.append((part, variant))
     return out
-
-
-def portable(module):
-    """What a helper gets of a model or head (or of its compiled view): the module alone, weights laid
-    out as this process has them; the view's steps (locks, functions, this process's graphs) stay here."""
-    return plain(module)
 
 
 class Helpers:
@@ -108,8 +138,10 @@ def start(model, head, passes, context, workers=None):
     fd, job_file = tempfile.mkstemp(prefix="qwen-compile-", suffix=".pt")
     os.close(fd)
     try:
-        torch.save({"model": portable(model), "head": portable(head) if head is not None else None,
-                    "context": context, "threads": torch.get_num_threads()}, job_file)
+        # a helper gets the modules alone (not their views: steps, locks, this process's graphs), weights laid
+        # out as this process has them
+        torch.save({"model": plain(model), "head": plain(head), "context": context,
+                    "threads": torch.get_num_threads()}, job_file)
     except Exception as e:                      # e.g. a module holding something that does not pickle
         log.warning("no compile helpers: the modules could not be handed over (%s: %s)", type(e).__name__, e)
         os.unlink(job_file)
@@ -121,7 +153,7 @@ def start(model, head, passes, context, workers=None):
         fd, log_file = tempfile.mkstemp(prefix="qwen-compile-", suffix=".log")
         try:
             with os.fdopen(fd, "w") as err:
-                processes.append((subprocess.Popen([sys.executable, "-m", "qwen.compiled.helper", job_file, *jobs],
+                processes.append((subprocess.Popen([sys.executable, "-c", HELPER_MAIN, job_file, *jobs],
                                                    stdout=subprocess.DEVNULL, stderr=err, cwd=PACKAGE_PARENT),
                                   log_file))
         except OSError as e:                    # no helper after all: the parent compiles its share
@@ -129,3 +161,33 @@ def start(model, head, passes, context, workers=None):
             os.unlink(log_file)
     log.info("compiling %d graph(s) in %d helper process(es)", len(todo), len(processes))
     return Helpers(todo, processes, job_file)
+
+
+def main(argv):
+    """A helper process (HELPER_MAIN JOB_FILE kind:T:keep ..., started by start()): compile and save the graphs
+    of the passes named "kind:T:keep" (kind: model, head, round or sampled_round) for the modules in the job file,
+    then exit."""
+    # subtle: a graph's guards check what its tensors are, so the weights must not become inference tensors
+    # (loaded under inference_mode) where the parent's are not, nor the thread count differ
+    job = torch.load(argv[0], weights_only=False)
+    torch.set_num_threads(job["threads"])
+    model, head = job["model"], job["head"]
+    kinds = {"model": ([model], model_step), "head": head_graph(head, model), "round": ([model, head], round_of),
+             "sampled_round": ([model, head], sampled_round_of)}
+    ids = warm_up_ids(model, job["context"])                 # (1, context)
+    for name in argv[1:]:
+        kind, T, keep = name.split(":")
+        variant = (int(T), bool(int(keep)))
+        modules, fn = kinds[kind]
+        # only this pass compiles: every other one runs eagerly here
+        steps = _prepare(modules, fn, {variant}, kind, (Strategy.STREAMED, "a helper compiles saved graphs"))
+        steps.warming_thread = threading.get_ident()          # a failure ends the helper with its error
+        fast = CompiledModel(model, steps if kind == "model" else None)
+        fast_head = None
+        if head is not None:
+            fast_head = CompiledHead(head, steps if kind == "head" else None)
+            fast_head.rounds = steps if kind == "round" else None
+            fast_head.sampled_rounds = steps if kind == "sampled_round" else None
+        with torch.inference_mode():                        # as warm_up runs it
+            run_pass(fast, fast_head, steps, variant, ids)
+
