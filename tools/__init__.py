@@ -12,6 +12,8 @@ The app, raced and served:
 The engine, measured (A/B scripts: run them in two worktrees to compare commits):
     exact_sweep         speculative == plain on the visitor's path (the 0.8B stand-in as the app loads it), over
                         many real-text prompts, every k, rollback and sampling rule: tokens that parted
+    draft_levers        two draft levers before building either: the prompt's tokens joining the draft vocabulary
+                        (coverage), and 8/4-bit output-layer rows (how often their argmax is the exact one)
     tree_bench          draft trees against chains: tokens per pass, speed-ups, a verify pass of R rows in steps
     coupled_speed       speculative sampling with shared noise against greedy speculative decoding
     repetition          how repetitive the embedded model's text is, greedy against sampled

@@ -40,7 +40,7 @@ def texts():
 def prompt_join(ids, vocab, prompt=64, continuation=128):
     """-> (coverage of continuation tokens, coverage with each window's prompt tokens joining the vocabulary)"""
     n = missed = joined = 0
-    for s in range(0, len(ids) - prompt - continuation, prompt + continuation):
+    for s in range(0, len(ids) - prompt - continuation + 1, prompt + continuation):
         seen = set(ids[s:s + prompt])
         for t in ids[s + prompt:s + prompt + continuation]:
             n += 1
