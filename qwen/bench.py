@@ -44,6 +44,7 @@ import torch
 
 from qwen.cache import AttentionState, State, restore_state, snapshot_bytes, snapshot_state
 from qwen.compiled import warm_up
+from qwen.compiled.streamed import eager_weight
 from qwen.config import Config
 from qwen.costs import TABLE, Pass, measure, predict, time_pass
 from qwen.model import Model, load_into
@@ -147,7 +148,7 @@ def as_checkpoint(module):
 def matmul_floor(model, reps=3):
     """Seconds of one decode step's weight matmuls alone (a lower bound for a step)."""
     dtype = model.embed_tokens.weight.dtype
-    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    weights = [eager_weight(m) for m in model.modules() if isinstance(m, torch.nn.Linear)]
     inputs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=dtype, device=DEVICE) for w in weights}  # (1, in)
     best = float("inf")
     with torch.inference_mode():

@@ -10,7 +10,7 @@ from qwen.cache import State
 from qwen.compiled.saved import head_run
 from qwen.compiled import host, steps
 from qwen.compiled.host import Strategy
-from qwen.compiled.streamed import StreamedLinear, rows_matmul, stream_dtype, stream_weights, streamed_copy
+from qwen.compiled.streamed import StreamedLinear, eager_weight, rows_matmul, stream_dtype, stream_weights, streamed_copy
 from qwen.model import Model
 from qwen.mtp import MTP
 from qwen.weights import find_model
@@ -92,6 +92,7 @@ def test_small_models_and_bfloat16_exact_wide_ones_stream_and_frozen_graphs_keep
     assert model.steps.strategy is Strategy.STREAMED and head.steps.strategy is Strategy.FROZEN
     assert all(isinstance(m, StreamedLinear) for m in model.modules() if isinstance(m, nn.Linear))
     assert not any(isinstance(m, StreamedLinear) for m in head.modules())
+    assert all(m.weight is not None for m in model.modules() if isinstance(m, nn.Linear))     # a small model keeps its own
     wide, _ = random_pair(WIDE, seed=19)
     as_checkpoint(wide)                                  # float32 values bfloat16 holds: a bf16 checkpoint
     assert host.choose_strategy([wide])[0] is Strategy.STREAMED
@@ -195,3 +196,54 @@ def test_laying_out_a_model_for_streaming_changes_strides_only():
     linear = next(m for m in model.modules() if isinstance(m, nn.Linear) and m.weight is not model.embed_tokens.weight)
     assert linear.weight.t().is_contiguous()
     torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-4)      # the BLAS sums in another order
+
+
+def test_a_wide_model_keeps_one_copy_of_each_weight_and_its_eager_passes_their_values():
+    """Prepared for streamed graphs, a wide bfloat16 checkpoint loaded in float32 keeps each weight once, as the
+    bfloat16 rows the graphs read: every float32 weight but the output layer's (the embedding's, tied) is released,
+    and eager passes (a prefill longer than MAX_STREAMED_ROWS, a step) multiply by the rows converted back, the
+    same values, so they compute what the model computed before. The head's weights go the same way."""
+    wide, head = random_pair(WIDE, seed=21)
+    as_checkpoint(wide), as_checkpoint(head)
+    ids = torch.randint(0, wide.cfg.vocab_size, (1, 24), generator=torch.Generator().manual_seed(2))
+    linears = lambda module: {n: m for n, m in module.named_modules() if isinstance(m, nn.Linear)}
+    values = {n: m.weight.detach().clone() for n, m in linears(wide).items()}
+    loaded = host.weight_bytes([wide])
+    with torch.no_grad():
+        before = [wide(ids, state := State(wide, 32)), wide(ids[:, :1], state)]     # prefill, then a step
+    steps.compile_model(wide, ks=(2,))                    # prepares the graphs (compiles nothing yet)
+    steps.compile_head(head, ks=(2,), model=wide)
+    kept = {n for n, m in linears(wide).items() if m.weight is not None}
+    assert kept == {"lm_head"} and wide.lm_head.weight is wide.embed_tokens.weight
+    assert all(m.weight is None and m.rows.dtype == torch.bfloat16 for m in linears(head).values())
+    assert all(torch.equal(eager_weight(m), values[n]) for n, m in linears(wide).items())
+    released = sum(v.numel() * 4 for n, v in values.items() if n != "lm_head")
+    assert host.weight_bytes([wide]) == loaded - released
+    with torch.no_grad():
+        after = [wide(ids, state := State(wide, 32)), wide(ids[:, :1], state)]
+    for a, b in zip(after, before):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)          # the BLAS may sum row-major rows in another order
+
+
+def test_a_wide_models_released_weights_come_back_when_its_compiled_passes_go_off():
+    """Eager from now on (compiling failed, or no compiler), a pass through released weights would convert every
+    one of them on every call: the float32 weights come back, with the same values. Without a C++ compiler nothing
+    is released at all."""
+    wide, _ = random_pair(WIDE, seed=22)
+    as_checkpoint(wide)
+    values = {n: m.weight.detach().clone() for n, m in wide.named_modules() if isinstance(m, nn.Linear)}
+    compiled = steps.compile_model(wide, ks=(2,))
+    assert wide.layers[0].mlp.down_proj.weight is None
+    compiled.steps.disable(steps.Why.FAILED, "a test")
+    restored = {n: m.weight for n, m in wide.named_modules() if isinstance(m, nn.Linear)}
+    assert all(w is not None and torch.equal(w, values[n]) for n, w in restored.items())
+    assert wide.layers[0].mlp.down_proj.weight.t().is_contiguous()            # laid out as eager GEMMs read it
+
+
+def test_without_a_compiler_a_wide_model_keeps_its_float32_weights(monkeypatch):
+    monkeypatch.setattr(steps, "compiler_missing", lambda device: "no C++ compiler (a test)")
+    wide, _ = random_pair(WIDE, seed=23)
+    as_checkpoint(wide)
+    compiled = steps.compile_model(wide, ks=(2,))
+    assert compiled.steps.status.why is steps.Why.NO_COMPILER
+    assert all(m.weight is not None for m in wide.modules() if isinstance(m, nn.Linear))

@@ -145,7 +145,8 @@ def choose_strategy(modules, freeze=None, graphs=1, ahead=False):
         return (Strategy.FROZEN if freeze else Strategy.STREAMED), "as asked"
     if not is_wide(modules[0]):
         return Strategy.STREAMED, "a small model: streamed graphs are saved whole on disk"
-    weights = [m.weight for module in modules for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    weights = [m.weight for module in modules for m in module.modules()
+               if isinstance(m, torch.nn.Linear) and m.weight is not None]     # None: streamed, released
     if all(stream_dtype(w) == torch.bfloat16 and w.dtype == torch.float32 for w in weights):
         return Strategy.STREAMED, "float32 weights bfloat16 holds exactly: half the bytes, one copy for every graph"
     fits, why = copies_fit(weight_bytes(modules), graphs)     # each frozen graph packs a copy of the weights

@@ -27,7 +27,7 @@ from qwen.compiled.host import (Strategy, cache_dir, choose_strategy, compiler_m
 from qwen.compiled.internals import configure_dynamo, simplify_fewer, skip_proven_isa_probes, use_cache_dir
 from qwen.compiled.saved import (SavedGraphs, head_run, head_scored, kv_buffers, model_step, round_of, sampled_round_of,
                                  state_buffers)
-from qwen.compiled.streamed import StreamedLinear, stream_weights
+from qwen.compiled.streamed import StreamedLinear, restore_weights, stream_weights
 from qwen.compiled.view import CompiledHead, CompiledModel, plain
 
 log = logging.getLogger("qwen.compile")
@@ -118,6 +118,8 @@ class CompiledSteps:
         """Every pass eager from now on, for this reason (a Why, and words for people)."""
         self.enabled, self.status = False, Status(Phase.EAGER, why, detail)
         log.log(level, "compiled steps off: %s", self.status)
+        if self.strategy is Strategy.STREAMED:
+            restore_weights(self.fn.owners)      # a wide model's released float32 weights (streamed.py)
 
     def decided(self):
         """What a warm-up decided about these passes, to carry to another process (on ZeroGPU a warm-up
@@ -270,7 +272,7 @@ def lay_out_transposed(modules):
     embeddings = {id(m.weight) for module in modules for m in module.modules() if isinstance(m, torch.nn.Embedding)}
     for module in modules:
         for part in module.modules():
-            w = part.weight if isinstance(part, torch.nn.Linear) else None
+            w = part.weight if isinstance(part, torch.nn.Linear) else None       # None: released (streamed.py)
             if w is not None and w.dim() == 2 and w.stride() == (w.shape[1], 1) and w.shape[1] > 1 \
                     and id(w) not in embeddings:
                 w.data = w.data.t().contiguous().t()
@@ -280,17 +282,18 @@ def lay_out_transposed(modules):
 
 def _prepare(modules, fn, variants, kind, plan):
     """The CompiledSteps of fn over these modules, for these passes (T, keep), with plan = (Strategy,
-    why): for streamed graphs the weights are laid out transposed and every Linear swapped for a
-    StreamedLinear (streamed.py)."""
+    why): for streamed graphs every Linear is swapped for a StreamedLinear (streamed.py; a wide model's
+    float32 weights then released, its rows kept) and the weights left are laid out transposed."""
     strategy, why = plan
+    device = next(modules[0].parameters()).device
+    missing = compiler_missing(device)
     # not under inference_mode: guards check each weight's kind, and another process's saved graph would miss
     if strategy is Strategy.STREAMED:
         with torch.inference_mode(False):
+            stream_weights(modules, rowwise=is_wide(modules[0]), release=is_wide(modules[0]) and not missing)
             lay_out_transposed(modules)
-            stream_weights(modules, rowwise=is_wide(modules[0]))
-    device = next(modules[0].parameters()).device
     steps = CompiledSteps(compile_graphs(fn, modules, kind, device, strategy), variants, kind)
     steps.strategy, steps.why = strategy, why
-    if compiler_missing(device):
+    if missing:
         steps.disable(Why.NO_COMPILER)
     return steps

@@ -28,7 +28,9 @@ MAX_STREAMED_ROWS = 16       # a pass of more rows (prefill) multiplies through 
 
 
 class StreamedLinear(nn.Linear):
-    """A Linear sharing `linear`'s weight and bias, plus `rows`: the copy compiled graphs stream."""
+    """A Linear sharing `linear`'s weight and bias, plus `rows`: the copy compiled graphs stream. Once
+    release_weight() has dropped the weight (None), eager passes multiply by the rows converted back to
+    float32: the same values, so the same outputs, at the cost of a conversion per eager call."""
 
     def __init__(self, linear):
         nn.Module.__init__(self)
@@ -44,7 +46,35 @@ class StreamedLinear(nn.Linear):
         if torch.compiler.is_compiling() and x.numel() // x.shape[-1] <= MAX_STREAMED_ROWS:
             y = rows_matmul(x, self.rows)
             return y if self.bias is None else y + self.bias
-        return F.linear(x, self.weight, self.bias)
+        return F.linear(x, eager_weight(self), self.bias)
+
+    def release_weight(self):
+        """Drop the float32 weight where `rows` is a bfloat16 copy holding it exactly; eager passes then
+        convert the rows. -> bytes freed (0 where the rows are not such a copy)"""
+        w = self.weight
+        if w is None or self.rows.dtype != torch.bfloat16 or w.dtype != torch.float32:
+            return 0
+        if isinstance(w, nn.Parameter):
+            self.register_parameter("weight", None)
+        else:
+            self.register_buffer("weight", None, persistent=False)
+        return w.numel() * w.element_size()
+
+    def restore_weight(self):
+        """Undo release_weight, for passes that run eagerly from now on: the float32 weight again, laid out as
+        the contiguous transpose an eager GEMM reads best (steps.lay_out_transposed)."""
+        if self.weight is None:
+            w = self.rows.to(torch.float32).t().contiguous().t()                          # (out, in), strides (1, out)
+            if "weight" in self._buffers:                                                 # mtp.fixed_linear's
+                self.register_buffer("weight", w, persistent=False)
+            else:
+                self.weight = nn.Parameter(w, requires_grad=False)
+
+
+def eager_weight(linear):
+    """The weight an eager pass multiplies by, (out, in): the Linear's own, or where a StreamedLinear released
+    it, its rows converted back to float32 (the same values)."""
+    return linear.weight if linear.weight is not None else linear.rows.to(torch.float32)
 
 
 def rows_matmul(x, w):
@@ -56,9 +86,17 @@ def rows_matmul(x, w):
     return y.reshape(*lead, w.shape[0]).to(x.dtype)
 
 
-def stream_dtype(w):
-    """bfloat16 when it holds every value of w exactly (a bf16 checkpoint loaded as float32), else w's dtype."""
-    return torch.bfloat16 if w.dtype == torch.float32 and torch.equal(w.to(torch.bfloat16).float(), w) else w.dtype
+def stream_dtype(w, chunk=1 << 22):
+    """bfloat16 when it holds every value of w exactly (a bf16 checkpoint loaded as float32), else w's dtype.
+    Checked a block of rows (about `chunk` values) at a time: the output layer's full-size round trip would
+    cost more memory than its bfloat16 copy."""
+    if w.dtype != torch.float32:
+        return w.dtype
+    rows = w.detach().reshape(1, -1) if w.dim() < 2 else w.detach()
+    step = max(1, chunk // max(1, rows[0].numel()))
+    exact = all(torch.equal(rows[i:i + step].to(torch.bfloat16).float(), rows[i:i + step])
+                for i in range(0, rows.shape[0], step))
+    return torch.bfloat16 if exact else w.dtype
 
 
 def streamed_copy(w):
@@ -90,18 +128,36 @@ class RowwiseAttention(Attention):
         return super().weigh(q, k, v, bias)
 
 
-def stream_weights(modules, rowwise=True):
+def stream_weights(modules, rowwise=True, release=False):
     """Swap every Linear inside these modules for a StreamedLinear over the same weight, and (rowwise) every
     Attention for a RowwiseAttention (its class: the same parameters). Eager passes are unchanged. Idempotent.
+    release: drop each float32 weight its bfloat16 rows hold exactly (StreamedLinear.release_weight), except the
+    output layer's, which an Embedding shares or a draft vocabulary is cut from: a wide model's compiled passes read
+    only the rows, and its float32 weights would be the largest block of its memory (docs/design.md).
     -> the dtypes the graphs stream, e.g. {torch.bfloat16}"""
     dtypes = set()
     for module in modules:
         for child in module.modules():
             if rowwise and type(child) is Attention:
                 child.__class__ = RowwiseAttention
-        for parent in list(module.modules()):
+        shared = {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding)}
+        # subtle: not list(module.modules()), which would hold every replaced Linear, and so its weight, to the end
+        for parent in [m for m in module.modules() if not isinstance(m, nn.Linear)]:
             for name, child in list(parent.named_children()):
                 if isinstance(child, nn.Linear) and not isinstance(child, StreamedLinear):
-                    setattr(parent, name, StreamedLinear(child))
+                    child = StreamedLinear(child)
+                    setattr(parent, name, child)
+                if release and isinstance(child, StreamedLinear) and name != "lm_head" \
+                        and id(child.weight) not in shared:
+                    child.release_weight()
         dtypes |= {m.rows.dtype for m in module.modules() if isinstance(m, StreamedLinear)}
     return dtypes
+
+
+def restore_weights(modules):
+    """StreamedLinear.restore_weight for every Linear of these modules: their compiled passes are off, and an eager
+    pass through released weights would convert each of them on every call."""
+    for module in modules:
+        for child in module.modules():
+            if isinstance(child, StreamedLinear):
+                child.restore_weight()

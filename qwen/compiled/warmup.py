@@ -142,6 +142,7 @@ def _warm_up(model, head, steps, passes, report, context, keep_if_faster, later,
         for part, variant in helpers.handed_off:
             run_pass(model, head, part, variant, ids)
     except Exception as e:                      # a compiler that fails here would fail for the user: go eager
+        log.warning("compiling failed; every pass runs eagerly", exc_info=True)     # the whole traceback, for a report
         helpers.wait()
         first_line = (str(e).splitlines() or [""])[0][:200]
         for compiled in steps:
