@@ -8,7 +8,8 @@ qwen/mtp.py) stays a plain description of the network; this package wraps it fro
 
 Its modules, each importing only those above it:
     internals.py   every touch of torch's private internals, version-gated
-    streamed.py    StreamedLinear, swapped in for nn.Linear: graphs read each weight row once, bf16 where exact
+    streamed.py    StreamedLinear, swapped in for nn.Linear: graphs read each weight row once, bf16 where exact (a
+                   wide model then holds only those rows: its float32 weights released)
     host.py        this host and how it runs a model: dtype, C++ compiler, memory, cache folder; strategy, HostPlan
     files.py       graphs kept in files, one per pass: named by what they bake in, loaded once, written whole
     saved.py       graphs saved whole on disk and loaded at a later start
