@@ -49,16 +49,15 @@ class StreamedLinear(nn.Linear):
         return F.linear(x, eager_weight(self), self.bias)
 
     def release_weight(self):
-        """Drop the float32 weight where `rows` is a bfloat16 copy holding it exactly; eager passes then
-        convert the rows. -> bytes freed (0 where the rows are not such a copy)"""
+        """Drop the float32 weight where `rows` is a bfloat16 copy holding it exactly (else keep it); eager
+        passes then convert the rows."""
         w = self.weight
         if w is None or self.rows.dtype != torch.bfloat16 or w.dtype != torch.float32:
-            return 0
+            return
         if isinstance(w, nn.Parameter):
             self.register_parameter("weight", None)
         else:
             self.register_buffer("weight", None, persistent=False)
-        return w.numel() * w.element_size()
 
     def restore_weight(self):
         """Undo release_weight, for passes that run eagerly from now on: the float32 weight again, laid out as
